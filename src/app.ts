@@ -1,0 +1,97 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Redis } from 'ioredis';
+import { AppError } from './core/errors.js';
+import { systemClock, type Clock } from './core/clock.js';
+import { createLimiter } from './core/rate-limit.js';
+import type { Config } from './config.js';
+import type { Database } from './db/client.js';
+import { createApiKeyAuth, type ApiKeyAuth } from './http/api-key-auth.js';
+import { sendError } from './http/errors.js';
+import { registerDocs } from './http/docs.js';
+import { buildOpenApi } from './http/openapi.js';
+import { registerRestRoutes } from './http/rest.js';
+import { registerMcp } from './mcp/index.js';
+import { registerOAuth } from './oauth/index.js';
+import { operations } from './operations.js';
+import { VERSION } from './version.js';
+
+export interface AppDeps {
+  config: Config;
+  database: Database;
+  /** Shared store for rate limits and cross-instance transport sessions (optional). */
+  redis?: Redis | undefined;
+  clock?: Clock;
+  logger?: FastifyServerOptions['logger'];
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    deps: Required<Pick<AppDeps, 'config' | 'database' | 'clock'>> & { redis: Redis | undefined; apiKeys: ApiKeyAuth };
+  }
+}
+
+/** A client's own X-Request-ID is kept when it is a sane token; otherwise a UUID is made. */
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
+
+/** Builds the whole service (REST, OpenAPI, docs, OAuth, MCP) without listening; tests use `inject`. */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: deps.logger ?? false,
+    bodyLimit: 1024 * 1024,
+    trustProxy: true,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    // Errors are logged by the error handler; per-request access logs are left to the proxy in front.
+    logController: new LogController({ disableRequestLogging: true }),
+    routerOptions: { maxParamLength: 200 },
+  });
+
+  const apiKeys = createApiKeyAuth(database(deps).db, deps.config.apiKeyCacheMs);
+  app.decorate('deps', { config: deps.config, database: deps.database, clock: deps.clock ?? systemClock, redis: deps.redis, apiKeys });
+
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+  app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
+  app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`), req, reply));
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_req, reply) => {
+    try {
+      await withTimeout(deps.database.ping(), 2000);
+      return { status: 'ok', database: deps.database.kind };
+    } catch {
+      return reply.code(503).send({ status: 'unavailable', database: deps.database.kind });
+    }
+  });
+
+  const openapi = buildOpenApi(operations, { serverUrl: `${deps.config.publicUrl}/v1`, version: VERSION });
+  await app.register(
+    async (v1) => {
+      v1.get('/openapi.json', async () => openapi);
+      await registerDocs(v1);
+      const limiter = deps.config.restRateLimit > 0 ? createLimiter({ name: 'rest', points: deps.config.restRateLimit, durationSeconds: 60 }, deps.redis) : undefined;
+      registerRestRoutes(v1, operations, { db: deps.database.db, auth: apiKeys, limiter });
+    },
+    { prefix: '/v1' },
+  );
+
+  await app.register(registerOAuth);
+  await app.register(registerMcp);
+  return app;
+}
+
+const database = (deps: AppDeps) => deps.database;
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('timeout')), ms);
+    promise.then(
+      (v) => (clearTimeout(timer), resolve(v)),
+      (e) => (clearTimeout(timer), reject(e)),
+    );
+  });
+}

@@ -1,0 +1,53 @@
+import { resolve } from 'node:path';
+import { z } from 'zod';
+
+/** Environment, parsed once at start-up. Every setting the service reads is here. */
+const Env = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  DATA_DIR: z.string().min(1).default('./data'),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .optional()
+    .or(z.literal('').transform(() => undefined)),
+  PUBLIC_URL: z.url().optional().or(z.literal('').transform(() => undefined)),
+  REDIS_URL: z.string().optional().or(z.literal('').transform(() => undefined)),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** REST requests allowed per API key per minute; 0 turns the limit off. */
+  REST_RATE_LIMIT: z.coerce.number().int().min(0).default(6000),
+  /** How long a verified API key is trusted from memory before it is looked up again (ms). */
+  API_KEY_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(5000),
+});
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  publicUrl: string;
+  redisUrl: string | undefined;
+  logLevel: z.infer<typeof Env>['LOG_LEVEL'];
+  restRateLimit: number;
+  apiKeyCacheMs: number;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = Env.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    dataDir: resolve(e.DATA_DIR),
+    databaseUrl: e.DATABASE_URL,
+    publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+    redisUrl: e.REDIS_URL,
+    logLevel: e.LOG_LEVEL,
+    restRateLimit: e.REST_RATE_LIMIT,
+    apiKeyCacheMs: e.API_KEY_CACHE_MS,
+  };
+}

@@ -1,0 +1,3 @@
+/** The time source. Tests inject their own to move past expiry times without waiting. */
+export type Clock = () => Date;
+export const systemClock: Clock = () => new Date();

@@ -1,0 +1,116 @@
+import { mkdirSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import { drizzle as drizzlePg, type NodePgDatabase } from 'drizzle-orm/node-postgres';
+import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
+import pg from 'pg';
+import { packagePath } from '../core/paths.js';
+import { acquireDataDirLock, type DataDirLock } from './lock.js';
+import * as schema from './schema.js';
+
+/**
+ * The query API every repository uses. PGlite's and node-postgres' Drizzle databases expose the same
+ * methods; the node-postgres type is used as the common name for both.
+ */
+export type Db = NodePgDatabase<typeof schema>;
+/** A transaction handle or the database itself: repositories accept either. */
+export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+export type DbOrTx = Db | Tx;
+
+export interface Database {
+  db: Db;
+  kind: 'pglite' | 'postgres';
+  /** Resolves when the database answers a trivial query; rejects otherwise. */
+  ping(): Promise<void>;
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** postgres:// URL; when absent the embedded database is used. */
+  url?: string | undefined;
+  /** Directory of the embedded database; `undefined` keeps it in memory (tests). */
+  dataDir?: string | undefined;
+  /** Largest number of pooled PostgreSQL connections. */
+  poolSize?: number;
+}
+
+const migrationsFolder = packagePath('drizzle');
+/** Any constant: serialises concurrent `migrate` runs of several instances on one PostgreSQL. */
+const MIGRATION_LOCK = 7_345_001;
+
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  return options.url ? openPostgres(options.url, options.poolSize ?? 20) : openPglite(options.dataDir);
+}
+
+function openPostgres(url: string, poolSize: number): Database {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    // A dead database must turn into a quick 503, never a hanging request.
+    connectionTimeoutMillis: 2000,
+    query_timeout: 15_000,
+    idleTimeoutMillis: 30_000,
+    application_name: 'switchboard',
+  });
+  // An idle connection dropped by the server must not crash the process; the pool replaces it.
+  pool.on('error', () => {});
+  const db = drizzlePg(pool, { schema });
+  return {
+    db,
+    kind: 'postgres',
+    async ping() {
+      await pool.query('SELECT 1');
+    },
+    async migrate() {
+      const client = await pool.connect();
+      try {
+        await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+        try {
+          await migratePg(drizzlePg(client, { schema }), { migrationsFolder });
+        } finally {
+          await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+        }
+      } finally {
+        client.release();
+      }
+    },
+    async close() {
+      await pool.end();
+    },
+  };
+}
+
+async function openPglite(dataDir: string | undefined): Promise<Database> {
+  let lock: DataDirLock | undefined;
+  if (dataDir) {
+    mkdirSync(dataDir, { recursive: true });
+    lock = acquireDataDirLock(dataDir);
+  }
+  let client: PGlite;
+  try {
+    client = await PGlite.create(dataDir ? `${dataDir}/pgdata` : 'memory://', { relaxedDurability: false });
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
+  const db = drizzlePglite(client, { schema }) as unknown as Db;
+  return {
+    db,
+    kind: 'pglite',
+    async ping() {
+      await client.query('SELECT 1');
+    },
+    async migrate() {
+      await migratePglite(drizzlePglite(client, { schema }), { migrationsFolder });
+    },
+    async close() {
+      try {
+        await client.close();
+      } finally {
+        lock?.release();
+      }
+    },
+  };
+}

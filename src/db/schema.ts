@@ -1,0 +1,445 @@
+/**
+ * The one database schema (Drizzle pg-core). Migrations in ./drizzle are generated from it and run
+ * unchanged on PGlite and PostgreSQL. Conventions:
+ * - every business table has `organization_id`, audit timestamps and a nullable `deleted_at`;
+ * - list indexes are `(organization_id, created_at, id) WHERE deleted_at IS NULL`, declared ascending
+ *   because PostgreSQL reads them backwards for `desc` pages;
+ * - unique indexes are partial on `deleted_at IS NULL`, so a soft-deleted row never blocks a new one.
+ */
+import { relations, sql, type SQL } from 'drizzle-orm';
+import {
+  boolean,
+  customType,
+  index,
+  integer,
+  jsonb,
+  numeric,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+  type AnyPgColumn,
+} from 'drizzle-orm/pg-core';
+
+type Json = Record<string, unknown>;
+
+const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date', precision: 3 });
+
+const audit = {
+  id: uuid('id').primaryKey().defaultRandom(),
+  createdAt: ts('created_at').notNull().defaultNow(),
+  updatedAt: ts('updated_at').notNull().defaultNow(),
+  deletedAt: ts('deleted_at'),
+};
+
+const tsvector = customType<{ data: string }>({ dataType: () => 'tsvector' });
+
+const orgRef = () =>
+  uuid('organization_id')
+    .notNull()
+    .references(() => organizations.id);
+
+/** `(organization_id, created_at, id)` over live rows: backs every organization-wide list page. */
+const listIndex = (name: string, t: { organizationId: AnyPgColumn; createdAt: AnyPgColumn; id: AnyPgColumn; deletedAt: AnyPgColumn }) =>
+  index(name).on(t.organizationId, t.createdAt, t.id).where(sql`${t.deletedAt} IS NULL`);
+
+// ---------------------------------------------------------------- tenancy, people, keys
+
+export const organizations = pgTable('organizations', {
+  ...audit,
+  name: text('name').notNull(),
+  credits: integer('credits').notNull().default(100),
+});
+
+export const users = pgTable(
+  'users',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    email: text('email').notNull(),
+    name: text('name'),
+    passwordHash: text('password_hash').notNull(),
+  },
+  (t) => [uniqueIndex('users_email_live').on(sql`lower(${t.email})`).where(sql`${t.deletedAt} IS NULL`)],
+);
+
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    name: text('name'),
+    /** First characters of the key, safe to show so a person can tell keys apart. */
+    prefix: text('prefix').notNull(),
+    /** SHA-256 of the whole key (hex). The key itself is never stored. */
+    keyHash: text('key_hash').notNull(),
+    permissions: text('permissions').array().notNull(),
+    revokedAt: ts('revoked_at'),
+    lastUsedAt: ts('last_used_at'),
+  },
+  (t) => [uniqueIndex('api_keys_key_hash').on(t.keyHash), index('api_keys_org').on(t.organizationId)],
+);
+
+// ---------------------------------------------------------------- contacts
+
+export const contacts = pgTable(
+  'contacts',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    firstName: text('first_name'),
+    lastName: text('last_name'),
+    company: text('company'),
+    jobTitle: text('job_title'),
+    notes: text('notes'),
+    title: text('title'),
+    name: text('name'),
+    picture: text('picture'),
+    data: jsonb('data').$type<Json>().notNull().default({}),
+  },
+  (t) => [listIndex('contacts_list', t)],
+);
+
+const contactChild = {
+  ...audit,
+  organizationId: orgRef(),
+  contactId: uuid('contact_id')
+    .notNull()
+    .references(() => contacts.id),
+};
+
+export const contactEmails = pgTable(
+  'contact_emails',
+  {
+    ...contactChild,
+    email: text('email').notNull(),
+    label: text('label').notNull(),
+    data: jsonb('data').$type<Json>().notNull().default({}),
+  },
+  (t) => [index('contact_emails_contact').on(t.contactId, t.createdAt, t.id).where(sql`${t.deletedAt} IS NULL`)],
+);
+
+export const contactPhoneNumbers = pgTable(
+  'contact_phone_numbers',
+  {
+    ...contactChild,
+    phoneNumber: text('phone_number').notNull(),
+    countryCode: text('country_code').notNull(),
+    nationalNumber: text('national_number').notNull(),
+    label: text('label').notNull(),
+    data: jsonb('data').$type<Json>().notNull().default({}),
+  },
+  (t) => [index('contact_phone_numbers_contact').on(t.contactId, t.createdAt, t.id).where(sql`${t.deletedAt} IS NULL`)],
+);
+
+export const contactAddresses = pgTable(
+  'contact_addresses',
+  {
+    ...contactChild,
+    country: text('country').notNull(),
+    label: text('label').notNull(),
+    address1: text('address1').notNull(),
+    address2: text('address2').notNull(),
+    city: text('city').notNull(),
+    state: text('state').notNull(),
+    postalCode: text('postal_code').notNull(),
+    data: jsonb('data').$type<Json>().notNull().default({}),
+  },
+  (t) => [index('contact_addresses_contact').on(t.contactId, t.createdAt, t.id).where(sql`${t.deletedAt} IS NULL`)],
+);
+
+// ---------------------------------------------------------------- messages
+
+/** Words searched by GET /messages/search: text, summary, sender and recipient, case-folded, unstemmed. */
+const messageSearchVector: SQL = sql`to_tsvector('simple'::regconfig,
+  coalesce("text", '') || ' ' || coalesce("summary", '') || ' ' ||
+  coalesce("sender"::text, '') || ' ' || coalesce("recipient"::text, ''))`;
+
+export const messages = pgTable(
+  'messages',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    timestamp: ts('timestamp').notNull().defaultNow(),
+    readAt: ts('read_at'),
+    archivedAt: ts('archived_at'),
+    snoozedUntil: ts('snoozed_until'),
+    phoneNumberId: uuid('phone_number_id'),
+    emailAddressId: uuid('email_address_id'),
+    type: text('type').notNull(),
+    direction: text('direction').notNull(),
+    providerMessageId: text('provider_message_id'),
+    providerName: text('provider_name'),
+    threadId: text('thread_id'),
+    text: text('text'),
+    action: text('action'),
+    importance: text('importance'),
+    status: text('status'),
+    summary: text('summary'),
+    urgency: text('urgency'),
+    sender: jsonb('sender').$type<unknown>(),
+    recipient: jsonb('recipient').$type<unknown>(),
+    category: jsonb('category').$type<unknown>(),
+    metadata: jsonb('metadata').$type<unknown>(),
+    searchVector: tsvector('search_vector').generatedAlwaysAs(messageSearchVector),
+  },
+  (t) => [
+    listIndex('messages_list', t),
+    index('messages_direction_list')
+      .on(t.organizationId, t.direction, t.createdAt, t.id)
+      .where(sql`${t.deletedAt} IS NULL`),
+    index('messages_snoozed').on(t.organizationId).where(sql`${t.deletedAt} IS NULL AND ${t.snoozedUntil} IS NOT NULL`),
+    index('messages_search').using('gin', t.searchVector),
+  ],
+);
+
+// ---------------------------------------------------------------- businesses, customers, transactions
+
+export const businesses = pgTable(
+  'businesses',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    createdBy: uuid('created_by').notNull(),
+    name: text('name').notNull(),
+    data: jsonb('data').$type<Json>().notNull().default({}),
+  },
+  (t) => [listIndex('businesses_list', t)],
+);
+
+export const customers = pgTable(
+  'customers',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    businessId: uuid('business_id').references(() => businesses.id),
+    contactId: uuid('contact_id').references(() => contacts.id),
+    type: text('type'),
+    name: text('name'),
+    email: text('email'),
+    phone: text('phone'),
+    notes: text('notes'),
+    status: text('status'),
+    customerSince: ts('customer_since'),
+    data: jsonb('data').$type<Json>().notNull().default({}),
+  },
+  (t) => [listIndex('customers_list', t)],
+);
+
+export const customerTransactions = pgTable(
+  'customer_transactions',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    businessId: uuid('business_id').references(() => businesses.id),
+    customerId: uuid('customer_id')
+      .notNull()
+      .references(() => customers.id),
+    /** Exact decimal; `numeric` keeps the scale the client sent ("10.50" stays "10.50"). */
+    amount: numeric('amount').notNull(),
+    currency: text('currency').notNull(),
+    status: text('status').notNull(),
+    type: text('type').notNull(),
+    description: text('description'),
+    transactionDate: ts('transaction_date'),
+  },
+  (t) => [index('customer_transactions_customer').on(t.customerId, t.createdAt, t.id).where(sql`${t.deletedAt} IS NULL`)],
+);
+
+// ---------------------------------------------------------------- folders and files
+
+export const folders = pgTable(
+  'folders',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    name: text('name').notNull(),
+    parentFolderId: uuid('parent_folder_id').references((): AnyPgColumn => folders.id),
+    createdBy: uuid('created_by').notNull(),
+    metadata: jsonb('metadata').$type<Json>().notNull().default({}),
+  },
+  (t) => [listIndex('folders_list', t), index('folders_parent').on(t.parentFolderId).where(sql`${t.deletedAt} IS NULL`)],
+);
+
+/** Files kept in folders. No endpoint writes them yet; they exist so `fileCount` is a real count. */
+export const files = pgTable(
+  'files',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    folderId: uuid('folder_id').references(() => folders.id),
+    name: text('name').notNull(),
+    mimeType: text('mime_type'),
+    size: integer('size').notNull().default(0),
+    createdBy: uuid('created_by').notNull(),
+  },
+  (t) => [index('files_folder').on(t.folderId).where(sql`${t.deletedAt} IS NULL`)],
+);
+
+// ---------------------------------------------------------------- automations
+
+export const automations = pgTable(
+  'automations',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    name: text('name').notNull(),
+    description: text('description'),
+    triggerEvent: text('trigger_event').notNull(),
+    /** Kept for evaluation; never part of a response (the spec leaves it out). */
+    triggerType: text('trigger_type').notNull(),
+    cronExpression: text('cron_expression'),
+    condition: jsonb('condition').$type<Json>(),
+    instructions: text('instructions').notNull(),
+    createdBy: uuid('created_by').notNull(),
+    enabled: boolean('enabled').notNull().default(true),
+    permissions: jsonb('permissions').$type<Json>(),
+    groupId: uuid('group_id'),
+    groupName: text('group_name'),
+    groupMetadata: jsonb('group_metadata').$type<Json>(),
+    maxExecutions: integer('max_executions'),
+    currentExecutions: integer('current_executions').notNull().default(0),
+    expiresAt: ts('expires_at'),
+    status: text('status').notNull(),
+  },
+  (t) => [listIndex('automations_list', t)],
+);
+
+// ---------------------------------------------------------------- domains
+
+export const domains = pgTable(
+  'domains',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    name: text('name').notNull(),
+    createdBy: uuid('created_by').notNull(),
+  },
+  (t) => [
+    listIndex('domains_list', t),
+    uniqueIndex('domains_name_live').on(t.organizationId, sql`lower(${t.name})`).where(sql`${t.deletedAt} IS NULL`),
+  ],
+);
+
+export const domainRegistrations = pgTable(
+  'domain_registrations',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    domainId: uuid('domain_id')
+      .notNull()
+      .references(() => domains.id),
+    state: text('state').notNull(),
+    externalDomainId: text('external_domain_id'),
+    externalId: text('external_id'),
+    autoRenew: boolean('auto_renew').notNull().default(true),
+    whoisPrivacy: boolean('whois_privacy').notNull().default(true),
+    transferLock: boolean('transfer_lock').notNull().default(true),
+    period: integer('period').notNull().default(1),
+    createdBy: uuid('created_by').notNull(),
+  },
+  (t) => [index('domain_registrations_domain').on(t.domainId, t.createdAt, t.id).where(sql`${t.deletedAt} IS NULL`)],
+);
+
+// ---------------------------------------------------------------- OAuth 2.1 authorization server
+
+export const oauthClients = pgTable('oauth_clients', {
+  /** The public `client_id`. */
+  id: text('id').primaryKey(),
+  createdAt: ts('created_at').notNull().defaultNow(),
+  /** SHA-256 of the client secret, for confidential clients; null for public clients. */
+  secretHash: text('secret_hash'),
+  tokenEndpointAuthMethod: text('token_endpoint_auth_method').notNull(),
+  redirectUris: text('redirect_uris').array().notNull(),
+  grantTypes: text('grant_types').array().notNull(),
+  responseTypes: text('response_types').array().notNull(),
+  clientName: text('client_name'),
+  clientUri: text('client_uri'),
+  logoUri: text('logo_uri'),
+  scope: text('scope'),
+  /** The registration request as received, echoed in the registration response. */
+  metadata: jsonb('metadata').$type<Json>().notNull().default({}),
+});
+
+/** One user's approval of one client: the scopes and tool categories granted. Tokens hang off it. */
+export const oauthGrants = pgTable(
+  'oauth_grants',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+    userId: uuid('user_id')
+      .notNull()
+      .references(() => users.id),
+    organizationId: orgRef(),
+    clientId: text('client_id')
+      .notNull()
+      .references(() => oauthClients.id),
+    scopes: text('scopes').array().notNull(),
+    categories: text('categories').array().notNull(),
+    resource: text('resource').notNull(),
+    revokedAt: ts('revoked_at'),
+  },
+  (t) => [index('oauth_grants_user_client').on(t.userId, t.clientId)],
+);
+
+export const oauthCodes = pgTable('oauth_codes', {
+  /** SHA-256 of the authorization code. */
+  codeHash: text('code_hash').primaryKey(),
+  createdAt: ts('created_at').notNull().defaultNow(),
+  expiresAt: ts('expires_at').notNull(),
+  /** Set by the one atomic UPDATE that redeems the code; a second redemption finds it set. */
+  usedAt: ts('used_at'),
+  grantId: uuid('grant_id')
+    .notNull()
+    .references(() => oauthGrants.id),
+  clientId: text('client_id').notNull(),
+  redirectUri: text('redirect_uri').notNull(),
+  codeChallenge: text('code_challenge').notNull(),
+});
+
+export const oauthTokens = pgTable(
+  'oauth_tokens',
+  {
+    /** SHA-256 of the opaque token. */
+    tokenHash: text('token_hash').primaryKey(),
+    kind: text('kind').$type<'access' | 'refresh'>().notNull(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    expiresAt: ts('expires_at').notNull(),
+    /** Refresh tokens: set when rotated; presenting it again revokes the whole grant. */
+    usedAt: ts('used_at'),
+    revokedAt: ts('revoked_at'),
+    grantId: uuid('grant_id')
+      .notNull()
+      .references(() => oauthGrants.id),
+  },
+  (t) => [index('oauth_tokens_grant').on(t.grantId)],
+);
+
+/** Browser sessions of the sign-in page (cookie value stored as a SHA-256 hash). */
+export const oauthSessions = pgTable('oauth_sessions', {
+  idHash: text('id_hash').primaryKey(),
+  createdAt: ts('created_at').notNull().defaultNow(),
+  expiresAt: ts('expires_at').notNull(),
+  userId: uuid('user_id')
+    .notNull()
+    .references(() => users.id),
+});
+
+// ---------------------------------------------------------------- relations (for single-query embeds)
+
+export const contactsRelations = relations(contacts, ({ many }) => ({
+  emails: many(contactEmails),
+  phoneNumbers: many(contactPhoneNumbers),
+  addresses: many(contactAddresses),
+}));
+export const contactEmailsRelations = relations(contactEmails, ({ one }) => ({
+  contact: one(contacts, { fields: [contactEmails.contactId], references: [contacts.id] }),
+}));
+export const contactPhoneNumbersRelations = relations(contactPhoneNumbers, ({ one }) => ({
+  contact: one(contacts, { fields: [contactPhoneNumbers.contactId], references: [contacts.id] }),
+}));
+export const contactAddressesRelations = relations(contactAddresses, ({ one }) => ({
+  contact: one(contacts, { fields: [contactAddresses.contactId], references: [contacts.id] }),
+}));

@@ -1,0 +1,52 @@
+import type { FastifyRequest } from 'fastify';
+import { findApiKeyByHash } from '../accounts/accounts.js';
+import { AppError } from '../core/errors.js';
+import { sha256 } from '../core/secrets.js';
+import type { Db } from '../db/client.js';
+
+export interface ApiKeyPrincipal {
+  keyId: string;
+  orgId: string;
+  permissions: string[];
+}
+
+const MAX_ENTRIES = 10_000;
+
+/**
+ * Verifies `Authorization: Bearer <key>`. Verified (and unknown) keys are remembered for a few seconds so
+ * a request costs no database round trip for authentication; a revoked key stops working within that
+ * time, or at once when it is revoked through this process (`forget`).
+ */
+export function createApiKeyAuth(db: Db, ttlMs: number) {
+  const cache = new Map<string, { principal: ApiKeyPrincipal | undefined; expires: number }>();
+
+  async function lookup(keyHash: string): Promise<ApiKeyPrincipal | undefined> {
+    const now = Date.now();
+    const hit = cache.get(keyHash);
+    if (hit && hit.expires > now) return hit.principal;
+    const row = await findApiKeyByHash(db, keyHash);
+    const principal = row && { keyId: row.id, orgId: row.organizationId, permissions: row.permissions };
+    if (ttlMs > 0) {
+      if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value!);
+      cache.set(keyHash, { principal, expires: now + ttlMs });
+    }
+    return principal;
+  }
+
+  return {
+    async authenticate(req: FastifyRequest): Promise<ApiKeyPrincipal> {
+      const header = req.headers.authorization;
+      const match = typeof header === 'string' ? /^Bearer[ ]+([!-~]{1,512})\s*$/i.exec(header) : null;
+      if (!match) throw new AppError('UNAUTHORIZED', 'Missing API key: send "Authorization: Bearer <API_KEY>"');
+      const principal = await lookup(sha256(match[1]!));
+      if (!principal) throw new AppError('UNAUTHORIZED', 'Invalid or revoked API key');
+      return principal;
+    },
+    /** Drops a key from the cache (after it is revoked through this process). */
+    forget(keyHash: string) {
+      cache.delete(keyHash);
+    },
+  };
+}
+
+export type ApiKeyAuth = ReturnType<typeof createApiKeyAuth>;

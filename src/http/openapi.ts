@@ -1,0 +1,146 @@
+import { z } from 'zod';
+import { CATEGORIES } from '../core/categories.js';
+import { ERROR_STATUS, type ErrorCode } from '../core/errors.js';
+import { envelopeSchema, operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
+
+type JsonSchema = Record<string, unknown>;
+
+const toSchema = (schema: z.ZodType, io: 'input' | 'output'): JsonSchema => {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
+  return rest;
+};
+
+/** Errors every authenticated operation can answer. */
+const COMMON_ERRORS: ErrorCode[] = ['VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'];
+
+const ERROR_TEXT: Record<number, string> = {
+  400: 'Validation error (`VALIDATION_ERROR`, with `details`) or malformed request (`BAD_REQUEST`)',
+  401: 'Missing or invalid API key (`UNAUTHORIZED`)',
+  402: 'Insufficient credits for the operation (`INSUFFICIENT_CREDITS`)',
+  403: 'The API key lacks the permission the operation needs (`FORBIDDEN`)',
+  404: 'The resource does not exist, is soft-deleted or belongs to another organization (`NOT_FOUND`)',
+  413: 'The body is larger than 1 MiB (`PAYLOAD_TOO_LARGE`)',
+  429: 'Too many requests for this API key (`RATE_LIMITED`); see `Retry-After`',
+  500: 'Unexpected server error (`INTERNAL_ERROR`)',
+  503: 'Temporarily unavailable, e.g. the database is unreachable (`SERVICE_UNAVAILABLE`); see `Retry-After`',
+};
+
+const ErrorTreeSchema: JsonSchema = {
+  type: 'object',
+  description:
+    'A tree mirroring the request input (path parameters, query and body fields together). `errors` lists the issues at this node; object nodes have `properties` keyed by field name; array nodes have `items` (one node per element, `null` for elements without issues). Unknown fields are reported in the parent node\'s `errors`.',
+  properties: {
+    errors: { type: 'array', items: { type: 'string' } },
+    properties: { type: 'object', additionalProperties: { $ref: '#/components/schemas/ErrorTree' } },
+    items: { type: 'array', items: { anyOf: [{ $ref: '#/components/schemas/ErrorTree' }, { type: 'null' }] } },
+  },
+  required: ['errors'],
+};
+
+const ErrorSchema: JsonSchema = {
+  type: 'object',
+  properties: {
+    error: {
+      type: 'object',
+      properties: {
+        code: { type: 'string', enum: Object.keys(ERROR_STATUS), description: 'Machine-readable code' },
+        message: { type: 'string', description: 'Human-readable text' },
+        details: { $ref: '#/components/schemas/ErrorTree', description: 'Present only on VALIDATION_ERROR' },
+      },
+      required: ['code', 'message'],
+      additionalProperties: false,
+    },
+  },
+  required: ['error'],
+  additionalProperties: false,
+};
+
+function operationObject(op: Operation) {
+  const params = pathParams(op);
+  const input = toSchema(op.input, 'input') as { properties?: Record<string, JsonSchema>; required?: string[] };
+  const props = input.properties ?? {};
+  const required = new Set(input.required ?? []);
+  const inQuery = op.method === 'GET' || op.method === 'DELETE';
+  const parameters = Object.entries(props)
+    .filter(([name]) => params.includes(name) || inQuery)
+    .map(([name, schema]) => ({
+      name,
+      in: params.includes(name) ? 'path' : 'query',
+      required: params.includes(name) || required.has(name),
+      ...(schema.description ? { description: schema.description } : {}),
+      schema,
+    }));
+
+  const codes = new Set<ErrorCode>([...COMMON_ERRORS, ...(op.errors ?? [])]);
+  if (params.length) codes.add('NOT_FOUND');
+  if (!inQuery) codes.add('BAD_REQUEST').add('PAYLOAD_TOO_LARGE');
+  const statuses = [...new Set([...codes].map((c) => ERROR_STATUS[c]))].sort();
+
+  const responses: Record<string, unknown> = {
+    [successStatus(op)]: {
+      description: op.kind === 'list' ? 'One page of results' : 'Success',
+      headers: { 'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' } },
+      content: { 'application/json': { schema: toSchema(envelopeSchema(op), 'output') } },
+    },
+  };
+  for (const s of statuses) {
+    responses[s] = {
+      description: ERROR_TEXT[s],
+      headers: { 'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' }, ...(s === 429 || s === 503 ? { 'Retry-After': { schema: { type: 'integer' } } } : {}) },
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+    };
+  }
+
+  let requestBody: unknown;
+  if (!inQuery) {
+    const bodyProps = Object.fromEntries(Object.entries(props).filter(([name]) => !params.includes(name)));
+    const bodyRequired = [...required].filter((n) => !params.includes(n));
+    requestBody = {
+      required: bodyRequired.length > 0,
+      content: {
+        'application/json': {
+          schema: { type: 'object', properties: bodyProps, ...(bodyRequired.length ? { required: bodyRequired } : {}), additionalProperties: false },
+        },
+      },
+    };
+  }
+
+  return {
+    operationId: op.id,
+    summary: op.summary,
+    description: [op.description, `Requires the \`${operationPermission(op)}\` permission (or \`*\`).`].filter(Boolean).join('\n\n'),
+    tags: [op.id.slice(0, op.id.indexOf('.'))],
+    parameters,
+    ...(requestBody ? { requestBody } : {}),
+    responses,
+  };
+}
+
+/** The OpenAPI 3.1 document of the REST interface, built from the operation table. */
+export function buildOpenApi(operations: Operation[], opts: { serverUrl: string; version: string }) {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const op of operations) {
+    (paths[op.path] ??= {})[op.method.toLowerCase()] = operationObject(op);
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Switchboard REST API',
+      version: opts.version,
+      description:
+        'Business communication data: messages, contacts, customers and transactions, businesses, folders, automations and domains. ' +
+        'Every response is `{ "data": …, "meta"?: { "pagination": … } }`; errors are `{ "error": { "code", "message", "details"? } }`. ' +
+        'Every response carries `X-Request-ID`. Lists take `limit` (1-100, default 10), `offset` (default 0) and `sortOrder` (`asc`/`desc`, default `desc`, by creation date). ' +
+        'Without `total`, `hasMore` is true whenever a page is full, so a client stops at the first empty page. DELETE is a soft delete.',
+    },
+    servers: [{ url: opts.serverUrl }],
+    security: [{ apiKey: [] }],
+    tags: CATEGORIES.map((c) => ({ name: c.id, description: c.description })),
+    paths,
+    components: {
+      securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <API_KEY>`' } },
+      headers: { 'X-Request-ID': { description: 'Identifier of the request (echoes a client-sent X-Request-ID when it is a sane token)', schema: { type: 'string' } } },
+      schemas: { Error: ErrorSchema, ErrorTree: ErrorTreeSchema },
+    },
+  };
+}

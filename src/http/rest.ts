@@ -1,0 +1,98 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { AppError } from '../core/errors.js';
+import { operationPermission, pathParams, runOperation, successStatus, type Operation } from '../core/operation.js';
+import { hasPermission } from '../core/permissions.js';
+import type { Limiter } from '../core/rate-limit.js';
+import type { Db } from '../db/client.js';
+import type { ApiKeyAuth } from './api-key-auth.js';
+
+type Scalar = 'integer' | 'number' | 'boolean' | 'string';
+
+/** Query strings carry text; the input schema says which fields are numbers or booleans. */
+function queryTypes(op: Operation): Record<string, { type: Scalar; nullable: boolean }> {
+  const json = z.toJSONSchema(op.input, { io: 'input', unrepresentable: 'any' }) as { properties?: Record<string, Record<string, unknown>> };
+  const out: Record<string, { type: Scalar; nullable: boolean }> = {};
+  for (const [name, prop] of Object.entries(json.properties ?? {})) {
+    const variants = (prop.anyOf as Record<string, unknown>[] | undefined) ?? [prop];
+    const types = variants.map((v) => v.type);
+    const type = (types.find((t) => t === 'integer' || t === 'number' || t === 'boolean') ?? 'string') as Scalar;
+    out[name] = { type, nullable: types.includes('null') };
+  }
+  return out;
+}
+
+function coerceQuery(query: Record<string, unknown>, types: ReturnType<typeof queryTypes>) {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(query)) {
+    const spec = types[name];
+    if (typeof value !== 'string' || !spec) {
+      out[name] = value;
+    } else if (spec.nullable && (value === '' || value === 'null')) {
+      out[name] = null;
+    } else if ((spec.type === 'integer' || spec.type === 'number') && /^-?\d+(\.\d+)?$/.test(value.trim())) {
+      out[name] = Number(value);
+    } else if (spec.type === 'boolean' && (value === 'true' || value === 'false')) {
+      out[name] = value === 'true';
+    } else {
+      out[name] = value; // left as text: the schema reports it
+    }
+  }
+  return out;
+}
+
+/** Path parameters, then the query (GET, DELETE) or the JSON body (POST, PUT, PATCH), as one flat object. */
+function rawInput(op: Operation, req: FastifyRequest, types: ReturnType<typeof queryTypes>, params: string[]) {
+  const fromPath = req.params as Record<string, string>;
+  let rest: Record<string, unknown>;
+  if (op.method === 'GET' || op.method === 'DELETE') {
+    rest = coerceQuery(req.query as Record<string, unknown>, types);
+  } else {
+    const body = req.body ?? {};
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      throw new AppError('VALIDATION_ERROR', 'The request is invalid', { errors: ['The body must be a JSON object'] });
+    }
+    rest = { ...(body as Record<string, unknown>) };
+    const clash = params.filter((p) => p in rest);
+    if (clash.length) {
+      throw new AppError('VALIDATION_ERROR', 'The request is invalid', {
+        errors: [],
+        properties: Object.fromEntries(clash.map((p) => [p, { errors: [`"${p}" is a path parameter and cannot be sent in the body`] }])),
+      });
+    }
+  }
+  for (const p of params) rest[p] = fromPath[p];
+  return rest;
+}
+
+export interface RestDeps {
+  db: Db;
+  auth: ApiKeyAuth;
+  limiter: Limiter | undefined;
+}
+
+/** Registers one Fastify route per operation. The prefix (`/v1`) comes from the caller. */
+export function registerRestRoutes(app: FastifyInstance, operations: Operation[], deps: RestDeps) {
+  for (const op of operations) {
+    const types = queryTypes(op);
+    const params = pathParams(op);
+    const permission = operationPermission(op);
+    const status = successStatus(op);
+    app.route({
+      method: op.method,
+      url: op.path.replace(/\{(\w+)\}/g, ':$1'),
+      handler: async (req, reply) => {
+        const principal = await deps.auth.authenticate(req);
+        if (deps.limiter) {
+          const verdict = await deps.limiter.consume(principal.keyId);
+          if (!verdict.allowed) throw new AppError('RATE_LIMITED', 'Too many requests; retry later', undefined, verdict.retryAfter);
+        }
+        if (!hasPermission(principal.permissions, permission)) {
+          throw new AppError('FORBIDDEN', `This API key lacks the "${permission}" permission`);
+        }
+        const envelope = await runOperation(op, rawInput(op, req, types, params), { orgId: principal.orgId, actorId: principal.keyId, db: deps.db });
+        return reply.code(status).send(envelope);
+      },
+    });
+  }
+}

@@ -1,0 +1,40 @@
+import { Redis } from 'ioredis';
+import { buildApp } from './app.js';
+import { loadConfig, type Config } from './config.js';
+import { openDatabase } from './db/client.js';
+
+/**
+ * `switchboard serve` / `npm start`: configuration -> database (+ migrations) -> app -> listen.
+ * SIGTERM and SIGINT stop accepting connections, let in-flight requests finish, then exit 0.
+ */
+export async function serve(config: Config = loadConfig()) {
+  const database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir });
+  await database.migrate();
+  const redis = config.redisUrl ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
+  redis?.on('error', () => {}); // rate limits fall back to memory while Redis is away
+  const app = await buildApp({ config, database, redis, logger: { level: config.logLevel } });
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => process.exit(1), 25_000);
+    force.unref();
+    try {
+      await app.close();
+      await database.close();
+      redis?.disconnect();
+      process.exit(0);
+    } catch (err) {
+      app.log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+
+  await app.listen({ port: config.port, host: config.host });
+  app.log.info(`Switchboard listening on ${config.publicUrl} (REST ${config.publicUrl}/v1, MCP ${config.publicUrl}/mcp) with ${database.kind === 'pglite' ? `the embedded database in ${config.dataDir}` : 'PostgreSQL'}`);
+  return { app, database };
+}

@@ -1,0 +1,32 @@
+import pg from 'pg';
+import { openDatabase } from '../../src/db/client.js';
+
+/** Once per run: a migrated template database that each test file copies (CREATE DATABASE … TEMPLATE). */
+export async function setup() {
+  const url = process.env.SB_TEST_PG_URL!;
+  const template = process.env.SB_TEST_PG_TEMPLATE!;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${template}`);
+  await admin.end();
+  const db = await openDatabase({ url: withDatabase(url, template), poolSize: 1 });
+  await db.migrate();
+  await db.close();
+}
+
+export async function teardown() {
+  const url = process.env.SB_TEST_PG_URL!;
+  const template = process.env.SB_TEST_PG_TEMPLATE!;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  const { rows } = await admin.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE $1`, [`${template}%`]);
+  for (const { datname } of rows) await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+  await admin.end();
+}
+
+export function withDatabase(url: string, name: string) {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}

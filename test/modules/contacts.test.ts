@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, type TestApp, type Tenant } from '../helpers/app.js';
+
+let t: TestApp;
+let a: Tenant;
+let b: Tenant;
+
+beforeAll(async () => {
+  t = await createTestApp();
+  a = await t.tenant();
+  b = await t.tenant();
+});
+afterAll(() => t.close());
+
+describe('contacts', () => {
+  it('creates, reads, embeds children, updates and soft-deletes', async () => {
+    const created = await a.request('POST', '/v1/contacts', { firstName: 'Ada', lastName: 'Lovelace', data: { vip: true } });
+    expect(created.status).toBe(201);
+    const c = created.json.data;
+    expect(c).toMatchObject({ firstName: 'Ada', lastName: 'Lovelace', data: { vip: true }, emails: [], phoneNumbers: [], addresses: [], deletedAt: null, organizationId: a.orgId });
+    expect(c.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+    const phone = await a.request('POST', `/v1/contacts/${c.id}/phone-numbers`, { phoneNumber: '+44 20 7946 0000', label: 'work' });
+    expect(phone.status).toBe(201);
+    expect(phone.json.data).toMatchObject({ phoneNumber: '+442079460000', countryCode: '44', nationalNumber: '2079460000', label: 'work', contactId: c.id });
+
+    const email = await a.request('POST', `/v1/contacts/${c.id}/emails`, { email: 'ada@example.com', label: 'work' });
+    expect(email.status).toBe(201);
+    const address = await a.request('POST', `/v1/contacts/${c.id}/addresses`, { address1: '12 St James Sq', city: 'London', country: 'GB' });
+    expect(address.status).toBe(201);
+    expect(address.json.data).toMatchObject({ address2: '', label: 'other', city: 'London' });
+
+    const got = await a.request('GET', `/v1/contacts/${c.id}`);
+    expect(got.status).toBe(200);
+    expect(got.json.data.emails).toHaveLength(1);
+    expect(got.json.data.phoneNumbers).toHaveLength(1);
+    expect(got.json.data.addresses).toHaveLength(1);
+    expect(got.json.data.emails[0].createdAt).toMatch(/Z$/);
+
+    const addr = await a.request('GET', `/v1/contacts/${c.id}/addresses/${address.json.data.id}`);
+    expect(addr.json.data.id).toBe(address.json.data.id);
+
+    const patched = await a.request('PATCH', `/v1/contacts/${c.id}`, { company: 'Analytical Engines', lastName: null });
+    expect(patched.status).toBe(200);
+    expect(patched.json.data).toMatchObject({ firstName: 'Ada', lastName: null, company: 'Analytical Engines' });
+
+    const del = await a.request('DELETE', `/v1/contacts/${c.id}`);
+    expect(del.status).toBe(200);
+    expect(del.json.data.deletedAt).not.toBeNull();
+    expect((await a.request('GET', `/v1/contacts/${c.id}`)).status).toBe(404);
+    expect((await a.request('GET', `/v1/contacts/${c.id}/addresses/${address.json.data.id}`)).status).toBe(404);
+    const list = await a.request('GET', '/v1/contacts?limit=100');
+    expect(list.json.data.map((x: { id: string }) => x.id)).not.toContain(c.id);
+  });
+
+  it('keeps organizations apart: a foreign contact is a 404 and stays unchanged', async () => {
+    const c = (await a.request('POST', '/v1/contacts', { name: 'Private' })).json.data;
+    expect((await b.request('GET', `/v1/contacts/${c.id}`)).status).toBe(404);
+    expect((await b.request('PATCH', `/v1/contacts/${c.id}`, { name: 'Hacked' })).status).toBe(404);
+    expect((await b.request('POST', `/v1/contacts/${c.id}/emails`, { email: 'x@example.com' })).status).toBe(404);
+    expect((await b.request('DELETE', `/v1/contacts/${c.id}`)).status).toBe(404);
+    expect((await a.request('GET', `/v1/contacts/${c.id}`)).json.data.name).toBe('Private');
+  });
+
+  it('answers 401 without a key and 403 without the permission', async () => {
+    const none = await t.app.inject({ method: 'GET', url: '/v1/contacts' });
+    expect(none.statusCode).toBe(401);
+    expect(JSON.parse(none.body).error.code).toBe('UNAUTHORIZED');
+    const reader = await a.keyWith(['contacts:read']);
+    expect((await reader.request('GET', '/v1/contacts')).status).toBe(200);
+    const denied = await reader.request('POST', '/v1/contacts', {});
+    expect(denied.status).toBe(403);
+    expect(denied.json.error.code).toBe('FORBIDDEN');
+  });
+
+  it('validates bodies into the details tree', async () => {
+    const c = (await a.request('POST', '/v1/contacts', {})).json.data;
+    const bad = await a.request('POST', `/v1/contacts/${c.id}/phone-numbers`, { phoneNumber: '12', extra: 1 });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.code).toBe('VALIDATION_ERROR');
+    expect(bad.json.error.details.errors[0]).toMatch(/extra/);
+    expect(bad.json.error.details.properties.phoneNumber.errors[0]).toMatch(/phone number/);
+    const badEmail = await a.request('POST', `/v1/contacts/${c.id}/emails`, { label: 'x' });
+    expect(badEmail.json.error.details.properties.email.errors).toHaveLength(1);
+    expect((await a.request('GET', '/v1/contacts/not-a-uuid')).status).toBe(400);
+  });
+});
