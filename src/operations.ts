@@ -1,5 +1,11 @@
 import type { Operation } from './core/operation.js';
+import { automationsOperations } from './modules/automations/automations.operations.js';
+import { businessesOperations } from './modules/businesses/businesses.operations.js';
 import { contactsOperations } from './modules/contacts/contacts.operations.js';
+import { customersOperations } from './modules/customers/customers.operations.js';
+import { domainsOperations } from './modules/domains/domains.operations.js';
+import { foldersOperations } from './modules/folders/folders.operations.js';
+import { messagesOperations } from './modules/messages/messages.operations.js';
 
 /** Every operation of the service. The REST routes, the OpenAPI document and the MCP tools are built from it. */
-export const operations: Operation[] = [...contactsOperations];
+export const operations: Operation[] = [...contactsOperations, ...messagesOperations, ...customersOperations, ...businessesOperations, ...foldersOperations, ...automationsOperations, ...domainsOperations];

@@ -1,0 +1,119 @@
+import { CronExpressionParser } from 'cron-parser';
+import { z } from 'zod';
+import { AuditFields, DateTimeInput, IdParam, JsonObject, LongText, ShortText, Uuid } from '../../core/schemas.js';
+
+export const AUTOMATION_STATUSES = [
+  'draft',
+  'pending_evaluation',
+  'evaluation_failed',
+  'code_generation_failed',
+  'pending_approval',
+  'active',
+  'paused',
+  'completed',
+  'expired',
+  'failed',
+  'archived',
+] as const;
+
+/** The status of an automation created without one. */
+export const DEFAULT_STATUS = 'draft';
+
+/** Stored as `triggerEvent` when the create request has none; evaluation replaces it with the event inferred from the instructions. */
+export const PLACEHOLDER_TRIGGER_EVENT = 'automation.pending';
+
+export const TRIGGER_TYPES = ['event', 'scheduled'] as const;
+export type TriggerType = (typeof TRIGGER_TYPES)[number];
+
+const INT32_MAX = 2_147_483_647;
+
+/** Five fields (minute hour day-of-month month day-of-week), six with leading seconds, or a macro such as `@daily`. */
+export function isValidCron(expression: string): boolean {
+  const trimmed = expression.trim();
+  const fields = trimmed.split(/\s+/).length;
+  if (!trimmed.startsWith('@') && fields !== 5 && fields !== 6) return false;
+  try {
+    CronExpressionParser.parse(trimmed);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const CronExpression = ShortText(255)
+  .trim()
+  .refine(isValidCron, 'Must be a valid cron expression: 5 fields (minute hour day-of-month month day-of-week), 6 with leading seconds, or a macro such as "@daily"')
+  .describe('Cron schedule of a scheduled automation, e.g. "0 9 * * 1-5" (5 fields, 6 with leading seconds, or @hourly/@daily/@weekly/@monthly/@yearly)');
+
+const GroupMetadata = z
+  .strictObject({
+    purpose: ShortText(1000).optional().describe('Why the automations of the group exist'),
+    createdBy: ShortText(255).optional().describe('Who or what created the group'),
+    aiTaskId: ShortText(255).optional().describe('Id of the assistant task that created the group'),
+    tags: z.array(ShortText(100)).max(100).optional().describe('Tags of the group'),
+  })
+  .describe('Metadata of the automation group: `purpose`, `createdBy`, `aiTaskId` (strings) and `tags` (array of strings)');
+
+/** The fields of a create body; the update body has the same ones, all optional. */
+const fields = {
+  name: ShortText(255).min(1).describe('Name of the automation, 1 to 255 characters'),
+  instructions: LongText.min(1).describe('Natural-language instructions: what the automation does and when'),
+  description: LongText.nullable().optional().describe('Longer description'),
+  triggerEvent: z
+    .string()
+    .max(255)
+    .regex(/^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z][A-Za-z0-9_-]*)+$/, 'Must be a dotted resource.action name, e.g. "message.received"')
+    .optional()
+    .describe(
+      `Event type that triggers the automation, a dotted resource.action name such as "message.received". When omitted at creation, "${PLACEHOLDER_TRIGGER_EVENT}" is stored and the actual event type is inferred from \`instructions\` during evaluation.`,
+    ),
+  triggerType: z
+    .enum(TRIGGER_TYPES)
+    .optional()
+    .describe(
+      'How the automation is triggered: "event" or "scheduled" (which needs `cronExpression`). When omitted it is inferred: "scheduled" when `cronExpression` is given or the instructions describe a schedule, else "event". Accepted but never returned.',
+    ),
+  cronExpression: CronExpression.nullable().optional(),
+  condition: JsonObject.nullable().optional().describe('Condition the event must meet (free-form JSON object)'),
+  enabled: z.boolean().optional().describe('Whether the automation may run (default true)'),
+  groupId: Uuid.nullable().optional().describe('Group of related automations'),
+  groupName: ShortText(255).nullable().optional().describe('Name of the group'),
+  groupMetadata: GroupMetadata.nullable().optional(),
+  maxExecutions: z.number().int().min(1).max(INT32_MAX).nullable().optional().describe('Largest number of runs; null or absent means unlimited'),
+  currentExecutions: z.number().int().min(0).max(INT32_MAX).optional().describe('Runs so far, at least 0 (default 0)'),
+  expiresAt: DateTimeInput.nullable().optional().describe('When the automation stops running; null or absent means never'),
+  status: z.enum(AUTOMATION_STATUSES).optional().describe(`Lifecycle status (default "${DEFAULT_STATUS}")`),
+};
+
+export const AutomationCreateInput = z.strictObject(fields);
+
+export const AutomationUpdateInput = z.strictObject({
+  id: IdParam('automation'),
+  ...fields,
+  name: fields.name.optional(),
+  instructions: fields.instructions.optional(),
+  triggerEvent: fields.triggerEvent.describe('Event type that triggers the automation, a dotted resource.action name'),
+  triggerType: fields.triggerType.describe(
+    'Switches between "event" and "scheduled" (which needs a `cronExpression`, here or already stored). Switching to "event" clears the stored `cronExpression`. Accepted but never returned.',
+  ),
+});
+
+export const Automation = z.object({
+  ...AuditFields,
+  name: z.string(),
+  description: z.string().nullable(),
+  triggerEvent: z.string().describe(`Event type that triggers the automation ("${PLACEHOLDER_TRIGGER_EVENT}" until it is inferred)`),
+  cronExpression: z.string().nullable().describe('Cron schedule of a scheduled automation, else null'),
+  condition: JsonObject.nullable(),
+  instructions: z.string(),
+  createdBy: Uuid.describe('API key or user that created the automation'),
+  enabled: z.boolean(),
+  permissions: JsonObject.describe('What the automation may do once evaluated (set by evaluation)'),
+  groupId: Uuid.nullable(),
+  groupName: z.string().nullable(),
+  groupMetadata: GroupMetadata.nullable(),
+  maxExecutions: z.number().int().nullable().describe('Largest number of runs; null means unlimited'),
+  currentExecutions: z.number().int().describe('Runs so far'),
+  expiresAt: z.iso.datetime().nullable().describe('When the automation stops running; null means never'),
+  status: z.enum(AUTOMATION_STATUSES),
+});

@@ -1,0 +1,89 @@
+import { domainToASCII } from 'node:url';
+import { z } from 'zod';
+import { AuditFields, IdParam, ShortText, Uuid } from '../../core/schemas.js';
+
+/** A label: letters, digits and inner hyphens, 1 to 63 characters. */
+const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+/** The top-level label: letters only, or an IDN in its `xn--` form. */
+const TLD = /^(?:[a-z]{2,63}|xn--[a-z0-9-]{1,59})$/;
+
+/**
+ * A fully qualified domain name, returned in its canonical form: lowercase, internationalised names in
+ * their ASCII (punycode) form, without a trailing dot; or undefined when it is not one.
+ */
+export function canonicalDomain(input: string): string | undefined {
+  const trimmed = input.trim().replace(/\.$/, '');
+  if (!trimmed || trimmed.length > 253 || /[/:@\s]/.test(trimmed)) return undefined;
+  const ascii = domainToASCII(trimmed);
+  if (!ascii || ascii.length > 253) return undefined;
+  const labels = ascii.split('.');
+  if (labels.length < 2 || !labels.every((l) => LABEL.test(l)) || !TLD.test(labels.at(-1)!)) return undefined;
+  return ascii;
+}
+
+export const DomainName = z
+  .string()
+  .max(300)
+  .transform((value, ctx) => {
+    const name = canonicalDomain(value);
+    if (name === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'Must be a valid domain name, e.g. "example.com"' });
+      return z.NEVER;
+    }
+    return name;
+  })
+  .describe('A fully qualified domain name, e.g. "example.com"; stored lowercase (internationalised names in punycode), without a trailing dot');
+
+export const DomainCreateInput = z.strictObject({ name: DomainName });
+
+export const Domain = z.object({
+  ...AuditFields,
+  name: z.string().describe('The domain name, lowercase'),
+  createdBy: Uuid.describe('API key or user that added the domain'),
+});
+
+// ------------------------------------------------------------------ registrations
+
+export const DEFAULT_REGISTRATION_STATE = 'pending';
+
+const registrationFields = {
+  state: ShortText(64)
+    .min(1)
+    .describe('Registration state, a free string of 1 to 64 characters (e.g. "pending", "active", "expired")'),
+  externalDomainId: ShortText(255).nullable().describe("The registrar's id of the domain (free string, up to 255 characters)"),
+  externalId: ShortText(255).nullable().describe("The registrar's id of this registration (free string, up to 255 characters)"),
+  autoRenew: z.boolean().describe('Renew automatically at the end of the period'),
+  whoisPrivacy: z.boolean().describe('Hide the registrant in WHOIS'),
+  transferLock: z.boolean().describe('Refuse transfers to another registrar'),
+  period: z.number().int().min(1).max(10).describe('Registration period in years, 1 to 10'),
+};
+
+export const RegistrationCreateFields = {
+  state: registrationFields.state.default(DEFAULT_REGISTRATION_STATE).describe(`${registrationFields.state.description} (default "pending")`),
+  externalDomainId: registrationFields.externalDomainId.optional(),
+  externalId: registrationFields.externalId.optional(),
+  autoRenew: registrationFields.autoRenew.default(true).describe('Renew automatically at the end of the period (default true)'),
+  whoisPrivacy: registrationFields.whoisPrivacy.default(true).describe('Hide the registrant in WHOIS (default true)'),
+  transferLock: registrationFields.transferLock.default(true).describe('Refuse transfers to another registrar (default true)'),
+  period: registrationFields.period.default(1).describe('Registration period in years, 1 to 10 (default 1)'),
+};
+
+export const RegistrationUpdateFields = Object.fromEntries(Object.entries(registrationFields).map(([k, v]) => [k, v.optional()])) as {
+  [K in keyof typeof registrationFields]: z.ZodOptional<(typeof registrationFields)[K]>;
+};
+
+export const DomainRegistration = z.object({
+  ...AuditFields,
+  domainId: Uuid.describe('Domain the registration belongs to'),
+  state: z.string().describe('Registration state (free string)'),
+  externalDomainId: z.string().nullable().describe("The registrar's id of the domain"),
+  externalId: z.string().nullable().describe("The registrar's id of this registration"),
+  autoRenew: z.boolean(),
+  whoisPrivacy: z.boolean(),
+  transferLock: z.boolean(),
+  period: z.number().int().describe('Registration period in years'),
+  createdBy: Uuid.describe('API key or user that created the registration'),
+});
+
+export const DomainIdParam = { id: IdParam('domain') };
+export const RegistrationIds = { ...DomainIdParam, registrationId: IdParam('domain registration') };
