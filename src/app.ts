@@ -39,7 +39,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     logger: deps.logger ?? false,
     bodyLimit: 1024 * 1024,
-    trustProxy: true,
+    trustProxy: deps.config.trustProxy,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID();
@@ -47,6 +47,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Errors are logged by the error handler; per-request access logs are left to the proxy in front.
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { maxParamLength: 200 },
+    // Errors Fastify raises before routing (an undecodable URL) get the API's error shape too.
+    frameworkErrors: (err, req, reply) => sendError(err, req, reply),
   });
 
   const apiKeys = createApiKeyAuth(database(deps).db, deps.config.apiKeyCacheMs);

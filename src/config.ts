@@ -16,6 +16,14 @@ const Env = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** REST requests allowed per API key per minute; 0 turns the limit off. */
   REST_RATE_LIMIT: z.coerce.number().int().min(0).default(6000),
+  /** MCP transport requests allowed per (user, client) per minute (the spec's limit); 0 turns the limit off. */
+  MCP_RATE_LIMIT: z.coerce.number().int().min(0).default(100),
+  /**
+   * Whether to believe X-Forwarded-For / X-Forwarded-Proto: `true` behind a reverse proxy you run, a hop
+   * count, or a comma-separated list of proxy addresses. Off by default, so a client cannot choose the
+   * address that per-IP limits count.
+   */
+  TRUST_PROXY: z.string().default('false'),
   /** How long a verified API key is trusted from memory before it is looked up again (ms). */
   API_KEY_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(5000),
 });
@@ -29,7 +37,9 @@ export interface Config {
   redisUrl: string | undefined;
   logLevel: z.infer<typeof Env>['LOG_LEVEL'];
   restRateLimit: number;
+  mcpRateLimit: number;
   apiKeyCacheMs: number;
+  trustProxy: boolean | number | string[];
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -48,6 +58,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: e.REDIS_URL,
     logLevel: e.LOG_LEVEL,
     restRateLimit: e.REST_RATE_LIMIT,
+    mcpRateLimit: e.MCP_RATE_LIMIT,
     apiKeyCacheMs: e.API_KEY_CACHE_MS,
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
   };
+}
+
+function parseTrustProxy(value: string): boolean | number | string[] {
+  const v = value.trim().toLowerCase();
+  if (v === '' || v === 'false' || v === '0' || v === 'no') return false;
+  if (v === 'true' || v === 'yes') return true;
+  if (/^\d+$/.test(v)) return Number(v);
+  return v.split(',').map((s) => s.trim()).filter(Boolean);
 }

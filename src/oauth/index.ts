@@ -1,4 +1,39 @@
+import formbody from '@fastify/formbody';
 import type { FastifyInstance } from 'fastify';
+import { registerAuthorizeRoutes } from './authorize.js';
+import { OAuthError, sendOAuthError, toOAuthError } from './errors.js';
+import { preflight, registerMetadataRoutes } from './metadata.js';
+import { registerRegistrationRoute } from './register.js';
+import { registerTokenRoutes } from './token.js';
+import { errorPage } from './views.js';
 
-/** The OAuth 2.1 authorization server: metadata, registration, sign-in and consent, token. */
-export async function registerOAuth(_app: FastifyInstance) {}
+/**
+ * The OAuth 2.1 authorization server: metadata (RFC 8414, RFC 9728), registration (RFC 7591), sign-in and
+ * consent, token (with PKCE and rotation) and revocation (RFC 7009). Registered as an encapsulated plugin:
+ * its body parser and error handler apply to these routes only, so REST's error shape never leaks in here.
+ */
+export async function registerOAuth(app: FastifyInstance) {
+  await app.register(formbody, { bodyLimit: 64 * 1024 });
+
+  app.setErrorHandler((err, req, reply) => {
+    const oauthError = toOAuthError(err, req);
+    // The browser pages answer in HTML; machine endpoints in RFC 6749 §5.2 JSON.
+    if (req.url.startsWith('/oauth/authorize')) {
+      return errorPage(reply, oauthError.status, oauthError.status >= 500 ? 'Something went wrong' : 'This request cannot be completed', oauthError.description);
+    }
+    return sendOAuthError(reply, oauthError);
+  });
+
+  registerMetadataRoutes(app);
+  registerRegistrationRoute(app);
+  registerAuthorizeRoutes(app);
+  registerTokenRoutes(app);
+
+  // Browser-based clients call these cross-origin; they carry no cookies, so any origin may.
+  for (const path of ['/oauth/register', '/oauth/token', '/oauth/revoke']) app.options(path, async (_req, reply) => preflight(reply));
+
+  // Unknown paths and methods under /oauth answer in OAuth's shape too.
+  app.all('/oauth/*', async (req) => {
+    throw new OAuthError('not_found', `No endpoint for ${req.method} ${req.url.split('?')[0]}`, 404);
+  });
+}

@@ -39,7 +39,7 @@ export interface TestResponse {
 /** The whole app on a fresh database, with `inject` helpers. */
 export async function createTestApp(overrides: Partial<AppDeps> & { env?: Record<string, string> } = {}): Promise<TestApp> {
   const database = await openTestDatabase();
-  const config = loadConfig({ PUBLIC_URL: TEST_ORIGIN, LOG_LEVEL: 'silent', API_KEY_CACHE_MS: '0', ...overrides.env });
+  const config = loadConfig({ PUBLIC_URL: TEST_ORIGIN, LOG_LEVEL: 'silent', API_KEY_CACHE_MS: '0', TRUST_PROXY: 'true', ...overrides.env });
   const { env: _env, ...deps } = overrides;
   const app = await buildApp({ config, database, ...deps });
   await app.ready();

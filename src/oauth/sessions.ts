@@ -1,0 +1,88 @@
+import { and, eq, gt, lt } from 'drizzle-orm';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Clock } from '../core/clock.js';
+import { randomToken, safeEqual, sha256 } from '../core/secrets.js';
+import type { DbOrTx } from '../db/client.js';
+import { oauthSessions } from '../db/schema.js';
+
+/** How long a sign-in on the consent page is remembered in this browser. */
+export const SESSION_TTL_S = 12 * 60 * 60;
+
+/**
+ * Cookie names. With an https PUBLIC_URL they carry the `__Host-` prefix (Secure, Path=/, no Domain: the
+ * browser refuses to let a sibling host or plain http set them); on http the prefix is not allowed.
+ */
+export function cookieNames(secure: boolean) {
+  const prefix = secure ? '__Host-' : '';
+  return { session: `${prefix}sb_session`, csrf: `${prefix}sb_csrf` };
+}
+
+export function readCookie(req: FastifyRequest, name: string): string | undefined {
+  const header = req.headers.cookie;
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const eqAt = part.indexOf('=');
+    if (eqAt < 0) continue;
+    if (part.slice(0, eqAt).trim() === name) return part.slice(eqAt + 1).trim();
+  }
+  return undefined;
+}
+
+/** HttpOnly, SameSite=Lax, Path=/, Secure on https; `maxAge` undefined = until the browser closes. */
+export function setCookie(reply: FastifyReply, name: string, value: string, opts: { secure: boolean; maxAge?: number }) {
+  const attrs = [`${name}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax'];
+  if (opts.secure) attrs.push('Secure');
+  if (opts.maxAge !== undefined) attrs.push(`Max-Age=${opts.maxAge}`);
+  const previous = reply.getHeader('set-cookie');
+  const list = previous === undefined ? [] : Array.isArray(previous) ? previous : [String(previous)];
+  reply.header('set-cookie', [...list, attrs.join('; ')]);
+}
+
+const TOKEN_SHAPE = /^[A-Za-z0-9_-]{20,100}$/;
+
+/**
+ * The CSRF token of this browser (double-submit: an HttpOnly cookie and the same value in every form),
+ * created on first sight. A cross-site page can neither read the cookie nor, with `__Host-`, overwrite it.
+ */
+export function csrfToken(req: FastifyRequest, reply: FastifyReply, secure: boolean): string {
+  const name = cookieNames(secure).csrf;
+  const existing = readCookie(req, name);
+  if (existing && TOKEN_SHAPE.test(existing)) return existing;
+  const token = randomToken(24);
+  setCookie(reply, name, token, { secure });
+  return token;
+}
+
+export function csrfValid(req: FastifyRequest, secure: boolean, submitted: string | undefined): boolean {
+  const cookie = readCookie(req, cookieNames(secure).csrf);
+  return !!cookie && !!submitted && TOKEN_SHAPE.test(cookie) && safeEqual(cookie, submitted);
+}
+
+/** Starts a session for a user who just signed in; the cookie value is stored only as its SHA-256. */
+export async function startSession(db: DbOrTx, reply: FastifyReply, userId: string, clock: Clock, secure: boolean) {
+  const now = clock();
+  const id = randomToken(32);
+  // Expired sessions are swept here, so the table does not grow with abandoned sign-ins.
+  await db.delete(oauthSessions).where(lt(oauthSessions.expiresAt, now));
+  await db.insert(oauthSessions).values({ idHash: sha256(id), userId, createdAt: now, expiresAt: new Date(now.getTime() + SESSION_TTL_S * 1000) });
+  setCookie(reply, cookieNames(secure).session, id, { secure, maxAge: SESSION_TTL_S });
+}
+
+/** The signed-in user's id, or undefined when there is no live session. */
+export async function sessionUserId(db: DbOrTx, req: FastifyRequest, clock: Clock, secure: boolean): Promise<string | undefined> {
+  const id = readCookie(req, cookieNames(secure).session);
+  if (!id || !TOKEN_SHAPE.test(id)) return undefined;
+  const [row] = await db
+    .select({ userId: oauthSessions.userId })
+    .from(oauthSessions)
+    .where(and(eq(oauthSessions.idHash, sha256(id)), gt(oauthSessions.expiresAt, clock())))
+    .limit(1);
+  return row?.userId;
+}
+
+export async function endSession(db: DbOrTx, req: FastifyRequest, reply: FastifyReply, secure: boolean) {
+  const name = cookieNames(secure).session;
+  const id = readCookie(req, name);
+  if (id) await db.delete(oauthSessions).where(eq(oauthSessions.idHash, sha256(id)));
+  setCookie(reply, name, '', { secure, maxAge: 0 });
+}

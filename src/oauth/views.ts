@@ -1,0 +1,162 @@
+import { createHash } from 'node:crypto';
+import type { FastifyReply } from 'fastify';
+import { CATEGORIES } from '../core/categories.js';
+
+/** The pages of the authorization step: plain server-rendered HTML, no JavaScript, one inline stylesheet. */
+
+const CSS = `
+:root{color-scheme:light dark;font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;line-height:1.5}
+body{margin:0;background:Canvas;color:CanvasText}
+main{max-width:30rem;margin:3rem auto;padding:0 1.25rem}
+h1{font-size:1.4rem;margin:0 0 1rem}
+label{font-weight:600}
+.field{display:flex;flex-direction:column;gap:.25rem;margin:0 0 1rem}
+input[type=email],input[type=password]{font:inherit;padding:.55rem .6rem;border:1px solid GrayText;border-radius:.4rem}
+fieldset{border:1px solid GrayText;border-radius:.5rem;margin:0 0 1.25rem;padding:.5rem 1rem}
+legend{font-weight:600;padding:0 .3rem}
+.category{display:grid;grid-template-columns:auto 1fr;column-gap:.6rem;align-items:start;margin:.6rem 0}
+.category input{margin-top:.3rem;width:1.1rem;height:1.1rem}
+.category p{grid-column:2;margin:0;font-size:.9rem;opacity:.8}
+.actions{display:flex;gap:.75rem}
+button{font:inherit;font-weight:600;padding:.55rem 1.3rem;border-radius:.4rem;border:1px solid GrayText;background:ButtonFace;color:ButtonText;cursor:pointer}
+button.primary{background:#1d4ed8;border-color:#1d4ed8;color:#fff}
+button:focus-visible,input:focus-visible{outline:3px solid #f59e0b;outline-offset:2px}
+.alert{border:1px solid #b91c1c;border-radius:.4rem;padding:.6rem .8rem;margin:0 0 1rem;color:#b91c1c}
+.muted{font-size:.9rem;opacity:.8}
+.link{background:none;border:none;padding:0;color:LinkText;text-decoration:underline;font-weight:400}
+code{overflow-wrap:anywhere}
+`;
+const CSS_HASH = `'sha256-${createHash('sha256').update(CSS).digest('base64')}'`;
+
+export const escapeHtml = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+/** Where the browser may be sent after a form: this origin and the client's redirect target. */
+function formTarget(redirectUri: string | undefined): string {
+  if (!redirectUri) return "'none'";
+  try {
+    const url = new URL(redirectUri);
+    const target = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : url.protocol;
+    return `'self' ${target}`;
+  } catch {
+    return "'self'";
+  }
+}
+
+/** Security headers of every page: no framing (clickjacking), no caching, no referrer leaking the query. */
+function sendPage(reply: FastifyReply, status: number, html: string, redirectUri?: string) {
+  return reply
+    .code(status)
+    .header('content-type', 'text/html; charset=utf-8')
+    .header('cache-control', 'no-store')
+    .header('pragma', 'no-cache')
+    .header('x-frame-options', 'DENY')
+    .header('x-content-type-options', 'nosniff')
+    .header('referrer-policy', 'no-referrer')
+    .header(
+      'content-security-policy',
+      `default-src 'none'; style-src ${CSS_HASH}; form-action ${formTarget(redirectUri)}; frame-ancestors 'none'; base-uri 'none'`,
+    )
+    .send(html);
+}
+
+function layout(title: string, body: string) {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<title>${escapeHtml(title)} · Switchboard</title>
+<style>${CSS}</style>
+</head>
+<body>
+<main>
+${body}
+</main>
+</body>
+</html>
+`;
+}
+
+const hiddenFields = (fields: Record<string, string>) =>
+  Object.entries(fields)
+    .map(([name, value]) => `<input type="hidden" name="${escapeHtml(name)}" value="${escapeHtml(value)}">`)
+    .join('\n');
+
+/** What the user sees of the client: its self-declared name, and (harder to fake) where it sends the answer. */
+export interface ClientView {
+  name: string;
+  redirectHost: string;
+}
+
+export function clientView(clientName: string | null, clientId: string, redirectUri: string): ClientView {
+  let host = redirectUri;
+  try {
+    const url = new URL(redirectUri);
+    host = url.protocol === 'http:' || url.protocol === 'https:' ? url.host : `${url.protocol}${url.host ? `//${url.host}` : ''}`;
+  } catch {
+    // Registered URIs always parse; keep the raw text otherwise.
+  }
+  return { name: clientName?.trim() || `Unnamed client ${clientId}`, redirectHost: host };
+}
+
+export function signInPage(
+  reply: FastifyReply,
+  opts: { client: ClientView; params: Record<string, string>; csrf: string; redirectUri: string; error?: string; email?: string; status?: number },
+) {
+  const body = `<h1>Sign in to Switchboard</h1>
+<p><strong>${escapeHtml(opts.client.name)}</strong> wants to connect to your Switchboard account. Sign in to continue.</p>
+${opts.error ? `<p class="alert" role="alert" id="sign-in-error">${escapeHtml(opts.error)}</p>` : ''}
+<form method="post" action="/oauth/authorize/sign-in">
+${hiddenFields({ ...opts.params, csrf: opts.csrf })}
+<div class="field"><label for="email">Email</label>
+<input id="email" name="email" type="email" autocomplete="username" required autofocus value="${escapeHtml(opts.email ?? '')}"${opts.error ? ' aria-describedby="sign-in-error" aria-invalid="true"' : ''}></div>
+<div class="field"><label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required${opts.error ? ' aria-describedby="sign-in-error" aria-invalid="true"' : ''}></div>
+<div class="actions"><button class="primary" type="submit">Sign in</button></div>
+</form>`;
+  return sendPage(reply, opts.status ?? 200, layout('Sign in', body), opts.redirectUri);
+}
+
+export function consentPage(
+  reply: FastifyReply,
+  opts: { client: ClientView; params: Record<string, string>; csrf: string; redirectUri: string; userEmail: string; offline: boolean },
+) {
+  const categories = CATEGORIES.map(
+    (c) => `<div class="category">
+<input type="checkbox" id="category-${c.id}" name="categories" value="${c.id}" aria-describedby="category-${c.id}-description">
+<label for="category-${c.id}">${c.id}</label>
+<p id="category-${c.id}-description">${escapeHtml(c.description)}</p>
+</div>`,
+  ).join('\n');
+  const hidden = hiddenFields({ ...opts.params, csrf: opts.csrf });
+  const body = `<h1>Allow access?</h1>
+<p><strong>${escapeHtml(opts.client.name)}</strong> wants to use Switchboard tools on your behalf.</p>
+<p class="muted">After your answer you will be sent to <code>${escapeHtml(opts.client.redirectHost)}</code>. Only continue if you started this from that application.${
+    opts.offline ? ' It asks to stay connected: it may renew its access for up to 90 days without asking again.' : ''
+  }</p>
+<form method="post" action="/oauth/authorize/consent">
+${hidden}
+<fieldset>
+<legend>Tool categories it may use</legend>
+${categories}
+</fieldset>
+<div class="actions">
+<button class="primary" type="submit" name="decision" value="approve">Approve</button>
+<button type="submit" name="decision" value="deny">Deny</button>
+</div>
+</form>
+<form method="post" action="/oauth/authorize/sign-out">
+${hidden}
+<p class="muted">Signed in as ${escapeHtml(opts.userEmail)}. <button class="link" type="submit">Use another account</button></p>
+</form>`;
+  return sendPage(reply, 200, layout('Allow access', body), opts.redirectUri);
+}
+
+export function errorPage(reply: FastifyReply, status: number, title: string, message: string) {
+  const body = `<h1>${escapeHtml(title)}</h1>
+<p role="alert">${escapeHtml(message)}</p>
+<p class="muted">Return to the application you came from and start again.</p>`;
+  return sendPage(reply, status, layout(title, body));
+}

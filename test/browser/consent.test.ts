@@ -1,0 +1,124 @@
+import { existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyAccessToken } from '../../src/oauth/grants.js';
+import { createTestApp, type TestApp } from '../helpers/app.js';
+import { freePort } from '../helpers/listen.js';
+import { authorizeUrl, exchangeCode, pkcePair, registerClient } from '../helpers/oauth-flow.js';
+
+/** The consent page in a real browser: labels, CSP (inline style hash, form-action with the redirect), cookies. */
+
+const CHROMIUM = '/usr/bin/chromium';
+/** The one browser API used inside `evaluate` (the project compiles without the DOM library). */
+type BrowserGlobals = { getComputedStyle(el: unknown): { backgroundColor: string } };
+const hasChromium = existsSync(CHROMIUM);
+
+let t: TestApp;
+let browser: Browser;
+let origin: string;
+let callbackServer: Server;
+let callbackUrl: string;
+let user: { id: string; email: string; password: string };
+
+beforeAll(async () => {
+  if (!hasChromium) return;
+  const port = await freePort();
+  origin = `http://127.0.0.1:${port}`;
+  t = await createTestApp({ env: { PUBLIC_URL: origin } });
+  await t.app.listen({ port, host: '127.0.0.1' });
+  user = await (await t.tenant()).user();
+  // Stands in for the client's loopback redirect listener.
+  callbackServer = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('You can close this window.'));
+  await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', resolve));
+  const address = callbackServer.address();
+  callbackUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/callback`;
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await new Promise((resolve) => (callbackServer ? callbackServer.close(resolve) : resolve(undefined)));
+  await t?.close();
+});
+
+describe.skipIf(!hasChromium)('consent page in Chromium (skipped: /usr/bin/chromium is not installed)', () => {
+  it('signs in, ticks a category, approves and lands on the redirect URI with a code', async () => {
+    const client = await registerClient(t.app, { redirect_uris: [callbackUrl], client_name: 'Browser test client' });
+    const pkce = pkcePair();
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const cspViolations: string[] = [];
+    page.on('console', (msg) => {
+      if (/Content Security Policy/i.test(msg.text())) cspViolations.push(msg.text());
+    });
+
+    const response = await page.goto(`${origin}${authorizeUrl({ clientId: client.client_id, redirectUri: callbackUrl, challenge: pkce.challenge, state: 'browser-state', scope: 'mcp offline_access' })}`);
+    expect(response?.status()).toBe(200);
+    expect(response?.headers()['content-security-policy']).toContain("frame-ancestors 'none'");
+    await expect(page.title()).resolves.toContain('Sign in');
+
+    await page.getByLabel('Email').fill(user.email);
+    await page.getByLabel('Password').fill('wrong password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect(page.getByRole('alert').textContent()).resolves.toBe('Incorrect email or password.');
+
+    await page.getByLabel('Password').fill(user.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect(page.getByText('Browser test client').first().isVisible()).resolves.toBe(true);
+
+    const contacts = page.getByLabel('contacts', { exact: true });
+    await expect(contacts.isChecked()).resolves.toBe(false);
+    await expect(page.getByLabel('messages', { exact: true }).isChecked()).resolves.toBe(false);
+    await contacts.check();
+    // The inline stylesheet is allowed by its hash: the Approve button is styled.
+    const approve = page.getByRole('button', { name: 'Approve' });
+    await expect(approve.evaluate((el) => (globalThis as unknown as BrowserGlobals).getComputedStyle(el).backgroundColor)).resolves.toBe('rgb(29, 78, 216)');
+
+    const session = (await context.cookies()).find((c) => c.name === 'sb_session');
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax' });
+
+    await Promise.all([page.waitForURL((u) => u.href.startsWith(callbackUrl)), approve.click()]);
+    const landed = new URL(page.url());
+    expect(landed.searchParams.get('state')).toBe('browser-state');
+    expect(landed.searchParams.get('iss')).toBe(origin);
+    expect(cspViolations).toEqual([]);
+
+    const tokens = await exchangeCode(t.app, { clientId: client.client_id, code: landed.searchParams.get('code')!, verifier: pkce.verifier, redirectUri: callbackUrl });
+    expect(tokens.status).toBe(200);
+    const grant = await verifyAccessToken(t.database.db, tokens.json.access_token, () => new Date());
+    expect(grant?.categories).toEqual(['contacts']);
+    await context.close();
+  });
+
+  it('Deny sends the browser back with access_denied', async () => {
+    const client = await registerClient(t.app, { redirect_uris: [callbackUrl] });
+    const page = await browser.newPage();
+    await page.goto(`${origin}${authorizeUrl({ clientId: client.client_id, redirectUri: callbackUrl, challenge: pkcePair().challenge, state: 'deny-state' })}`);
+    await page.getByLabel('Email').fill(user.email);
+    await page.getByLabel('Password').fill(user.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await Promise.all([page.waitForURL((u) => u.href.startsWith(callbackUrl)), page.getByRole('button', { name: 'Deny' }).click()]);
+    const landed = new URL(page.url());
+    expect(landed.searchParams.get('error')).toBe('access_denied');
+    expect(landed.searchParams.get('state')).toBe('deny-state');
+    await page.close();
+  });
+
+  it('cannot be framed', async () => {
+    const client = await registerClient(t.app, { redirect_uris: [callbackUrl] });
+    const page = await browser.newPage();
+    const target = `${origin}${authorizeUrl({ clientId: client.client_id, redirectUri: callbackUrl, challenge: pkcePair().challenge, state: 's' })}`;
+    // A page on another origin (the callback server) tries to frame the sign-in form.
+    await page.goto(callbackUrl);
+    await page.setContent(`<iframe src="${target.replace(/&/g, '&amp;')}"></iframe>`);
+    await page.waitForTimeout(500);
+    const framed = page.frames().find((f) => f !== page.mainFrame());
+    const hasForm = framed ? await framed.locator('input[name="password"]').count().catch(() => 0) : 0;
+    expect(hasForm).toBe(0);
+    await page.close();
+  });
+});
