@@ -39,7 +39,7 @@ export interface Config {
   restRateLimit: number;
   mcpRateLimit: number;
   apiKeyCacheMs: number;
-  trustProxy: boolean | number | string[];
+  trustProxy: boolean | string[] | ((address: string, hop: number) => boolean);
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -64,10 +64,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
-function parseTrustProxy(value: string): boolean | number | string[] {
+function parseTrustProxy(value: string): Config['trustProxy'] {
   const v = value.trim().toLowerCase();
   if (v === '' || v === 'false' || v === '0' || v === 'no') return false;
   if (v === 'true' || v === 'yes') return true;
-  if (/^\d+$/.test(v)) return Number(v);
+  if (/^\d+$/.test(v)) {
+    const hops = Number(v);
+    return (_address, hop) => hop < hops;
+  }
   return v.split(',').map((s) => s.trim()).filter(Boolean);
 }
