@@ -118,7 +118,7 @@ function childOperations(spec: {
 
   return [
     defineOperation({
-      id: `contacts.list_${spec.action}s`,
+      id: `contacts.list_${spec.segment.replace('-', '_')}`,
       kind: 'list',
       method: 'GET',
       path,

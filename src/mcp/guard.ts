@@ -1,0 +1,145 @@
+import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { Clock } from '../core/clock.js';
+import type { Limiter } from '../core/rate-limit.js';
+import type { Db } from '../db/client.js';
+import { verifyAccessToken, type Grant } from '../oauth/grants.js';
+import { matchResource } from '../oauth/resource.js';
+
+/** The transport paths; each has its own route-scoped protected-resource metadata document. */
+export type TransportPath = '/mcp' | '/sse';
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+const isLoopbackHost = (hostname: string) => LOOPBACK_HOSTS.has(hostname.toLowerCase());
+
+/** Headers a browser client must be able to read on transport responses (401s and 429s included). */
+const EXPOSED_HEADERS = 'WWW-Authenticate, Mcp-Session-Id, Mcp-Protocol-Version, Retry-After, X-Request-ID';
+const ALLOWED_HEADERS = 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, X-Request-ID';
+const ALLOWED_METHODS = 'GET, POST, DELETE, OPTIONS';
+
+const INVALID_TOKEN = { error: 'invalid_token', error_description: 'Missing or invalid access token' } as const;
+
+/** A JSON-RPC error body; the transports answer their own failures (403, 404, 405, 429) in this shape. */
+export const jsonRpcError = (id: string | number | null, code: number, message: string) => ({ jsonrpc: '2.0' as const, id, error: { code, message } });
+
+/** The JSON-RPC id of a request body, or null (notification, batch, unreadable body). */
+export function requestIdOf(body: unknown): string | number | null {
+  if (body && typeof body === 'object' && !Array.isArray(body)) {
+    const id = (body as { id?: unknown }).id;
+    if (typeof id === 'string' || typeof id === 'number') return id;
+  }
+  return null;
+}
+
+export interface GuardOptions {
+  publicUrl: string;
+  db: Db;
+  clock: Clock;
+  limiter: Limiter | undefined;
+}
+
+export interface TransportGuard {
+  /** CORS headers and the Origin/Host check; answers preflights. Returns false when the reply is sent. */
+  checkOrigin(req: FastifyRequest, reply: FastifyReply): boolean;
+  /** The grant behind the bearer token, or undefined after sending the exact 401 of the spec. */
+  authenticate(req: FastifyRequest, reply: FastifyReply, path: TransportPath): Promise<Grant | undefined>;
+  /** A route `onRequest` hook: the bearer check before the body is read (401 without reading it). */
+  authHook(path: TransportPath): onRequestAsyncHookHandler;
+  /** The grant `authHook` found for this request. */
+  grantOf(req: FastifyRequest): Grant;
+  /** Counts one request of (user, client); false after sending the 429. */
+  consume(grant: Grant, reply: FastifyReply, requestId: string | number | null): Promise<boolean>;
+}
+
+export function createTransportGuard(opts: GuardOptions): TransportGuard {
+  const publicUrl = new URL(opts.publicUrl);
+  const publicOrigin = publicUrl.origin;
+  const publicIsLoopback = isLoopbackHost(publicUrl.hostname);
+  const challenge = (path: TransportPath) =>
+    `Bearer realm="OAuth", resource_metadata="${publicOrigin}/.well-known/oauth-protected-resource${path}", error="invalid_token", error_description="Missing or invalid access token"`;
+  const challenges = { '/mcp': challenge('/mcp'), '/sse': challenge('/sse') } as const;
+
+  /**
+   * Browsers always send Origin on cross-origin requests and on POSTs: only the service's own origin
+   * may call (and any loopback origin when the service itself runs on loopback, e.g. a local
+   * inspector). Requests without Origin come from non-browser clients and are let through to the
+   * bearer check. A loopback service also checks Host, the classic DNS-rebinding defence.
+   */
+  const originAllowed = (origin: string | undefined) => {
+    if (origin === undefined) return true;
+    if (origin === publicOrigin) return true;
+    if (!publicIsLoopback) return false;
+    try {
+      const url = new URL(origin);
+      return (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackHost(url.hostname);
+    } catch {
+      return false;
+    }
+  };
+  const hostAllowed = (host: string | undefined) => {
+    if (!publicIsLoopback) return true;
+    if (!host) return false;
+    try {
+      return isLoopbackHost(new URL(`http://${host}`).hostname);
+    } catch {
+      return false;
+    }
+  };
+
+  const grants = new WeakMap<FastifyRequest, Grant>();
+
+  const guard: TransportGuard = {
+    checkOrigin(req, reply) {
+      const origin = req.headers.origin;
+      if (!originAllowed(origin) || !hostAllowed(req.headers.host)) {
+        void reply.code(403).type('application/json').send(jsonRpcError(null, -32000, 'Forbidden: Origin or Host not allowed'));
+        return false;
+      }
+      if (origin) {
+        reply.header('access-control-allow-origin', origin);
+        reply.header('vary', 'Origin');
+        reply.header('access-control-expose-headers', EXPOSED_HEADERS);
+      }
+      if (req.method === 'OPTIONS') {
+        reply.header('access-control-allow-methods', ALLOWED_METHODS);
+        reply.header('access-control-allow-headers', ALLOWED_HEADERS);
+        reply.header('access-control-max-age', '86400');
+        void reply.code(204).send();
+        return false;
+      }
+      return true;
+    },
+
+    async authenticate(req, reply, path) {
+      const header = req.headers.authorization;
+      const match = typeof header === 'string' ? /^Bearer[ ]+([\x21-\x7e]{1,512})[ ]*$/i.exec(header) : null;
+      const grant = match ? await verifyAccessToken(opts.db, match[1]!, opts.clock) : undefined;
+      // A token is good for both transports when it is bound to the origin, /mcp or /sse (RFC 8707).
+      if (grant && grant.scopes.includes('mcp') && matchResource(grant.resource, opts.publicUrl)) return grant;
+      void reply.code(401).header('www-authenticate', challenges[path]).type('application/json').send(INVALID_TOKEN);
+      return undefined;
+    },
+
+    authHook(path) {
+      return async (req, reply) => {
+        const grant = await guard.authenticate(req, reply, path);
+        if (!grant) return reply;
+        grants.set(req, grant);
+      };
+    },
+
+    grantOf(req) {
+      const grant = grants.get(req);
+      if (!grant) throw new Error('transport route without the bearer check');
+      return grant;
+    },
+
+    async consume(grant, reply, requestId) {
+      if (!opts.limiter) return true;
+      const verdict = await opts.limiter.consume(`${grant.userId}:${grant.clientId}`);
+      if (verdict.allowed) return true;
+      void reply.code(429).header('retry-after', String(verdict.retryAfter)).type('application/json').send(jsonRpcError(requestId, -32004, 'Rate limit exceeded'));
+      return false;
+    },
+  };
+  return guard;
+}

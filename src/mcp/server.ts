@@ -1,0 +1,71 @@
+import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@modelcontextprotocol/server';
+import type { FastifyBaseLogger } from 'fastify';
+import { toAppError } from '../core/errors.js';
+import { runOperation } from '../core/operation.js';
+import type { Db } from '../db/client.js';
+import type { Grant } from '../oauth/grants.js';
+import { VERSION } from '../version.js';
+import type { ToolCatalog, ToolEntry } from './tools.js';
+
+export interface McpServerDeps {
+  db: Db;
+  catalog: ToolCatalog;
+  log: FastifyBaseLogger;
+}
+
+/**
+ * The grant the current request was authenticated with. `/mcp` builds a server per request, so it is
+ * constant there; an `/sse` session keeps one server and re-reads the grant on every POST.
+ */
+export type GrantSource = Grant | (() => Grant);
+
+const INSTRUCTIONS =
+  "Switchboard: contacts, messages, customers, businesses, folders, automations and domains of the signed-in user's organization. " +
+  'Each tool mirrors one REST operation of the service: same input fields, same `{ data, meta? }` result, same error codes ' +
+  '(an error result carries `{ "error": { "code", "message", "details"? } }`). List tools take `limit`, `offset` and `sortOrder`.';
+
+/**
+ * An MCP server for one grant: only the tools of the grant's categories are listed or callable.
+ * The low-level `Server` is used (not `McpServer`) so that nothing is registered or converted per
+ * request: the tool definitions and their JSON Schemas come precomputed from the catalog.
+ */
+export function buildMcpServer(grantSource: GrantSource, deps: McpServerDeps): Server {
+  const grant = typeof grantSource === 'function' ? grantSource : () => grantSource;
+  const server = new Server({ name: 'switchboard', version: VERSION }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+
+  /** The tool, when it exists and its category is on the grant; a tool outside the grant does not exist. */
+  const allowedTool = (name: string): ToolEntry | undefined => {
+    const entry = deps.catalog.get(name);
+    return entry && grant().categories.includes(entry.category) ? entry : undefined;
+  };
+
+  server.setRequestHandler('tools/list', () => {
+    const categories = grant().categories;
+    const tools = [];
+    for (const entry of deps.catalog.values()) if (categories.includes(entry.category)) tools.push(entry.definition);
+    return { tools };
+  });
+
+  server.setRequestHandler('tools/call', async (request) => {
+    const name = request.params.name;
+    const entry = allowedTool(name);
+    // The same answer as the SDK's McpServer gives for a tool it does not know.
+    if (!entry) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${name} not found`);
+    const g = grant();
+    let result: CallToolResult;
+    try {
+      const envelope = await runOperation(entry.op, request.params.arguments ?? {}, { orgId: g.organizationId, actorId: g.userId, db: deps.db });
+      // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST).
+      const text = JSON.stringify(envelope);
+      result = { content: [{ type: 'text', text }], structuredContent: JSON.parse(text) as Record<string, unknown> };
+    } catch (err) {
+      const appError = toAppError(err);
+      if (appError.status >= 500) deps.log.error({ err, tool: name }, appError.code === 'SERVICE_UNAVAILABLE' ? 'database unavailable' : 'unexpected error in tool');
+      // No structuredContent: it would have to match the output schema, which describes success only.
+      result = { content: [{ type: 'text', text: JSON.stringify(appError.toBody()) }], isError: true };
+    }
+    return server.projectCallToolResult(result, entry.definition.outputSchema);
+  });
+
+  return server;
+}

@@ -1,0 +1,422 @@
+import { request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { CATEGORY_IDS } from '../../src/core/categories.js';
+import { operationCategory, toolName } from '../../src/core/operation.js';
+import { setGrantCategories } from '../../src/oauth/grants.js';
+import { operations } from '../../src/operations.js';
+import { VERSION } from '../../src/version.js';
+import { createTestApp, type Tenant } from '../helpers/app.js';
+import { obtainTokens } from '../helpers/oauth-flow.js';
+import { mintToken, rawMcp, startLiveApp, v1Client, v2Client, type LiveApp } from './helpers.js';
+
+let t: LiveApp;
+let a: Tenant;
+let b: Tenant;
+
+beforeAll(async () => {
+  t = await startLiveApp();
+  a = await t.tenant();
+  b = await t.tenant();
+});
+afterAll(() => t.close());
+
+const INVALID = { error: 'invalid_token', error_description: 'Missing or invalid access token' };
+const challenge = (path: string) =>
+  `Bearer realm="OAuth", resource_metadata="${t.origin}/.well-known/oauth-protected-resource${path}", error="invalid_token", error_description="Missing or invalid access token"`;
+
+async function expect401(res: Response, path: '/mcp' | '/sse') {
+  expect(res.status).toBe(401);
+  expect(res.headers.get('www-authenticate')).toBe(challenge(path));
+  expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+  expect(await res.json()).toEqual(INVALID);
+}
+
+/** Opens GET /sse with a token and returns the endpoint it names, plus a way to close the stream. */
+async function openSse(token: string) {
+  const controller = new AbortController();
+  const res = await fetch(`${t.origin}/sse`, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' }, signal: controller.signal });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+  const reader = res.body!.getReader();
+  let buffer = '';
+  while (!/event: endpoint\ndata: [^\n]+\n/.test(buffer)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error('stream ended before the endpoint event');
+    buffer += new TextDecoder().decode(value);
+  }
+  const endpoint = /event: endpoint\ndata: ([^\n]+)\n/.exec(buffer)![1]!;
+  return { endpoint, close: () => controller.abort() };
+}
+
+const postTo = (url: string, token: string, body: unknown) =>
+  fetch(url, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+describe('bearer check', () => {
+  it('answers the exact 401 on /mcp and /sse for every method without a token', async () => {
+    for (const method of ['GET', 'POST', 'DELETE']) {
+      await expect401(await fetch(`${t.origin}/mcp`, { method, ...(method === 'POST' ? { body: '{}', headers: { 'content-type': 'application/json' } } : {}) }), '/mcp');
+      await expect401(await fetch(`${t.origin}/sse`, { method }), '/sse');
+    }
+    await expect401(await fetch(`${t.origin}/sse/messages?sessionId=x`, { method: 'POST', body: '{}' }), '/sse');
+    // The token is checked before the body is read: an oversized or malformed body changes nothing.
+    await expect401(await fetch(`${t.origin}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: 'x'.repeat(2 * 1024 * 1024) }), '/mcp');
+    await expect401(await fetch(`${t.origin}/mcp`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{' }), '/mcp');
+  });
+
+  it('answers the same 401 for an unknown, malformed, expired, foreign-resource or scope-less token', async () => {
+    const expired = await mintToken(t, a, { clock: () => new Date(Date.now() - 61 * 60 * 1000) });
+    const foreign = await mintToken(t, a, { resource: 'https://elsewhere.example/mcp' });
+    const otherPath = await mintToken(t, a, { resource: `${t.origin}/v1` });
+    const noScope = await mintToken(t, a, { scopes: ['offline_access'] });
+    const headers = [
+      'Bearer not-a-token',
+      'Bearer ',
+      'Basic dXNlcjpwYXNz',
+      `Bearer ${expired.token}`,
+      `Bearer ${foreign.token}`,
+      `Bearer ${otherPath.token}`,
+      `Bearer ${noScope.token}`,
+    ];
+    for (const authorization of headers) {
+      await expect401(await fetch(`${t.origin}/mcp`, { method: 'POST', headers: { authorization, 'content-type': 'application/json' }, body: '{}' }), '/mcp');
+      await expect401(await fetch(`${t.origin}/sse`, { headers: { authorization } }), '/sse');
+    }
+  });
+
+  it('accepts a token bound to the origin, /mcp or /sse (with or without a trailing slash) on both transports', async () => {
+    for (const resource of [t.origin, `${t.origin}/`, `${t.origin}/mcp`, `${t.origin}/sse/`]) {
+      const { token } = await mintToken(t, a, { resource });
+      const ping = await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'ping' });
+      expect(ping.status).toBe(200);
+      expect(ping.json).toEqual({ jsonrpc: '2.0', id: 1, result: {} });
+      const sse = await openSse(token);
+      sse.close();
+    }
+  });
+});
+
+describe('HTTP behaviour of /mcp', () => {
+  it('answers GET and DELETE with 405 after authentication', async () => {
+    const { token } = await mintToken(t, a);
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(`${t.origin}/mcp`, { method, headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } });
+      expect(res.status).toBe(405);
+      expect(res.headers.get('allow')).toContain('POST');
+      expect(((await res.json()) as { error: { code: number } }).error.code).toBe(-32000);
+    }
+  });
+
+  it('refuses a foreign Origin with 403 and lets its own and loopback origins through, with CORS headers', async () => {
+    const { token } = await mintToken(t, a);
+    const ping = { jsonrpc: '2.0', id: 7, method: 'ping' };
+    const evil = await rawMcp(t.origin, token, ping, { origin: 'http://evil.example.com' });
+    expect(evil.status).toBe(403);
+    expect(evil.headers.get('access-control-allow-origin')).toBeNull();
+    expect((await rawMcp(t.origin, token, ping, { origin: 'null' })).status).toBe(403);
+    const own = await rawMcp(t.origin, token, ping, { origin: t.origin });
+    expect(own.status).toBe(200);
+    expect(own.headers.get('access-control-allow-origin')).toBe(t.origin);
+    const inspector = await rawMcp(t.origin, token, ping, { origin: 'http://localhost:6274' });
+    expect(inspector.status).toBe(200);
+    // A browser client can read the challenge of a 401.
+    const anon = await rawMcp(t.origin, undefined, ping, { origin: t.origin });
+    expect(anon.status).toBe(401);
+    expect(anon.headers.get('access-control-expose-headers')).toMatch(/WWW-Authenticate/);
+    expect(anon.headers.get('access-control-expose-headers')).toMatch(/Mcp-Session-Id/);
+    expect(anon.headers.get('access-control-expose-headers')).toMatch(/Mcp-Protocol-Version/);
+    expect(anon.headers.get('access-control-expose-headers')).toMatch(/Retry-After/);
+  });
+
+  it('refuses a non-loopback Host (DNS rebinding) while the service runs on loopback', async () => {
+    const { token } = await mintToken(t, a);
+    const status = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const url = new URL(t.origin);
+        const req = httpRequest(
+          { host: url.hostname, port: url.port, path: '/mcp', method: 'POST', headers: { host, authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' } },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode!);
+          },
+        );
+        req.on('error', reject);
+        req.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }));
+      });
+    expect(await status('evil.example.com')).toBe(403);
+    expect(await status(`localhost:${new URL(t.origin).port}`)).toBe(200);
+  });
+
+  it('answers CORS preflights without a token', async () => {
+    for (const path of ['/mcp', '/sse', '/sse/messages']) {
+      const res = await fetch(`${t.origin}${path}`, {
+        method: 'OPTIONS',
+        headers: { origin: t.origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, mcp-protocol-version' },
+      });
+      expect(res.status).toBe(204);
+      expect(res.headers.get('access-control-allow-origin')).toBe(t.origin);
+      expect(res.headers.get('access-control-allow-headers')).toMatch(/Authorization/);
+      expect(res.headers.get('access-control-allow-headers')).toMatch(/Mcp-Protocol-Version/);
+      expect(res.headers.get('access-control-allow-methods')).toMatch(/POST/);
+    }
+    const foreign = await fetch(`${t.origin}/mcp`, { method: 'OPTIONS', headers: { origin: 'https://evil.example.com', 'access-control-request-method': 'POST' } });
+    expect(foreign.status).toBe(403);
+  });
+
+  it('answers malformed JSON with a JSON-RPC parse error, not a 5xx', async () => {
+    const { token } = await mintToken(t, a);
+    const res = await rawMcp(t.origin, token, '{"jsonrpc":');
+    expect(res.status).toBe(400);
+    expect(res.json.error.code).toBe(-32700);
+  });
+
+  it('applies Origin rules for a public PUBLIC_URL: only that origin, loopback included in the refusal', async () => {
+    const pub = await createTestApp({ env: { PUBLIC_URL: 'https://switchboard.example.com' } });
+    try {
+      const post = (origin: string) => pub.app.inject({ method: 'POST', url: '/mcp', headers: { origin, 'content-type': 'application/json' }, payload: '{}' });
+      expect((await post('http://localhost:3000')).statusCode).toBe(403);
+      expect((await post('https://evil.example.com')).statusCode).toBe(403);
+      const own = await post('https://switchboard.example.com');
+      expect(own.statusCode).toBe(401);
+      expect(own.headers['www-authenticate']).toContain('resource_metadata="https://switchboard.example.com/.well-known/oauth-protected-resource/mcp"');
+    } finally {
+      await pub.close();
+    }
+  });
+});
+
+describe('tools', () => {
+  const catalogNames = (categories: readonly string[]) => operations.filter((op) => categories.includes(operationCategory(op))).map(toolName);
+
+  it('lists one tool per operation of the granted categories, over every client and transport', async () => {
+    const { token } = await mintToken(t, a, { categories: ['contacts'] });
+    for (const [make, transport] of [
+      [v1Client, 'mcp'],
+      [v1Client, 'sse'],
+      [v2Client, 'mcp'],
+      [v2Client, 'sse'],
+    ] as const) {
+      const client = await make(t.origin, token, transport);
+      expect(client.getServerVersion()).toMatchObject({ name: 'switchboard', version: VERSION });
+      const { tools } = await client.listTools();
+      expect(tools.map((x) => x.name)).toEqual(catalogNames(['contacts']));
+      await client.close();
+    }
+  });
+
+  it('speaks the current revision with the v2 client and the 2025 revisions with the v1 client', async () => {
+    const { token } = await mintToken(t, a);
+    const v2 = await v2Client(t.origin, token, 'mcp');
+    expect(v2.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+    expect((await v2.callTool({ name: 'contacts_list', arguments: {} })).isError).toBeFalsy();
+    await v2.close();
+    const v2legacy = await v2Client(t.origin, token, 'mcp', 'legacy');
+    expect(v2legacy.getNegotiatedProtocolVersion()).toBe('2025-11-25');
+    await v2legacy.close();
+    const v1 = await v1Client(t.origin, token, 'mcp');
+    expect(v1.getServerCapabilities()).toMatchObject({ tools: {} });
+    expect((await v1.callTool({ name: 'contacts_list', arguments: {} })).isError).toBeFalsy();
+    await v1.close();
+  });
+
+  it('re-reads the categories on every request (a category change applies to the next request, /mcp and /sse)', async () => {
+    const minted = await mintToken(t, a, { categories: [...CATEGORY_IDS] });
+    const http = await v1Client(t.origin, minted.token, 'mcp');
+    const sse = await v1Client(t.origin, minted.token, 'sse');
+    for (const client of [http, sse]) expect((await client.listTools()).tools.map((x) => x.name)).toEqual(catalogNames(CATEGORY_IDS));
+
+    await setGrantCategories(t.database.db, minted.grant.id, ['messages'], () => new Date());
+    for (const client of [http, sse]) {
+      const names = (await client.listTools()).tools.map((x) => x.name);
+      expect(names).toEqual(catalogNames(['messages']));
+      expect(names).not.toContain('contacts_list');
+      await expect(client.callTool({ name: 'contacts_list', arguments: {} })).rejects.toThrow(/Tool contacts_list not found/);
+    }
+
+    await setGrantCategories(t.database.db, minted.grant.id, [], () => new Date());
+    for (const client of [http, sse]) expect((await client.listTools()).tools).toEqual([]);
+    await setGrantCategories(t.database.db, minted.grant.id, ['contacts'], () => new Date());
+    for (const client of [http, sse]) expect((await client.callTool({ name: 'contacts_list', arguments: {} })).isError).toBeFalsy();
+    await http.close();
+    await sse.close();
+  });
+
+  it('calls an operation: the structured result is the REST envelope, with a text copy', async () => {
+    const { token } = await mintToken(t, a, { categories: ['contacts'] });
+    for (const transport of ['mcp', 'sse'] as const) {
+      const client = await v1Client(t.origin, token, transport);
+      const created = await client.callTool({ name: 'contacts_create', arguments: { firstName: 'Ada', data: { vip: true } } });
+      expect(created.isError).toBeFalsy();
+      const envelope = created.structuredContent as { data: { id: string; createdAt: string; organizationId: string } };
+      expect(envelope.data).toMatchObject({ firstName: 'Ada', data: { vip: true }, organizationId: a.orgId, emails: [] });
+      expect(envelope.data.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(JSON.parse((created.content as { type: string; text: string }[])[0]!.text)).toEqual(envelope);
+
+      const rest = await a.request('GET', `/v1/contacts/${envelope.data.id}`);
+      const got = await client.callTool({ name: 'contacts_get', arguments: { id: envelope.data.id } });
+      expect(got.structuredContent).toEqual(rest.json);
+
+      const list = await client.callTool({ name: 'contacts_list', arguments: { limit: 1, sortOrder: 'asc' } });
+      expect(list.structuredContent).toEqual((await a.request('GET', '/v1/contacts?limit=1&sortOrder=asc')).json);
+      await client.close();
+    }
+  });
+
+  it('answers errors as isError results with the REST error body: validation tree, foreign-org 404', async () => {
+    const { token } = await mintToken(t, a, { categories: ['contacts'] });
+    const client = await v2Client(t.origin, token, 'mcp');
+    const textOf = (r: unknown) => JSON.parse((r as { content: { text: string }[] }).content[0]!.text);
+
+    const invalid = await client.callTool({ name: 'contacts_create', arguments: { firstName: 42, extra: true } });
+    expect(invalid.isError).toBe(true);
+    const restInvalid = await a.request('POST', '/v1/contacts', { firstName: 42, extra: true });
+    expect(textOf(invalid)).toEqual(restInvalid.json);
+    expect(textOf(invalid).error.code).toBe('VALIDATION_ERROR');
+    expect(textOf(invalid).error.details.properties.firstName.errors.length).toBeGreaterThan(0);
+
+    const badId = await client.callTool({ name: 'contacts_get', arguments: { id: 'not-a-uuid' } });
+    expect(badId.isError).toBe(true);
+    expect(textOf(badId).error.code).toBe('VALIDATION_ERROR');
+
+    const foreign = (await b.request('POST', '/v1/contacts', { name: 'Private' })).json.data;
+    for (const [name, args] of [
+      ['contacts_get', { id: foreign.id }],
+      ['contacts_update', { id: foreign.id, name: 'Hacked' }],
+      ['contacts_delete', { id: foreign.id }],
+    ] as const) {
+      const res = await client.callTool({ name, arguments: args });
+      expect(res.isError).toBe(true);
+      expect(textOf(res)).toEqual({ error: { code: 'NOT_FOUND', message: expect.any(String) } });
+    }
+    expect((await b.request('GET', `/v1/contacts/${foreign.id}`)).json.data.name).toBe('Private');
+    await client.close();
+
+    // A paid operation without credits: the REST 402 body, nothing written.
+    const broke = await t.tenant({ credits: 0 });
+    const poor = await v1Client(t.origin, (await mintToken(t, broke, { categories: ['automations'] })).token, 'mcp');
+    const denied = await poor.callTool({ name: 'automations_create', arguments: { name: 'Nightly', instructions: 'Every night, archive read messages' } });
+    expect(denied.isError).toBe(true);
+    expect(textOf(denied).error.code).toBe('INSUFFICIENT_CREDITS');
+    expect((await poor.callTool({ name: 'automations_list', arguments: {} })).structuredContent).toMatchObject({ data: [] });
+    await poor.close();
+  });
+
+  it('fails a tool outside the grant exactly like an unknown tool', async () => {
+    const { token } = await mintToken(t, a, { categories: ['messages'] });
+    const call = (name: string) => rawMcp(t.origin, token, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name, arguments: {} } });
+    const unknown = await call('no_such_tool');
+    const forbidden = await call('contacts_list');
+    expect(unknown.status).toBe(200);
+    expect(unknown.json.error).toEqual({ code: -32602, message: 'Tool no_such_tool not found' });
+    expect(forbidden.json.error).toEqual({ code: -32602, message: 'Tool contacts_list not found' });
+  });
+
+  it('annotates tools from their HTTP method', async () => {
+    const { token } = await mintToken(t, a);
+    const { tools } = (await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).json.result;
+    const byName = new Map<string, { annotations: Record<string, unknown>; title: string; description: string }>(tools.map((x: { name: string }) => [x.name, x]));
+    for (const op of operations) {
+      const tool = byName.get(toolName(op))!;
+      expect(tool.title).toBe(op.summary);
+      expect(tool.description).toContain(op.summary);
+      expect(tool.annotations.readOnlyHint).toBe(op.method === 'GET');
+      if (op.method !== 'GET') {
+        expect(tool.annotations.destructiveHint).toBe(op.method === 'DELETE');
+        expect(tool.annotations.idempotentHint).toBe(op.method === 'PUT');
+      }
+    }
+  });
+
+  it('keeps the tool list (names, annotations, schemas) in a snapshot', async () => {
+    const { token } = await mintToken(t, a);
+    const { tools } = (await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).json.result;
+    expect(tools).toHaveLength(operations.length);
+    await expect(`${JSON.stringify(tools, null, 2)}\n`).toMatchFileSnapshot('__toolsnaps__/tools.json');
+  });
+});
+
+describe('/sse sessions', () => {
+  it('re-authenticates every POST and refuses another (user, client) on the session', async () => {
+    const owner = await mintToken(t, a);
+    const sameUserOtherClient = await mintToken(t, a, { userId: owner.userId });
+    const otherUserSameClient = await mintToken(t, a, { clientId: owner.clientId });
+    const otherOrg = await mintToken(t, b);
+    const secondTokenSameGrantPair = await mintToken(t, a, { userId: owner.userId, clientId: owner.clientId });
+    const { endpoint, close } = await openSse(owner.token);
+    expect(endpoint).toMatch(/^\/sse\/messages\?sessionId=[0-9a-f-]{36}$/);
+    const url = `${t.origin}${endpoint}`;
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+
+    const anon = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(init) });
+    await expect401(anon, '/sse');
+    for (const intruder of [sameUserOtherClient, otherUserSameClient, otherOrg]) {
+      const res = await postTo(url, intruder.token, init);
+      expect(res.status).toBe(403);
+    }
+    expect((await postTo(url, owner.token, init)).status).toBe(202);
+    expect((await postTo(url, secondTokenSameGrantPair.token, { jsonrpc: '2.0', method: 'notifications/initialized' })).status).toBe(202);
+    expect((await postTo(`${t.origin}/sse/messages?sessionId=00000000-0000-4000-8000-000000000000`, owner.token, init)).status).toBe(404);
+    expect((await postTo(`${t.origin}/sse/messages`, owner.token, init)).status).toBe(400);
+    expect((await postTo(url, owner.token, { not: 'json-rpc' })).status).toBe(400);
+    close();
+  });
+
+  it('answers POST /sse with 405 (the stream is opened with GET)', async () => {
+    const { token } = await mintToken(t, a);
+    const res = await postTo(`${t.origin}/sse`, token, { jsonrpc: '2.0', id: 1, method: 'ping' });
+    expect(res.status).toBe(405);
+  });
+});
+
+describe('rate limit', () => {
+  it('answers the 101st request of a (user, client) in 60 s with 429, -32004 and Retry-After, then recovers', async () => {
+    const limited = await mintToken(t, a);
+    const bystander = await mintToken(t, a, { userId: limited.userId });
+    const ping = (token: string, id: number | string) => rawMcp(t.origin, token, { jsonrpc: '2.0', id, method: 'ping' });
+    for (let i = 0; i < 100; i += 10) {
+      const batch = await Promise.all(Array.from({ length: 10 }, (_, k) => ping(limited.token, i + k)));
+      expect(batch.map((r) => r.status)).toEqual(Array(10).fill(200));
+    }
+    const over = await ping(limited.token, 'one-too-many');
+    expect(over.status).toBe(429);
+    expect(over.json).toEqual({ jsonrpc: '2.0', id: 'one-too-many', error: { code: -32004, message: 'Rate limit exceeded' } });
+    expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(Number(over.headers.get('retry-after'))).toBeLessThanOrEqual(60);
+    expect([...over.headers.keys()].filter((h) => h.startsWith('x-ratelimit'))).toEqual([]);
+
+    // Both transports share the count; a notification (no id) gets null.
+    const sse = await fetch(`${t.origin}/sse`, { headers: { authorization: `Bearer ${limited.token}` } });
+    expect(sse.status).toBe(429);
+    expect(await sse.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32004, message: 'Rate limit exceeded' } });
+    expect((await rawMcp(t.origin, limited.token, { jsonrpc: '2.0', method: 'notifications/initialized' })).json.id).toBeNull();
+
+    // Another client of the same user has its own count.
+    expect((await ping(bystander.token, 1)).status).toBe(200);
+
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.now() + 61_000);
+      expect((await ping(limited.token, 'again')).status).toBe(200);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe('end to end through the OAuth flow', () => {
+  it('discovers the metadata from the 401, obtains a token with the consent page and uses it on both transports', async () => {
+    const user = await a.user();
+    const first = await fetch(`${t.origin}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const metadataUrl = /resource_metadata="([^"]+)"/.exec(first.headers.get('www-authenticate')!)![1]!;
+    const metadata = (await (await fetch(metadataUrl)).json()) as { resource: string };
+    expect(metadata.resource).toBe(`${t.origin}/mcp`);
+
+    const { tokens } = await obtainTokens(t.app, { email: user.email, password: user.password, categories: ['contacts'], resource: metadata.resource });
+    for (const transport of ['mcp', 'sse'] as const) {
+      const client = await v1Client(t.origin, tokens.access_token, transport);
+      expect((await client.listTools()).tools.map((x) => x.name)).toEqual(catalogNamesFor('contacts'));
+      await client.close();
+    }
+  });
+});
+
+const catalogNamesFor = (category: string) => operations.filter((op) => operationCategory(op) === category).map(toolName);
