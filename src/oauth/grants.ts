@@ -1,4 +1,4 @@
-import { and, eq, gt, isNull } from 'drizzle-orm';
+import { and, eq, gt, isNull, sql } from 'drizzle-orm';
 import type { Category } from '../core/categories.js';
 import type { Clock } from '../core/clock.js';
 import { randomToken, sha256 } from '../core/secrets.js';
@@ -68,22 +68,33 @@ export async function issueTokens(db: DbOrTx, grant: Grant, clock: Clock): Promi
   };
 }
 
-/** The live grant behind a live, unexpired access token; undefined for anything else. */
-export async function verifyAccessToken(db: DbOrTx, token: string, clock: Clock): Promise<Grant | undefined> {
-  const [row] = await db
+/**
+ * The token lookup runs on every transport request, so it is a prepared statement (planned once per
+ * connection). The grant is read each time, so a change of its categories applies to the next request.
+ */
+const prepareVerify = (db: DbOrTx) =>
+  db
     .select({ grant: oauthGrants })
     .from(oauthTokens)
     .innerJoin(oauthGrants, eq(oauthGrants.id, oauthTokens.grantId))
     .where(
       and(
-        eq(oauthTokens.tokenHash, sha256(token)),
+        eq(oauthTokens.tokenHash, sql.placeholder('hash')),
         eq(oauthTokens.kind, 'access'),
         isNull(oauthTokens.revokedAt),
-        gt(oauthTokens.expiresAt, clock()),
+        gt(oauthTokens.expiresAt, sql.placeholder('now')),
         isNull(oauthGrants.revokedAt),
       ),
     )
-    .limit(1);
+    .limit(1)
+    .prepare('oauth_verify_access_token');
+const verifyStatements = new WeakMap<DbOrTx, ReturnType<typeof prepareVerify>>();
+
+/** The live grant behind a live, unexpired access token; undefined for anything else. */
+export async function verifyAccessToken(db: DbOrTx, token: string, clock: Clock): Promise<Grant | undefined> {
+  let statement = verifyStatements.get(db);
+  if (!statement) verifyStatements.set(db, (statement = prepareVerify(db)));
+  const [row] = await statement.execute({ hash: sha256(token), now: clock() });
   return row ? toGrant(row.grant) : undefined;
 }
 
