@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import { loadConfig, type Config } from './config.js';
+import { startCommandSocket, type CommandSocket } from './cli/command-socket.js';
 import { openDatabase } from './db/client.js';
 
 /**
@@ -13,6 +14,19 @@ export async function serve(config: Config = loadConfig()) {
   const redis = config.redisUrl ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
   redis?.on('error', () => {}); // rate limits fall back to memory while Redis is away
   const app = await buildApp({ config, database, redis, logger: { level: config.logLevel } });
+  // The embedded database is this process's alone: the CLI hands its commands over this socket instead.
+  let commandSocket: CommandSocket | undefined;
+  if (database.kind === 'pglite') {
+    try {
+      commandSocket = await startCommandSocket({
+        dataDir: config.dataDir,
+        context: { db: database.db, databaseKind: database.kind, migrate: () => database.migrate(), forgetApiKey: (keyHash) => app.deps.apiKeys.forget(keyHash) },
+        log: app.log,
+      });
+    } catch (err) {
+      app.log.warn({ err }, 'command socket unavailable: the CLI cannot reach this server while it runs');
+    }
+  }
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -22,6 +36,7 @@ export async function serve(config: Config = loadConfig()) {
     const force = setTimeout(() => process.exit(1), 25_000);
     force.unref();
     try {
+      await commandSocket?.close();
       await app.close();
       await database.close();
       redis?.disconnect();

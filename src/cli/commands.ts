@@ -1,0 +1,170 @@
+import { z } from 'zod';
+import { addCredits, createApiKey, createOrganization, createUser, revokeApiKey } from '../accounts/accounts.js';
+import type { Db } from '../db/client.js';
+import { emailFlag, intFlag, listFlag, textFlag, uuidFlag } from './flags.js';
+import { SEED_DEFAULTS, SEED_MAX, type SeedProgress } from './seed-counts.js';
+
+/**
+ * The commands, declared once as data. The same table parses the command line, prints `--help`, and runs
+ * each command, either in the CLI process (its own database connection) or inside a running server that
+ * received it over the command socket (the server's connection), so there is one implementation of each.
+ */
+
+/** What a command runs against: wherever it runs, the open database, plus the server's parts when inside one. */
+export interface CommandContext {
+  db: Db;
+  /** Applies pending migrations of this database. */
+  migrate(): Promise<void>;
+  /** Which database this is, for answers that mention it. */
+  databaseKind: 'pglite' | 'postgres';
+  /** The running server's API-key cache, so a revocation through the server takes effect at once. */
+  forgetApiKey?: (keyHash: string) => void;
+  /** Seed progress: one call per batch. */
+  progress?: (event: SeedProgress) => void;
+}
+
+export interface Flag {
+  schema: z.ZodType;
+  description: string;
+  /** Shown in the usage line: `--name NAME`. */
+  placeholder: string;
+}
+
+export interface Command {
+  /** Words typed after `switchboard`, e.g. `org create`. */
+  name: string;
+  summary: string;
+  flags: Record<string, Flag>;
+  /** Runs in the CLI process only, never handed to a running server (`serve`). */
+  localOnly?: boolean;
+  /** A line for a person reading stderr after success. */
+  note?(result: Record<string, unknown>): string;
+  run(input: Record<string, unknown>, ctx: CommandContext): Promise<Record<string, unknown>>;
+}
+
+const flag = (schema: z.ZodType, placeholder: string, description: string): Flag => ({ schema, placeholder, description });
+
+/** Largest value of an `integer` column. */
+const INT_MAX = 2_147_483_647;
+
+const seedCount = (what: string, key: keyof typeof SEED_DEFAULTS) =>
+  flag(intFlag(0, SEED_MAX[key]).optional(), 'N', `${what} (default ${SEED_DEFAULTS[key]}, at most ${SEED_MAX[key]})`);
+
+// Each `run` receives input already validated by its flags' schemas; the casts restate those schemas' types.
+export const COMMANDS: Command[] = [
+  {
+    name: 'serve',
+    summary: 'Run the service (REST and MCP on one port); what `npm start` runs',
+    flags: {},
+    localOnly: true,
+    run: async () => {
+      throw new Error('serve is started by the entry point');
+    },
+  },
+  {
+    name: 'migrate',
+    summary: 'Apply pending database migrations (serve also does this at start)',
+    flags: {},
+    run: async (_input, ctx) => {
+      await ctx.migrate();
+      return { migrated: true, database: ctx.databaseKind === 'pglite' ? 'embedded' : 'postgres' };
+    },
+  },
+  {
+    name: 'org create',
+    summary: 'Create an organization',
+    flags: {
+      name: flag(textFlag(), 'NAME', 'Name of the organization'),
+      credits: flag(intFlag(0, INT_MAX).optional(), 'N', 'Starting credit balance (default 100)'),
+    },
+    note: (org) => `Created organization "${String(org.name)}" with ${String(org.credits)} credits. Next: switchboard apikey create --org ${String(org.id)}`,
+    run: (input, ctx) => createOrganization(ctx.db, input as { name: string; credits?: number }),
+  },
+  {
+    name: 'org credits',
+    summary: "Add credits to an organization's balance (a negative number removes them); prints the balance",
+    flags: {
+      org: flag(uuidFlag(), 'ID', 'Organization id'),
+      add: flag(intFlag(-INT_MAX, INT_MAX), 'N', 'Credits to add; negative to remove (the balance cannot go below 0)'),
+    },
+    run: (input, ctx) => {
+      const { org, add } = input as { org: string; add: number };
+      return addCredits(ctx.db, org, add);
+    },
+  },
+  {
+    name: 'user create',
+    summary: 'Create a person who can sign in on the OAuth consent page',
+    flags: {
+      org: flag(uuidFlag(), 'ID', 'Organization id'),
+      email: flag(emailFlag(), 'EMAIL', 'Sign-in email (unique across the service, case-insensitive)'),
+      password: flag(
+        z
+          .string({ error: (i) => (i.input === undefined ? 'is required' : 'must be text') })
+          .min(8, 'must be at least 8 characters')
+          .max(1024, 'must be at most 1024 characters'),
+        'PASSWORD',
+        'Sign-in password (8 to 1024 characters; stored as an argon2id hash)',
+      ),
+      name: flag(textFlag().optional(), 'NAME', 'Display name'),
+    },
+    run: (input, ctx) => {
+      const { org, ...rest } = input as { org: string; email: string; password: string; name?: string };
+      return createUser(ctx.db, { orgId: org, ...rest });
+    },
+  },
+  {
+    name: 'apikey create',
+    summary: 'Create a REST API key; the key is printed once and stored only as a hash',
+    flags: {
+      org: flag(uuidFlag(), 'ID', 'Organization id'),
+      name: flag(textFlag().optional(), 'NAME', 'A name to tell keys apart'),
+      permissions: flag(
+        listFlag().optional(),
+        'P1,P2',
+        'Comma-separated permissions: `*` (all, the default) or `<area>:read` / `<area>:write` for contacts, messages, customers, businesses, folders, automations, domains',
+      ),
+    },
+    note: () => 'The key is shown only this once; store it now (send it as "Authorization: Bearer <key>").',
+    run: (input, ctx) => {
+      const { org, ...rest } = input as { org: string; name?: string; permissions?: string[] };
+      return createApiKey(ctx.db, { orgId: org, ...rest });
+    },
+  },
+  {
+    name: 'apikey revoke',
+    summary: 'Revoke an API key: it stops working at once',
+    flags: { id: flag(uuidFlag(), 'ID', 'API key id (the `id` printed by `apikey create`)') },
+    run: async (input, ctx) => {
+      const { keyHash, ...revoked } = await revokeApiKey(ctx.db, (input as { id: string }).id);
+      ctx.forgetApiKey?.(keyHash);
+      return revoked;
+    },
+  },
+  {
+    name: 'seed',
+    summary: 'Fill an organization with realistic demo data',
+    flags: {
+      org: flag(uuidFlag(), 'ID', 'Organization id'),
+      contacts: seedCount('Contacts to create, each with emails, phone numbers and usually an address', 'contacts'),
+      messages: seedCount('Messages to create, incoming and outgoing, email and SMS', 'messages'),
+      businesses: seedCount('Businesses to create', 'businesses'),
+      customers: seedCount('Customers to create', 'customers'),
+      transactions: seedCount('Customer transactions to create, spread over the new customers', 'transactions'),
+      folders: seedCount('Folders to create, nested, with a few files each', 'folders'),
+      domains: seedCount('Domains to create, each with a registration', 'domains'),
+      'random-seed': flag(intFlag(0, INT_MAX).optional(), 'N', 'Seed of the random generator, for repeatable data'),
+    },
+    note: (r) => `Seeded in ${(Number(r.durationMs) / 1000).toFixed(1)} s: ${Object.entries(r.created as Record<string, number>).map(([k, v]) => `${v} ${k}`).join(', ')}.`,
+    run: async (input, ctx) => {
+      const { org, 'random-seed': randomSeed, ...counts } = input as { org: string; 'random-seed'?: number } & Partial<Record<keyof typeof SEED_DEFAULTS, number>>;
+      // Loaded on use: faker's locales are large, and no other command needs them.
+      const { seedOrganization } = await import('./seed.js');
+      return seedOrganization(ctx.db, { orgId: org, randomSeed, ...counts }, ctx.progress);
+    },
+  },
+];
+
+export const GROUPS = [...new Set(COMMANDS.filter((c) => c.name.includes(' ')).map((c) => c.name.split(' ')[0]!))];
+
+export const findCommand = (name: string) => COMMANDS.find((c) => c.name === name);

@@ -1,0 +1,113 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { loadConfig, type Config } from '../config.js';
+import { AppError } from '../core/errors.js';
+import { DataDirBusyError, dataDirHolder } from '../db/lock.js';
+import { parseCommandLine, type Invocation } from './args.js';
+import { commandSocketPath, sendCommand } from './command-socket.js';
+import { errorOutcome, runInvocation, type Outcome } from './execute.js';
+import { progressBar } from './progress.js';
+
+type Run = Extract<Invocation, { kind: 'run' }>;
+type Progress = ReturnType<typeof progressBar>['update'];
+
+/** How long the CLI waits for a server that holds DATA_DIR but has not opened its command socket yet (it is starting). */
+const SOCKET_WAIT_MS = 30_000;
+
+/**
+ * `switchboard …`. Returns the exit status, or undefined for `serve` (which keeps running).
+ * With PostgreSQL the CLI always opens the database itself. With the embedded database it does so only
+ * when no server holds DATA_DIR; otherwise it hands the command line to that server over its socket.
+ */
+export async function runCli(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<number | undefined> {
+  let invocation: Invocation;
+  try {
+    invocation = parseCommandLine(argv);
+  } catch (err) {
+    return emit(errorOutcome(err));
+  }
+  if (invocation.kind === 'help') return emit({ exitCode: 0, body: invocation.body, message: invocation.text });
+
+  let config: Config;
+  try {
+    config = loadConfig(env);
+  } catch (err) {
+    return emit(errorOutcome(new AppError('VALIDATION_ERROR', (err as Error).message)));
+  }
+  if (invocation.command.name === 'serve') {
+    // Loaded on use, like the database drivers below: the other commands start faster without the whole app.
+    const { serve } = await import('../server.js');
+    await serve(config);
+    return undefined;
+  }
+
+  const bar = progressBar();
+  const outcome = await dispatch(invocation, config, argv, bar.update);
+  bar.stop();
+  return emit(outcome);
+}
+
+async function dispatch(invocation: Run, config: Config, argv: readonly string[], progress: Progress): Promise<Outcome> {
+  // Twice at most: a server may start or stop between looking at the lock and acting on it.
+  for (let attempt = 0; ; attempt++) {
+    const holder = config.databaseUrl ? undefined : dataDirHolder(config.dataDir);
+    if (holder !== undefined && holder !== process.pid) {
+      const outcome = await forward(config.dataDir, holder, argv, progress);
+      if (outcome || attempt > 0) return outcome ?? serverGone(config.dataDir, holder);
+      continue; // the server went away: open the directory ourselves
+    }
+    try {
+      return await runDirect(invocation, config, progress);
+    } catch (err) {
+      if (err instanceof DataDirBusyError && attempt === 0) continue; // a server took it just now
+      return errorOutcome(err);
+    }
+  }
+}
+
+async function runDirect(invocation: Run, config: Config, progress: Progress): Promise<Outcome> {
+  const { openDatabase } = await import('../db/client.js');
+  const database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
+  try {
+    // Every command needs the tables; migrating an up-to-date database is a cheap no-op.
+    if (invocation.command.name !== 'migrate') await database.migrate();
+    return await runInvocation(invocation, { db: database.db, databaseKind: database.kind, migrate: () => database.migrate(), progress });
+  } finally {
+    await database.close();
+  }
+}
+
+/** The server's outcome, or undefined when the server has gone away (so the caller opens DATA_DIR itself). */
+async function forward(dataDir: string, holder: number, argv: readonly string[], progress: Progress): Promise<Outcome | undefined> {
+  const path = commandSocketPath(dataDir);
+  const deadline = Date.now() + SOCKET_WAIT_MS;
+  let waiting = false;
+  for (;;) {
+    try {
+      const outcome = await sendCommand(path, argv, progress);
+      process.stderr.write(`switchboard: handled by the running server (pid ${holder})\n`);
+      return outcome;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (dataDirHolder(dataDir) === undefined) return undefined;
+      if ((code === 'ENOENT' || code === 'ECONNREFUSED') && Date.now() < deadline) {
+        if (!waiting) process.stderr.write(`switchboard: waiting for the server (pid ${holder}) to open ${path}…\n`);
+        waiting = true;
+        await sleep(250);
+        continue;
+      }
+      return errorOutcome(
+        new AppError('SERVICE_UNAVAILABLE', `The data directory ${dataDir} is held by a Switchboard server (pid ${holder}) that does not answer on ${path} (${code ?? (err as Error).message}). Stop it, or wait until it has started.`),
+      );
+    }
+  }
+}
+
+const serverGone = (dataDir: string, holder: number) =>
+  errorOutcome(new AppError('SERVICE_UNAVAILABLE', `The server (pid ${holder}) holding ${dataDir} stopped while the command was being sent; run it again.`));
+
+/** Prints the outcome: its JSON body on stdout, its message on stderr. */
+function emit(outcome: Outcome): number {
+  process.stdout.write(`${JSON.stringify(outcome.body, null, 2)}\n`);
+  if (outcome.message) process.stderr.write(outcome.exitCode === 0 ? `${outcome.message}\n` : `switchboard: error: ${outcome.message}\n`);
+  return outcome.exitCode;
+}
