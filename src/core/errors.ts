@@ -104,7 +104,7 @@ export function toAppError(err: unknown): AppError {
   if (isDatabaseUnavailable(err)) return new AppError('SERVICE_UNAVAILABLE', 'The service is temporarily unavailable; try again shortly', undefined, 2);
   const pgCode = pgErrorCode(err);
   // Values PostgreSQL refuses (out-of-range numbers, bad text encodings, ...) are the client's input.
-  if (pgCode === '22003' || pgCode === '22021' || pgCode === '22P05' || pgCode === '22007' || pgCode === '22008') {
+  if (pgCode === '22003' || pgCode === '22021' || pgCode === '22P02' || pgCode === '22P05' || pgCode === '22007' || pgCode === '22008') {
     return new AppError('BAD_REQUEST', 'A value in the request cannot be stored');
   }
   return new AppError('INTERNAL_ERROR', 'An unexpected error occurred');

@@ -7,6 +7,7 @@ import { OPERATION_COSTS } from './costs.js';
 import { AppError, validationError, type ErrorCode } from './errors.js';
 import { paginationMeta, PaginationMetaSchema, type Page, type PageInput } from './pagination.js';
 import { requiredPermission, type Permission } from './permissions.js';
+import { unsafeInputIssues } from './schemas.js';
 
 /** What a handler may return for a schema: the same shape, with a Date wherever a string (timestamp) is expected. */
 export type Wire<T> = T extends string ? string | Date : T extends (infer U)[] ? Wire<U>[] : T extends object ? { [K in keyof T]: Wire<T[K]> } : T;
@@ -79,6 +80,8 @@ export function envelopeSchema(op: Operation): z.ZodObject {
 
 /** Validates raw input with the operation's schema; the one place where input is checked. */
 export function parseInput(op: Operation, raw: unknown): Record<string, unknown> {
+  const unsafe = unsafeInputIssues(raw);
+  if (unsafe) throw new AppError('VALIDATION_ERROR', 'The request is invalid', unsafe);
   const parsed = op.input.safeParse(raw ?? {});
   if (!parsed.success) throw validationError(parsed.error);
   return parsed.data as Record<string, unknown>;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ErrorTree } from './errors.js';
 
 /** Building blocks shared by every module's schemas. */
 
@@ -33,4 +34,45 @@ export const AuditFields = {
 /** Converts an optional ISO string from a request into a Date, keeping null and undefined. */
 export function toDate<T extends string | null | undefined>(value: T): T extends string ? Date : Exclude<T, string> {
   return (typeof value === 'string' ? new Date(value) : value) as never;
+}
+
+// A high surrogate not followed by a low one, or a low one not preceded by a high one.
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function stringIssue(s: string): string | undefined {
+  if (s.includes('\u0000')) return 'Must not contain NUL (\\u0000) characters';
+  if (LONE_SURROGATE.test(s)) return 'Must be well-formed Unicode (no lone surrogate \\ud800-\\udfff)';
+  return undefined;
+}
+
+/** How deep request JSON may nest (objects and arrays); deeper input is refused before it reaches the database. */
+export const MAX_INPUT_DEPTH = 64;
+
+/**
+ * Issues with raw input that no schema states but the database refuses or chokes on: NUL characters
+ * (PostgreSQL rejects `\u0000` in text and jsonb) and lone UTF-16 surrogates (jsonb rejects `\ud800`)
+ * in any string or key, and nesting deeper than
+ * MAX_INPUT_DEPTH. Answers a details tree shaped like `z.treeifyError` (arrays as `items`), or undefined.
+ */
+export function unsafeInputIssues(value: unknown, depth = 0): ErrorTree | undefined {
+  if (typeof value === 'string') {
+    const issue = stringIssue(value);
+    return issue ? { errors: [issue] } : undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  if (depth >= MAX_INPUT_DEPTH) return { errors: [`Nested deeper than ${MAX_INPUT_DEPTH} levels`] };
+  if (Array.isArray(value)) {
+    const items = value.map((v) => unsafeInputIssues(v, depth + 1) ?? null);
+    return items.some(Boolean) ? { errors: [], items } : undefined;
+  }
+  const errors: string[] = [];
+  const properties: Record<string, ErrorTree> = {};
+  for (const [key, v] of Object.entries(value)) {
+    const keyIssue = stringIssue(key);
+    if (keyIssue) errors.push(`Key: ${keyIssue}`);
+    const issue = unsafeInputIssues(v, depth + 1);
+    if (issue) properties[key] = issue;
+  }
+  if (!errors.length && !Object.keys(properties).length) return undefined;
+  return { errors: [...new Set(errors)], ...(Object.keys(properties).length ? { properties } : {}) };
 }

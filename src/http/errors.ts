@@ -12,6 +12,8 @@ function fromFastify(err: FastifyError): AppError | undefined {
       return new AppError('BAD_REQUEST', 'The body is empty although Content-Type is application/json');
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new AppError('BAD_REQUEST', 'The body is not valid JSON');
+    case 'FST_ERR_BAD_URL':
+      return new AppError('BAD_REQUEST', 'The URL is not valid (bad percent-encoding)');
   }
   if (err instanceof SyntaxError || err.code?.startsWith('FST_ERR_CTP')) return new AppError('BAD_REQUEST', 'The body is not valid JSON');
   if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof AppError)) {
@@ -26,6 +28,8 @@ export function sendError(err: unknown, req: FastifyRequest, reply: FastifyReply
   if (appError.status >= 500) {
     req.log.error({ err }, appError.code === 'SERVICE_UNAVAILABLE' ? 'database unavailable' : 'unexpected error');
   }
+  // Errors raised before the onRequest hooks (e.g. an unreadable URL) still carry the request id.
+  reply.header('x-request-id', req.id);
   if (appError.retryAfter) reply.header('retry-after', String(appError.retryAfter));
   return reply.code(appError.status).type('application/json; charset=utf-8').send(appError.toBody());
 }

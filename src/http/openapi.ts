@@ -1,12 +1,33 @@
 import { z } from 'zod';
 import { CATEGORIES } from '../core/categories.js';
+import { OPERATION_COSTS } from '../core/costs.js';
 import { ERROR_STATUS, type ErrorCode } from '../core/errors.js';
+import { MAX_INPUT_DEPTH } from '../core/schemas.js';
 import { envelopeSchema, operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
 
 type JsonSchema = Record<string, unknown>;
 
+// Where a format says it all, the long regular expression Zod adds for it is noise to a reader and a code generator.
+const FORMATS_WITHOUT_PATTERN = new Set(['uuid', 'date-time', 'email', 'date', 'time', 'uri']);
+// Set by the server on every resource: marked readOnly in responses.
+const SERVER_FIELDS = ['id', 'createdAt', 'updatedAt', 'deletedAt', 'organizationId'];
+
+function tidy(node: unknown, io: 'input' | 'output'): void {
+  if (Array.isArray(node)) return node.forEach((n) => tidy(n, io));
+  if (typeof node !== 'object' || node === null) return;
+  const schema = node as JsonSchema;
+  if (typeof schema.format === 'string' && FORMATS_WITHOUT_PATTERN.has(schema.format)) delete schema.pattern;
+  const props = schema.properties as Record<string, JsonSchema> | undefined;
+  // A resource (it has an id and audit timestamps): its server-set fields are read-only.
+  if (io === 'output' && props && 'id' in props && 'createdAt' in props) {
+    for (const f of SERVER_FIELDS) if (props[f]) props[f].readOnly = true;
+  }
+  for (const value of Object.values(schema)) tidy(value, io);
+}
+
 const toSchema = (schema: z.ZodType, io: 'input' | 'output'): JsonSchema => {
   const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
+  tidy(rest, io);
   return rest;
 };
 
@@ -72,6 +93,7 @@ function operationObject(op: Operation) {
     }));
 
   const codes = new Set<ErrorCode>([...COMMON_ERRORS, ...(op.errors ?? [])]);
+  if ((OPERATION_COSTS[op.id] ?? 0) > 0) codes.add('INSUFFICIENT_CREDITS');
   if (params.length) codes.add('NOT_FOUND');
   if (!inQuery) codes.add('BAD_REQUEST').add('PAYLOAD_TOO_LARGE');
   const statuses = [...new Set([...codes].map((c) => ERROR_STATUS[c]))].sort();
@@ -108,7 +130,13 @@ function operationObject(op: Operation) {
   return {
     operationId: op.id,
     summary: op.summary,
-    description: [op.description, `Requires the \`${operationPermission(op)}\` permission (or \`*\`).`].filter(Boolean).join('\n\n'),
+    description: [
+      op.description,
+      `Requires the \`${operationPermission(op)}\` permission (or \`*\`).`,
+      OPERATION_COSTS[op.id] ? `Costs ${OPERATION_COSTS[op.id]} credit(s); with too few credits it answers 402 and writes nothing.` : undefined,
+    ]
+      .filter(Boolean)
+      .join('\n\n'),
     tags: [op.id.slice(0, op.id.indexOf('.'))],
     parameters,
     ...(requestBody ? { requestBody } : {}),
@@ -131,7 +159,15 @@ export function buildOpenApi(operations: Operation[], opts: { serverUrl: string;
         'Business communication data: messages, contacts, customers and transactions, businesses, folders, automations and domains. ' +
         'Every response is `{ "data": …, "meta"?: { "pagination": … } }`; errors are `{ "error": { "code", "message", "details"? } }`. ' +
         'Every response carries `X-Request-ID`. Lists take `limit` (1-100, default 10), `offset` (default 0) and `sortOrder` (`asc`/`desc`, default `desc`, by creation date). ' +
-        'Without `total`, `hasMore` is true whenever a page is full, so a client stops at the first empty page. DELETE is a soft delete.',
+        'Without `total`, `hasMore` is true whenever a page is full, so a client stops at the first empty page. DELETE is a soft delete.\n\n' +
+        'Requests: bodies are JSON objects sent with `Content-Type: application/json` (any other type, malformed JSON or a body that is not an object is a 400; ' +
+        'a POST with no body reads as `{}`), at most 1 MiB (413 `PAYLOAD_TOO_LARGE`). Unknown body and query fields are rejected with `VALIDATION_ERROR`. ' +
+        `Strings and keys must not contain NUL characters or lone UTF-16 surrogates, and JSON may nest at most ${MAX_INPUT_DEPTH} levels. ` +
+        'Path parameters are UUIDs; a malformed one is a 400 `VALIDATION_ERROR`.\n\n' +
+        'Errors: `details` (validation errors only) mirrors the input (path, query and body fields together): each node has `errors`; object nodes have `properties`; ' +
+        'array nodes have `items`, one node per element, `null` where that element has no issue. ' +
+        'Each API key may send a limited number of requests per minute; beyond it the answer is 429 `RATE_LIMITED` with `Retry-After` (no `X-RateLimit-*` headers). ' +
+        'A database outage answers 503 `SERVICE_UNAVAILABLE` with `Retry-After`.',
     },
     servers: [{ url: opts.serverUrl }],
     security: [{ apiKey: [] }],

@@ -48,7 +48,8 @@ function rawInput(op: Operation, req: FastifyRequest, types: ReturnType<typeof q
   if (op.method === 'GET' || op.method === 'DELETE') {
     rest = coerceQuery(req.query as Record<string, unknown>, types);
   } else {
-    const body = req.body ?? {};
+    // No body at all (no Content-Type, or an empty JSON body) reads as `{}`; JSON `null` does not.
+    const body = req.body === undefined ? {} : req.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       throw new AppError('VALIDATION_ERROR', 'The request is invalid', { errors: ['The body must be a JSON object'] });
     }
@@ -73,6 +74,16 @@ export interface RestDeps {
 
 /** Registers one Fastify route per operation. The prefix (`/v1`) comes from the caller. */
 export function registerRestRoutes(app: FastifyInstance, operations: Operation[], deps: RestDeps) {
+  // Bodies are JSON only: without Fastify's built-in text/plain parser, any other type is a 415, answered as BAD_REQUEST.
+  app.removeContentTypeParser('text/plain');
+  // Clients that always send `Content-Type: application/json` send it with empty bodies too (POST without
+  // fields, DELETE): read those as no body. Anything else goes to Fastify's parser, prototype poisoning refused.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
+    return parseJson(req, body as string, done);
+  });
   for (const op of operations) {
     const types = queryTypes(op);
     const params = pathParams(op);
@@ -82,6 +93,9 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
       method: op.method,
       url: op.path.replace(/\{(\w+)\}/g, ':$1'),
       handler: async (req, reply) => {
+        // `/contacts/` matches `/contacts/:id` with an empty id: that is no route, like any other unknown path.
+        const fromPath = req.params as Record<string, string>;
+        if (params.some((p) => fromPath[p] === '')) throw new AppError('NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`);
         const principal = await deps.auth.authenticate(req);
         if (deps.limiter) {
           const verdict = await deps.limiter.consume(principal.keyId);

@@ -1,0 +1,132 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { operationPermission, pathParams, type Operation } from '../../src/core/operation.js';
+import { ALL_PERMISSIONS } from '../../src/core/permissions.js';
+import { operations } from '../../src/operations.js';
+import { createTestApp, type Tenant, type TestApp, type TestResponse } from '../helpers/app.js';
+import { bodyOf, fillPath, hasBody, minimalInput, queryOf, uuidParams } from './inputs.js';
+
+/**
+ * The checks that apply to every operation of the table, so an operation added later is covered
+ * without touching this file: authentication, permissions, malformed and unknown ids, request ids.
+ */
+
+let t: TestApp;
+let owner: Tenant;
+
+beforeAll(async () => {
+  t = await createTestApp();
+  owner = await t.tenant();
+});
+afterAll(() => t.close());
+
+const SANE_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
+
+/** Every response: an X-Request-ID header, never echoed in the body. */
+function expectRequestId(res: TestResponse, sent?: string) {
+  const id = res.headers['x-request-id'];
+  expect(typeof id, 'X-Request-ID header').toBe('string');
+  expect(id as string).toMatch(SANE_ID);
+  if (sent !== undefined) expect(id).toBe(sent);
+  expect(res.body).not.toContain(id as string);
+  expect(res.body).not.toMatch(/request[_-]?id/i);
+}
+
+function expectError(res: TestResponse, status: number, code: string) {
+  expect(res.status, `${code}: ${res.body}`).toBe(status);
+  expect(res.headers['content-type']).toMatch(/^application\/json/);
+  expect(res.json.error.code).toBe(code);
+  expect(typeof res.json.error.message).toBe('string');
+  expect(Object.keys(res.json)).toEqual(['error']);
+  if (code !== 'VALIDATION_ERROR') expect(res.json.error.details).toBeUndefined();
+  expectRequestId(res);
+}
+
+/** A request for the operation with the given key (or none), valid input where it can be built. */
+async function call(op: Operation, key: string | undefined, path = fillPath(op), extraHeaders: Record<string, string> = {}) {
+  const input = minimalInput(op) ?? {};
+  const url = hasBody(op) ? path : `${path}${queryOf(op, input)}`;
+  const res = await t.app.inject({
+    method: op.method,
+    url,
+    headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(hasBody(op) ? { 'content-type': 'application/json' } : {}), ...extraHeaders },
+    ...(hasBody(op) ? { payload: JSON.stringify(bodyOf(op, input)) } : {}),
+  });
+  let json: unknown;
+  try {
+    json = JSON.parse(res.body);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, headers: res.headers, body: res.body, json } as TestResponse;
+}
+
+const label = (op: Operation) => `${op.method} ${op.path} (${op.id})`;
+
+describe('the operation table', () => {
+  it('is well formed: unique ids and routes, path parameters are input fields', () => {
+    expect(operations.length).toBeGreaterThan(0);
+    expect(new Set(operations.map((o) => o.id)).size).toBe(operations.length);
+    expect(new Set(operations.map((o) => `${o.method} ${o.path}`)).size).toBe(operations.length);
+    for (const op of operations) {
+      for (const p of pathParams(op)) expect(Object.keys(op.input.shape), `${label(op)} declares {${p}}`).toContain(p);
+      // Every path parameter is a UUID (spec), so a malformed one is a 400, never a database error.
+      expect(uuidParams(op), label(op)).toEqual(pathParams(op));
+    }
+  });
+
+  it('can build a valid input for every operation (needed by the checks below)', () => {
+    const missing = operations.filter((op) => !minimalInput(op)).map(label);
+    // If this fails, teach test/http/inputs.ts a candidate value for the new field (e.g. by name or format).
+    expect(missing).toEqual([]);
+  });
+});
+
+describe.each(operations.map((op) => [label(op), op] as const))('%s', (_name, op) => {
+  it('401 UNAUTHORIZED without a key, with a malformed header and with a wrong key', async () => {
+    expectError(await call(op, undefined), 401, 'UNAUTHORIZED');
+    expectError(await call(op, `sb_${randomUUID()}`), 401, 'UNAUTHORIZED');
+    expectError(await call(op, undefined, fillPath(op), { authorization: 'Basic dXNlcjpwYXNz' }), 401, 'UNAUTHORIZED');
+    expectError(await call(op, undefined, fillPath(op), { authorization: 'Bearer ' }), 401, 'UNAUTHORIZED');
+  });
+
+  it('403 FORBIDDEN with every permission but the one it needs; that one passes the auth stage', async () => {
+    const needed = operationPermission(op);
+    const others = await owner.keyWith(ALL_PERMISSIONS.filter((p) => p !== needed));
+    expectError(await call(op, others.key), 403, 'FORBIDDEN');
+    expect((await call(op, others.key)).json.error.message).toContain(needed);
+
+    const exact = await owner.keyWith([needed]);
+    const res = await call(op, exact.key);
+    expect([401, 403], res.body).not.toContain(res.status);
+    expect(res.status, res.body).toBeLessThan(500);
+    expectRequestId(res);
+  });
+
+  it.skipIf(pathParams(op).length === 0)('400 VALIDATION_ERROR for a malformed UUID in each path parameter', async () => {
+    for (const param of pathParams(op)) {
+      for (const bad of ['not-a-uuid', `${randomUUID()}x`, "1' OR '1'='1", 'ü\u0000']) {
+        const res = await call(op, owner.key, fillPath(op, { [param]: bad }));
+        expectError(res, 400, 'VALIDATION_ERROR');
+        expect(res.json.error.details.properties?.[param]?.errors?.length, `${param}=${bad}: ${res.body}`).toBeGreaterThan(0);
+      }
+    }
+  });
+
+  it.skipIf(pathParams(op).length === 0)('404 NOT_FOUND for well-formed unknown ids', async () => {
+    expectError(await call(op, owner.key), 404, 'NOT_FOUND');
+  });
+
+  it('X-Request-ID on every response: a sane client id is echoed, anything else replaced', async () => {
+    const sane = `client-${randomUUID()}`;
+    const insane = ['has spaces in it', 'x'.repeat(129), '<script>"', 'a,b'];
+    for (const [i, key] of [undefined, owner.key].entries()) {
+      expectRequestId(await call(op, key, fillPath(op), { 'x-request-id': sane }), sane);
+      for (const bad of insane.slice(i * 2, i * 2 + 2)) {
+        const res = await call(op, key, fillPath(op), { 'x-request-id': bad });
+        expectRequestId(res);
+        expect(res.headers['x-request-id']).not.toBe(bad);
+      }
+    }
+  });
+});

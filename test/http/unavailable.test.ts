@@ -1,0 +1,132 @@
+import { createServer, connect, type Server, type Socket, type AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiKey, createOrganization } from '../../src/accounts/accounts.js';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { openDatabase, type Database } from '../../src/db/client.js';
+import { openTestDatabase, testDbKind } from '../helpers/database.js';
+
+/**
+ * A database outage, without touching the shared PostgreSQL server: the app talks to PostgreSQL through
+ * a TCP proxy on 127.0.0.1 that this test closes (refusing new connections and cutting open ones) and
+ * reopens. REST must answer 503 SERVICE_UNAVAILABLE within 2 s, /readyz 503, and recover by itself.
+ * (The embedded database runs in-process and cannot become unreachable.)
+ */
+
+class TcpProxy {
+  private server: Server | undefined;
+  private sockets = new Set<Socket>();
+  port = 0;
+  constructor(
+    private readonly targetHost: string,
+    private readonly targetPort: number,
+  ) {}
+
+  async open() {
+    this.server = createServer((client) => {
+      const upstream = connect(this.targetPort, this.targetHost);
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(this.port, '127.0.0.1', () => resolve());
+    });
+    this.port = (this.server.address() as AddressInfo).port;
+  }
+
+  /** Refuses new connections and cuts the open ones, like a database that went away. */
+  async close() {
+    const closed = new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    for (const s of this.sockets) s.destroy();
+    this.sockets.clear();
+    await closed;
+    this.server = undefined;
+  }
+}
+
+const pgUrl = process.env.SB_TEST_PG_URL;
+
+describe.skipIf(testDbKind !== 'postgres' || !pgUrl)('database outage (PostgreSQL behind a proxy)', () => {
+  let direct: Database & { url?: string };
+  let proxied: Database;
+  let proxy: TcpProxy;
+  let app: FastifyInstance;
+  let key: string;
+
+  beforeAll(async () => {
+    direct = await openTestDatabase();
+    const target = new URL(direct.url!);
+    proxy = new TcpProxy(target.hostname, Number(target.port || 5432));
+    await proxy.open();
+    const viaProxy = new URL(direct.url!);
+    viaProxy.hostname = '127.0.0.1';
+    viaProxy.port = String(proxy.port);
+    proxied = await openDatabase({ url: viaProxy.toString(), poolSize: 4 });
+    // API_KEY_CACHE_MS=0: every request looks its key up, so the outage hits authentication too.
+    app = await buildApp({ config: loadConfig({ PUBLIC_URL: 'http://127.0.0.1:3999', LOG_LEVEL: 'silent', API_KEY_CACHE_MS: '0' }), database: proxied });
+    await app.ready();
+    const org = await createOrganization(direct.db, { name: 'Outage' });
+    key = (await createApiKey(direct.db, { orgId: org.id })).key;
+  });
+  afterAll(async () => {
+    await app?.close();
+    await proxied?.close().catch(() => {});
+    await proxy?.close();
+    await direct?.close();
+  });
+
+  const timed = async (method: 'GET' | 'POST', url: string, body?: unknown) => {
+    const started = performance.now();
+    const res = await app.inject({
+      method,
+      url,
+      headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { payload: JSON.stringify(body) } : {}),
+    });
+    return { res, ms: performance.now() - started };
+  };
+
+  it('works while the database is up', async () => {
+    expect((await timed('GET', '/v1/contacts')).res.statusCode).toBe(200);
+    expect((await timed('POST', '/v1/contacts', { name: 'Before' })).res.statusCode).toBe(201);
+    expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+  });
+
+  it('answers 503 SERVICE_UNAVAILABLE within 2 s while it is down, /readyz 503, then recovers without a restart', async () => {
+    await proxy.close();
+    for (const [method, url, body] of [
+      ['GET', '/v1/contacts', undefined],
+      ['POST', '/v1/contacts', { name: 'During' }],
+      ['GET', '/v1/contacts/9b2f6c1e-3f1a-4c59-8d1e-2f1b7e0c4a11', undefined],
+    ] as const) {
+      const { res, ms } = await timed(method, url, body);
+      expect(res.statusCode, res.body).toBe(503);
+      expect(ms, `${method} ${url} took ${Math.round(ms)} ms`).toBeLessThan(2000);
+      expect(res.json().error).toEqual({ code: 'SERVICE_UNAVAILABLE', message: expect.any(String) });
+      expect(res.json().error.message).not.toMatch(/ECONN|127\.0\.0\.1|postgres/i);
+      expect(res.headers['retry-after']).toBeDefined();
+      expect(res.headers['x-request-id']).toBeTruthy();
+    }
+    const started = performance.now();
+    const ready = await app.inject({ method: 'GET', url: '/readyz' });
+    expect(ready.statusCode).toBe(503);
+    expect(performance.now() - started).toBeLessThan(2500);
+
+    await proxy.open();
+    const after = await timed('GET', '/v1/contacts');
+    expect(after.res.statusCode, after.res.body).toBe(200);
+    expect((await timed('POST', '/v1/contacts', { name: 'After' })).res.statusCode).toBe(201);
+    expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    const names = (await timed('GET', '/v1/contacts?limit=100')).res.json().data.map((c: { name: string }) => c.name);
+    expect(names.sort()).toEqual(['After', 'Before']);
+  });
+});
