@@ -4,7 +4,7 @@ import { notFound } from '../../core/errors.js';
 import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
 import { contactAddresses, contactEmails, contactPhoneNumbers, contacts } from '../../db/schema.js';
-import { live, scopedRepository } from '../../db/scoped.js';
+import { scopedRepository } from '../../db/scoped.js';
 
 export const contactRows = scopedRepository(contacts, 'Contact');
 export const emailRows = scopedRepository(contactEmails, 'Contact email');
@@ -18,8 +18,39 @@ const withChildren = {
   addresses: { where: isNull(contactAddresses.deletedAt), orderBy: [asc(contactAddresses.createdAt), asc(contactAddresses.id)] },
 };
 
+/**
+ * The two hot reads run as prepared statements: building the relational query and having PostgreSQL plan
+ * it again for every request cost more than executing it (about 1 ms of planning for 0.3 ms of execution).
+ * Prepared once per database handle (a transaction handle just prepares its own), named so node-postgres
+ * keeps the plan on each pooled connection.
+ */
+const org = sql.placeholder('orgId');
+const prepareGet = (db: DbOrTx) =>
+  db.query.contacts
+    .findFirst({ where: and(eq(contacts.organizationId, org), isNull(contacts.deletedAt), eq(contacts.id, sql.placeholder('id'))), with: withChildren })
+    .prepare('contacts_get');
+const prepareList = (db: DbOrTx, dir: 'asc' | 'desc') =>
+  db.query.contacts
+    .findMany({
+      where: and(eq(contacts.organizationId, org), isNull(contacts.deletedAt)),
+      with: withChildren,
+      orderBy: pageOrder({ sortOrder: dir, limit: 1, offset: 0 }, contacts.createdAt, contacts.id),
+      limit: sql.placeholder('limit'),
+      offset: sql.placeholder('offset'),
+    })
+    .prepare(`contacts_list_${dir}`);
+const prepared = new WeakMap<DbOrTx, { get: ReturnType<typeof prepareGet>; asc: ReturnType<typeof prepareList>; desc: ReturnType<typeof prepareList> }>();
+function statements(db: DbOrTx) {
+  let found = prepared.get(db);
+  if (!found) {
+    found = { get: prepareGet(db), asc: prepareList(db, 'asc'), desc: prepareList(db, 'desc') };
+    prepared.set(db, found);
+  }
+  return found;
+}
+
 export async function getContact(db: DbOrTx, orgId: string, id: string) {
-  const row = await db.query.contacts.findFirst({ where: live(contacts, orgId, eq(contacts.id, id)), with: withChildren });
+  const row = await statements(db).get.execute({ orgId, id });
   if (!row) throw notFound('Contact');
   return row;
 }
@@ -27,12 +58,7 @@ export async function getContact(db: DbOrTx, orgId: string, id: string) {
 export type ContactWithChildren = Awaited<ReturnType<typeof getContact>>;
 
 export async function listContacts(db: DbOrTx, orgId: string, page: PageInput): Promise<Page<ContactWithChildren>> {
-  const items = await db.query.contacts.findMany({
-    where: live(contacts, orgId),
-    with: withChildren,
-    orderBy: pageOrder(page, contacts.createdAt, contacts.id),
-    ...pageWindow(page),
-  });
+  const items = await statements(db)[page.sortOrder].execute({ orgId, ...pageWindow(page) });
   return { items };
 }
 

@@ -1,0 +1,68 @@
+import autocannon, { type RequestSpec } from 'autocannon';
+
+/** One load measurement with autocannon: loopback only, a fixed number of connections, a bounded duration. */
+
+export interface LoadOptions {
+  connections: number;
+  /** Seconds measured. */
+  duration: number;
+  /** Seconds of unrecorded load first, so the JIT, the pools and the caches are warm. */
+  warmup: number;
+}
+
+export interface Measurement {
+  reqPerSec: number;
+  /** Milliseconds. */
+  p50: number;
+  p99: number;
+  mean: number;
+  requests: number;
+  /** Responses outside 2xx, and connection errors/timeouts: a scenario with any is not a valid measurement. */
+  non2xx: number;
+  errors: number;
+  statusCodes: Record<string, number>;
+  /** Peak RSS of the service during the measurement, when it was sampled. */
+  rssPeakBytes?: number;
+}
+
+export interface Load {
+  /** Origin, e.g. http://127.0.0.1:3000 (only loopback addresses are accepted). */
+  origin: string;
+  headers?: Record<string, string>;
+  /** Requests sent in turn by every connection. */
+  requests: RequestSpec[];
+}
+
+export async function measure(load: Load, opts: LoadOptions): Promise<Measurement> {
+  const { hostname } = new URL(load.origin);
+  if (hostname !== '127.0.0.1' && hostname !== 'localhost' && hostname !== '[::1]') throw new Error(`The bench only loads loopback addresses, not ${hostname}`);
+  const base = { url: load.origin, connections: opts.connections, timeout: 10, headers: load.headers ?? {}, requests: load.requests };
+  if (opts.warmup > 0) await autocannon({ ...base, duration: opts.warmup });
+  const r = await autocannon({ ...base, duration: opts.duration });
+  const statusCodes = Object.fromEntries(Object.entries(r.statusCodeStats ?? {}).map(([code, s]) => [code, s.count]));
+  return {
+    reqPerSec: r.requests.average,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    mean: r.latency.mean,
+    requests: r.requests.total,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+    statusCodes,
+  };
+}
+
+/** One request through fetch, to check a scenario answers what it should before it is loaded. */
+export async function probe(origin: string, spec: RequestSpec, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  try {
+    const res = await fetch(origin + (spec.path ?? '/'), {
+      method: spec.method ?? 'GET',
+      headers: { ...headers, ...spec.headers },
+      ...(spec.body !== undefined ? { body: spec.body } : {}),
+      signal: AbortSignal.timeout(10_000),
+    });
+    return { status: res.status, body: await res.text() };
+  } catch (err) {
+    return { status: 0, body: err instanceof Error ? err.message : String(err) };
+  }
+}

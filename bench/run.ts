@@ -1,0 +1,418 @@
+/**
+ * `npm run bench`: builds the service, starts it on a fresh PostgreSQL database (and, with --pglite, on the
+ * embedded database), seeds it with set-based SQL, loads it with autocannon and reports each scenario as
+ * a ratio of baselines measured in the same run. See bench/README.md.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { RequestSpec } from 'autocannon';
+import { openDatabase } from '../src/db/client.js';
+import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
+import { measure, probe, type Load, type LoadOptions, type Measurement } from './measure.js';
+import { freePort, rssSampler, startChild, stopChild, type Child } from './processes.js';
+import { printTable, writeJson, type Row } from './report.js';
+import { createMcpTokens, createTenant, sampleMessageIds, seedContacts, seedMessages, vacuumAnalyze, WORDS, type Tenant } from './seed.js';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const RESULTS = join(ROOT, 'bench', 'results', 'latest.json');
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    pglite: { type: 'boolean', default: false },
+    'no-build': { type: 'boolean', default: false },
+    'keep-db': { type: 'boolean', default: false },
+    strict: { type: 'boolean', default: false },
+    messages: { type: 'string' },
+    duration: { type: 'string' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+
+if (args.help) {
+  process.stdout.write(`npm run bench [-- options]
+  --quick        small data, 2 s per scenario (a smoke run)
+  --pglite       also measure the embedded database (informational)
+  --messages N   size of the large message set (default 1000000; quick 50000)
+  --duration S   seconds measured per scenario (default 5; quick 2)
+  --no-build     measure dist/ as it is
+  --keep-db      keep the PostgreSQL bench database afterwards
+  --strict       exit 1 when a target is missed
+Environment: BENCH_DATABASE_URL (admin URL; default postgres://postgres@127.0.0.1:5432/postgres)
+`);
+  process.exit(0);
+}
+
+const profile = {
+  duration: Number(args.duration ?? (args.quick ? 2 : 5)),
+  warmup: args.quick ? 0.5 : 1,
+  connections: 50,
+  contacts: args.quick ? 1_000 : 10_000,
+  smallMessages: 10_000,
+  largeMessages: Number(args.messages ?? (args.quick ? 50_000 : 1_000_000)),
+  // The transport allows 100 requests a minute per (user, client); see createMcpTokens.
+  mcpClients: args.quick ? 100 : 300,
+};
+const loadOpts: LoadOptions = { connections: profile.connections, duration: profile.duration, warmup: profile.warmup };
+const adminUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const REST_RATE_LIMIT = '1000000000'; // the limiter stays in the request path; one key must not hit it
+
+const rows: Row[] = [];
+const timings: Record<string, number> = {};
+const children: Child[] = [];
+const tempDirs: string[] = [];
+let benchDbName: string | undefined;
+/** The service under test: its RSS is sampled during each of its scenarios. */
+let current: Child | undefined;
+
+const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
+const label = (n: number) => (n >= 1_000_000 ? `${n / 1_000_000}M` : n >= 1000 ? `${n / 1000}k` : String(n));
+
+async function timed<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  const start = Date.now();
+  const value = await fn();
+  timings[name] = Date.now() - start;
+  log(`${name}: ${((Date.now() - start) / 1000).toFixed(1)} s`);
+  return value;
+}
+
+function build() {
+  if (args['no-build']) return;
+  log('npm run build');
+  const res = spawnSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: 'inherit' });
+  if (res.status !== 0) {
+    if (!existsSync(join(ROOT, 'dist/src/main.js'))) throw new Error('npm run build failed and there is no dist/src/main.js to measure');
+    log('WARNING: npm run build reported errors; measuring the JavaScript it emitted');
+  }
+}
+
+async function startService(env: Record<string, string>): Promise<Child> {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'sb-bench-'));
+  tempDirs.push(dataDir);
+  const child = await startChild(
+    'service',
+    [join(ROOT, 'dist/src/main.js')],
+    { PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'warn', REST_RATE_LIMIT, DATA_DIR: dataDir, DATABASE_URL: '', ...env },
+    port,
+    '/readyz',
+    120_000,
+  );
+  children.push(child);
+  current = child;
+  return child;
+}
+
+async function startBaseline(databaseUrl: string, orgId: string): Promise<Child> {
+  const port = await freePort();
+  const child = await startChild(
+    'baseline',
+    ['--import', 'tsx', join(ROOT, 'bench/baseline-server.ts')],
+    { PORT: String(port), BASELINE_DATABASE_URL: databaseUrl, BASELINE_ORG_ID: orgId },
+    port,
+  );
+  children.push(child);
+  return child;
+}
+
+interface Scenario {
+  database: string;
+  name: string;
+  origin: string;
+  requests: RequestSpec[];
+  headers?: Record<string, string>;
+  /** A reason the first answer is not what the scenario should measure, or undefined when it is. */
+  validate?: (status: number, body: string) => string | undefined;
+}
+
+const okStatus = (status: number, body: string) => (status >= 200 && status < 300 ? undefined : `HTTP ${status}: ${body.slice(0, 160)}`);
+
+async function run(s: Scenario): Promise<Row> {
+  const first = s.requests[0]!;
+  const answer = await probe(s.origin, first, s.headers);
+  const problem = (s.validate ?? okStatus)(answer.status, answer.body);
+  if (problem) {
+    log(`${s.database} ${s.name}: unavailable (${problem})`);
+    return push({ database: s.database, scenario: s.name, status: 'unavailable', note: problem });
+  }
+  const load: Load = { origin: s.origin, requests: s.requests, ...(s.headers ? { headers: s.headers } : {}) };
+  const rss = current && s.origin === current.url ? rssSampler(current.proc.pid) : undefined;
+  const m = await measure(load, loadOpts);
+  if (rss) m.rssPeakBytes = rss.stop();
+  log(`${s.database} ${s.name}: ${m.reqPerSec.toFixed(0)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms${m.rssPeakBytes ? `, RSS ${Math.round(m.rssPeakBytes / 1048576)} MB` : ''}`);
+  if (m.non2xx > 0 || m.errors > 0) {
+    return push({ database: s.database, scenario: s.name, status: 'invalid', measurement: m, pass: false, note: `under load: ${m.non2xx} non-2xx, ${m.errors} errors/timeouts (status codes ${JSON.stringify(m.statusCodes)})` });
+  }
+  return push({ database: s.database, scenario: s.name, status: 'measured', measurement: m });
+}
+
+function push(row: Row): Row {
+  rows.push(row);
+  return row;
+}
+
+const measured = (row: Row | undefined): Measurement | undefined => (row?.status === 'measured' ? row.measurement : undefined);
+
+/** Sets the ratio of `row`'s throughput to `base`'s, and the verdict against `min` (and an optional p99 bound). */
+function throughputTarget(row: Row, base: Row | undefined, baseName: string, min: number | undefined, p99Max?: number) {
+  const m = measured(row);
+  const b = measured(base);
+  if (m && b) {
+    row.ratio = m.reqPerSec / b.reqPerSec;
+    row.ratioOf = baseName;
+  }
+  if (min === undefined) return;
+  row.target = `>= ${min}x ${baseName}${p99Max ? `, p99 < ${p99Max} ms` : ''}`;
+  if (row.status === 'measured') row.pass = row.ratio !== undefined && row.ratio >= min && (p99Max === undefined || m!.p99 < p99Max);
+}
+
+function p99Target(row: Row, max: number) {
+  row.target = `p99 < ${max} ms`;
+  const m = measured(row);
+  if (m) row.pass = m.p99 < max;
+}
+
+/** A row comparing the median latency of the same scenario at two data sizes. */
+function scalingRow(database: string, name: string, small: Row, large: Row, max: number) {
+  const s = measured(small);
+  const l = measured(large);
+  const row: Row = { database, scenario: name, status: s && l ? 'measured' : 'unavailable', target: `p50 <= ${max}x` };
+  if (s && l) {
+    // p50 in ms at 1 ms resolution would turn 1 ms vs 2 ms into 2x; the mean is as robust and finer.
+    row.ratio = l.mean / s.mean;
+    row.ratioOf = 'mean latency';
+    row.pass = row.ratio <= max;
+    row.note = `mean latency ${s.mean.toFixed(2)} ms -> ${l.mean.toFixed(2)} ms (p50 ${s.p50} -> ${l.p50} ms)`;
+  }
+  rows.push(row);
+}
+
+function mcpCall(id: number, name: string, args: Record<string, unknown>) {
+  return JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } });
+}
+
+/** The JSON-RPC answer of a tools/call, whether it came as JSON or as a one-event SSE stream. */
+function mcpProblem(status: number, body: string): string | undefined {
+  if (status < 200 || status >= 300) return `HTTP ${status}: ${body.slice(0, 160)}`;
+  const json = body.startsWith('{') ? body : /^data: (.*)$/m.exec(body)?.[1];
+  try {
+    const msg = JSON.parse(json ?? '') as { result?: { isError?: boolean; content?: unknown }; error?: { message?: string } };
+    if (msg.error) return `JSON-RPC error: ${msg.error.message ?? ''}`;
+    if (!msg.result || msg.result.isError) return `tool error: ${JSON.stringify(msg.result).slice(0, 160)}`;
+    return undefined;
+  } catch {
+    return `not a JSON-RPC answer: ${body.slice(0, 160)}`;
+  }
+}
+
+async function searchScenarios(database: string, service: Child, lean: Child | undefined, size: number, auth: Record<string, string>) {
+  const found: Record<string, Row> = {};
+  for (const [kind, word] of Object.entries(WORDS)) {
+    const path = `/v1/messages/search?q=${word}`;
+    const row = await run({ database, name: `search ${kind} "${word}" @${label(size)}`, origin: service.url, requests: [{ path }], headers: auth });
+    if (lean && kind === 'common') {
+      const base = await run({ database, name: `  lean search ${kind} @${label(size)}`, origin: lean.url, requests: [{ path }] });
+      throughputTarget(row, base, 'lean', undefined);
+    }
+    if (database === 'postgres') p99Target(row, 20);
+    found[kind] = row;
+  }
+  return found;
+}
+
+async function messageScenarios(database: string, service: Child, size: number, ids: string[], auth: Record<string, string>) {
+  const get = await run({ database, name: `GET /v1/messages/{id} @${label(size)}`, origin: service.url, requests: ids.map((id) => ({ path: `/v1/messages/${id}` })), headers: auth });
+  const list = await run({ database, name: `GET /v1/messages/incoming @${label(size)}`, origin: service.url, requests: [{ path: '/v1/messages/incoming' }], headers: auth });
+  if (database === 'postgres') {
+    p99Target(get, 25);
+    p99Target(list, 25);
+  }
+  return { get, list };
+}
+
+async function benchPostgres() {
+  const db = 'postgres';
+  benchDbName = `sb_bench_${process.pid}`;
+  const url = await createDatabase(adminUrl, benchDbName);
+  log(`PostgreSQL database ${benchDbName}`);
+  await timed('migrate', async () => {
+    const database = await openDatabase({ url, poolSize: 1 });
+    try {
+      await database.migrate();
+    } finally {
+      await database.close();
+    }
+  });
+
+  const seed = openSeedConnection(url);
+  let tenant: Tenant;
+  let contactIds: string[];
+  try {
+    tenant = await createTenant(seed.db, 'Bench organization');
+    contactIds = await timed(`seed ${label(profile.contacts)} contacts`, () => seedContacts(seed.db, tenant.orgId, profile.contacts));
+    await timed(`seed ${label(profile.smallMessages)} messages`, () => seedMessages(seed.db, tenant.orgId, 0, profile.smallMessages, { rebuildIndexes: true }));
+    await timed('vacuum analyze', () => vacuumAnalyze(seed.db));
+  } catch (err) {
+    await seed.close();
+    throw err;
+  }
+
+  const service = await startService({ DATABASE_URL: url });
+  const rss = rssSampler(service.proc.pid);
+  const lean = await startBaseline(url, tenant.orgId);
+  const auth = { authorization: `Bearer ${tenant.apiKey}` };
+
+  try {
+    const fixed = await run({ database: db, name: 'baseline: bare Fastify, fixed JSON', origin: lean.url, requests: [{ path: '/fixed' }] });
+    void fixed;
+
+    const contactPaths = contactIds.map((id) => ({ path: `/v1/contacts/${id}` }));
+    const leanGet = await run({ database: db, name: 'baseline: lean GET contact (json_agg)', origin: lean.url, requests: contactPaths });
+    const get = await run({ database: db, name: 'GET /v1/contacts/{id}', origin: service.url, requests: contactPaths, headers: auth });
+    throughputTarget(get, leanGet, 'lean', 0.8, 25);
+
+    const leanList = await run({ database: db, name: 'baseline: lean contacts page', origin: lean.url, requests: [{ path: '/v1/contacts?limit=10' }] });
+    const list = await run({ database: db, name: 'GET /v1/contacts (page of 10)', origin: service.url, requests: [{ path: '/v1/contacts?limit=10' }], headers: auth });
+    throughputTarget(list, leanList, 'lean', 0.7, 25);
+
+    const tokens = await createMcpTokens(seed.db, tenant.orgId, `${service.url}/mcp`, profile.mcpClients);
+    const mcpHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
+    // Each call picks a random token: autocannon starts every connection at the same request of a list,
+    // which would send the first tokens 50 calls at once and trip the per-(user, client) limit.
+    const mcpCallFor = (i: number) => ({
+      method: 'POST',
+      path: '/mcp',
+      headers: { ...mcpHeaders, authorization: `Bearer ${tokens[i % tokens.length]}` },
+      body: mcpCall(i + 1, 'contacts_get', { id: contactIds[i % contactIds.length] }),
+    });
+    const mcpRequests = [
+      {
+        ...mcpCallFor(0),
+        setupRequest: (req: RequestSpec) => {
+          const next = mcpCallFor(Math.floor(Math.random() * tokens.length));
+          return { ...req, ...next, headers: { ...req.headers, ...next.headers } }; // keeps Host and the rest
+        },
+      },
+    ];
+    const mcp = await run({ database: db, name: 'MCP tools/call contacts_get', origin: service.url, requests: mcpRequests, headers: mcpHeaders, validate: mcpProblem });
+    throughputTarget(mcp, get, 'REST get', 0.5);
+
+    const smallSearch = await searchScenarios(db, service, lean, profile.smallMessages, auth);
+    const smallIds = await sampleMessageIds(seed.db, tenant.orgId, 200);
+    const smallMessages = await messageScenarios(db, service, profile.smallMessages, smallIds, auth);
+
+    await timed(`grow messages to ${label(profile.largeMessages)}`, () =>
+      seedMessages(seed.db, tenant.orgId, profile.smallMessages, profile.largeMessages, { rebuildIndexes: true }),
+    );
+    const largeSearch = await searchScenarios(db, service, lean, profile.largeMessages, auth);
+    const largeMessages = await messageScenarios(db, service, profile.largeMessages, smallIds, auth);
+
+    const scale = `${label(profile.largeMessages)} vs ${label(profile.smallMessages)}`;
+    for (const kind of Object.keys(WORDS)) scalingRow(db, `search ${kind}: ${scale}`, smallSearch[kind]!, largeSearch[kind]!, 1.5);
+    scalingRow(db, `GET message: ${scale}`, smallMessages.get, largeMessages.get, 1.5);
+    scalingRow(db, `list incoming: ${scale}`, smallMessages.list, largeMessages.list, 1.5);
+
+    const peak = rss.stop();
+    rows.push({ database: db, scenario: 'service RSS, peak under load', status: 'measured', rssBytes: peak, target: '< 200 MB', pass: peak > 0 ? peak < 200 * 1024 * 1024 : undefined });
+  } finally {
+    rss.stop();
+    await seed.close();
+    await stopChild(service);
+    await stopChild(lean);
+  }
+}
+
+/** The embedded database: informational (one connection on the main thread, no targets of its own). */
+async function benchPglite() {
+  const db = 'pglite';
+  const dataDir = mkdtempSync(join(tmpdir(), 'sb-bench-pglite-'));
+  tempDirs.push(dataDir);
+  const database = await timed('pglite: open and migrate', async () => {
+    const d = await openDatabase({ dataDir });
+    await d.migrate();
+    return d;
+  });
+  let tenant: Tenant;
+  let contactIds: string[];
+  let messageIds: string[];
+  try {
+    tenant = await createTenant(database.db, 'Bench organization');
+    contactIds = await timed(`pglite: seed ${label(profile.contacts)} contacts`, () => seedContacts(database.db, tenant.orgId, profile.contacts));
+    await timed(`pglite: seed ${label(profile.smallMessages)} messages`, () => seedMessages(database.db, tenant.orgId, 0, profile.smallMessages, { rebuildIndexes: false }));
+    await vacuumAnalyze(database.db);
+    messageIds = await sampleMessageIds(database.db, tenant.orgId, 200);
+  } finally {
+    await database.close(); // releases the data directory for the service
+  }
+
+  const service = await startService({ DATA_DIR: dataDir });
+  const rss = rssSampler(service.proc.pid);
+  const auth = { authorization: `Bearer ${tenant.apiKey}` };
+  const pgRow = (name: string) => rows.find((r) => r.database === 'postgres' && r.scenario === name);
+  try {
+    const get = await run({ database: db, name: 'GET /v1/contacts/{id}', origin: service.url, requests: contactIds.map((id) => ({ path: `/v1/contacts/${id}` })), headers: auth });
+    throughputTarget(get, pgRow('baseline: lean GET contact (json_agg)'), 'PG lean', undefined);
+    const list = await run({ database: db, name: 'GET /v1/contacts (page of 10)', origin: service.url, requests: [{ path: '/v1/contacts?limit=10' }], headers: auth });
+    throughputTarget(list, pgRow('baseline: lean contacts page'), 'PG lean', undefined);
+    await searchScenarios(db, service, undefined, profile.smallMessages, auth);
+    await messageScenarios(db, service, profile.smallMessages, messageIds, auth);
+    const peak = rss.stop();
+    rows.push({ database: db, scenario: 'service RSS, peak under load', status: 'measured', rssBytes: peak, note: 'PGlite runs PostgreSQL in WebAssembly inside the process; no RSS target' });
+  } finally {
+    rss.stop();
+    await stopChild(service);
+  }
+}
+
+async function cleanup() {
+  for (const child of children) await stopChild(child).catch(() => {});
+  if (benchDbName && !args['keep-db']) await dropDatabase(adminUrl, benchDbName).catch((err: unknown) => log(`could not drop ${benchDbName}: ${String(err)}`));
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+}
+
+let interrupted = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) return;
+    interrupted = true;
+    log(`${signal}: stopping`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+const startedAt = new Date();
+let failed: unknown;
+try {
+  build();
+  await benchPostgres();
+  if (args.pglite) await benchPglite();
+} catch (err) {
+  failed = err;
+} finally {
+  await cleanup();
+}
+
+if (rows.length) {
+  process.stdout.write('\n');
+  printTable(rows);
+  writeJson(RESULTS, {
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    mode: args.quick ? 'quick' : 'full',
+    machine: { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model },
+    profile,
+    seedTimingsMs: timings,
+    rows,
+  });
+  process.stdout.write(`\nJSON: ${RESULTS}\n`);
+}
+if (failed) {
+  log(`failed: ${failed instanceof Error ? (failed.stack ?? failed.message) : String(failed)}`);
+  process.exit(1);
+}
+const missed = rows.filter((r) => r.pass === false);
+if (missed.length) log(`${missed.length} target(s) missed: ${missed.map((r) => `${r.database} ${r.scenario}`).join('; ')}`);
+process.exit(args.strict && missed.length ? 1 : 0);

@@ -1,0 +1,62 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createStore, killAll, send, startServer, type Store } from './server-process.js';
+
+/**
+ * kill -9 in the middle of a stream of writes: every write the server acknowledged (201) is there after a
+ * restart. Runs on the embedded database, and on PostgreSQL when the suite runs against it.
+ */
+
+let store: Store;
+beforeAll(async () => {
+  store = await createStore();
+}, 120_000);
+afterEach(killAll);
+afterAll(async () => store?.destroy());
+
+describe(`kill -9 (${process.env.SB_TEST_DB ?? 'pglite'})`, () => {
+  it('loses no acknowledged write', async () => {
+    const server = await startServer(store.env);
+    const acknowledged: string[] = [];
+    const unexpected: string[] = [];
+    let attempted = 0;
+    let dying = false;
+
+    // 16 writers create contacts back to back until the process dies under them.
+    const writer = async (w: number) => {
+      for (;;) {
+        const n = attempted++;
+        try {
+          const res = await send(server.url, 'POST', '/v1/contacts', store.key, { name: `Writer ${w} #${n}`, data: { n } });
+          if (res.status === 201) acknowledged.push((JSON.parse(res.body) as { data: { id: string } }).data.id);
+          else unexpected.push(`${res.status}: ${res.body}`);
+        } catch (err) {
+          // Connection errors are expected once the process is being killed: those writes were never acknowledged.
+          if (!dying) unexpected.push(String(err));
+          return;
+        }
+      }
+    };
+    const writers = Array.from({ length: 16 }, (_, w) => writer(w));
+
+    // Kill once enough writes are acknowledged (or after 5 s), with requests still in flight.
+    const deadline = Date.now() + 5000;
+    while (acknowledged.length < 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    dying = true;
+    server.proc.kill('SIGKILL');
+    const exit = await server.exited;
+    await Promise.all(writers);
+    expect(unexpected).toEqual([]);
+    expect(exit.signal).toBe('SIGKILL');
+    expect(acknowledged.length).toBeGreaterThan(20);
+    expect(attempted).toBeGreaterThan(acknowledged.length); // some were in flight when it died
+
+    const again = await startServer(store.env);
+    const missing: string[] = [];
+    for (let i = 0; i < acknowledged.length; i += 16) {
+      const batch = acknowledged.slice(i, i + 16);
+      const answers = await Promise.all(batch.map((id) => send(again.url, 'GET', `/v1/contacts/${id}`, store.key)));
+      answers.forEach((a, j) => a.status !== 200 && missing.push(`${batch[j]} -> ${a.status}`));
+    }
+    expect(missing).toEqual([]);
+  }, 120_000);
+});
