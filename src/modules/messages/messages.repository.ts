@@ -41,13 +41,37 @@ async function page(db: DbOrTx, orgId: string, input: PageInput, filter?: SQL): 
 export const listMessages = (db: DbOrTx, orgId: string, input: PageInput, direction?: Direction) =>
   page(db, orgId, input, direction ? eq(messages.direction, direction) : undefined);
 
+/** Below this many matches a search sorts the matches themselves; from it on it walks the creation-date index. */
+const FEW_MATCHES = 1000;
+
 /**
  * Full-text search over the stored `search_vector` (text, summary, sender, recipient; 'simple' config, so
- * case-folded and unstemmed). The `@@` predicate lets the planner use the GIN index `messages_search`;
- * the organization and soft-delete filter keep the answer inside the caller's tenant.
+ * case-folded and unstemmed), organization-scoped and live rows only.
+ *
+ * The planner cannot know how many messages hold a word it has no statistics for, and when it guesses
+ * "many" it walks `messages_list` newest first, filtering every row: for a rare or absent word that reads the
+ * whole organization (hundreds of ms at 1,000,000 messages). So a cheap probe counts the matches first,
+ * capped at FEW_MATCHES: with few matches the page is sorted from the GIN index result (its ORDER BY is an
+ * expression no index provides, so the walk is impossible); with many, the walk finds a page within a few
+ * hundred rows. Not prepared on purpose: each search is planned with its own words.
  */
-export const searchMessages = (db: DbOrTx, orgId: string, text: string, input: PageInput) =>
-  page(db, orgId, input, sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${text})`);
+export async function searchMessages(db: DbOrTx, orgId: string, text: string, input: PageInput): Promise<Page<MessageRow>> {
+  const match = sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${text})`;
+  const where = messageRows.live(orgId, match);
+  const capped = db.select({ one: sql`1` }).from(messages).where(where).limit(FEW_MATCHES).as('capped');
+  const [probe] = await db.select({ n: sql<number>`count(*)::int` }).from(capped);
+  if ((probe?.n ?? 0) >= FEW_MATCHES) return page(db, orgId, input, match);
+  const dir = input.sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
+  const { limit, offset } = pageWindow(input);
+  const items = await db
+    .select(columns)
+    .from(messages)
+    .where(where)
+    .orderBy(sql`(${messages.createdAt} + interval '0 seconds') ${dir}`, sql`${messages.id} ${dir}`)
+    .limit(limit)
+    .offset(offset);
+  return { items };
+}
 
 /** Live messages with `snoozedUntil` set (index `messages_snoozed`). */
 export async function countSnoozed(db: DbOrTx, orgId: string): Promise<number> {
