@@ -70,11 +70,17 @@ export async function issueTokens(db: DbOrTx, grant: Grant, clock: Clock): Promi
 
 /**
  * The token lookup runs on every transport request, so it is a prepared statement (planned once per
- * connection). The grant is read each time, so a change of its categories applies to the next request.
+ * connection), and a verified token is remembered for GRANT_CACHE_MS. Changes made through this process
+ * (revocation, new categories) drop the cached entries at once, so they apply to the next request; another
+ * instance sees them within GRANT_CACHE_MS. Token expiry is checked on every request against the clock.
  */
+const GRANT_CACHE_MS = 2000;
+const GRANT_CACHE_MAX = 10_000;
+const grantCache = new Map<string, { grant: Grant; tokenExpires: number; until: number }>();
+
 const prepareVerify = (db: DbOrTx) =>
   db
-    .select({ grant: oauthGrants })
+    .select({ grant: oauthGrants, expiresAt: oauthTokens.expiresAt })
     .from(oauthTokens)
     .innerJoin(oauthGrants, eq(oauthGrants.id, oauthTokens.grantId))
     .where(
@@ -92,20 +98,41 @@ const verifyStatements = new WeakMap<DbOrTx, ReturnType<typeof prepareVerify>>()
 
 /** The live grant behind a live, unexpired access token; undefined for anything else. */
 export async function verifyAccessToken(db: DbOrTx, token: string, clock: Clock): Promise<Grant | undefined> {
+  const hash = sha256(token);
+  const now = clock().getTime();
+  const hit = grantCache.get(hash);
+  if (hit && hit.until > Date.now() && hit.tokenExpires > now) return hit.grant;
   let statement = verifyStatements.get(db);
   if (!statement) verifyStatements.set(db, (statement = prepareVerify(db)));
-  const [row] = await statement.execute({ hash: sha256(token), now: clock() });
-  return row ? toGrant(row.grant) : undefined;
+  const [row] = await statement.execute({ hash, now: new Date(now) });
+  if (!row) {
+    grantCache.delete(hash);
+    return undefined;
+  }
+  const grant = toGrant(row.grant);
+  if (grantCache.size >= GRANT_CACHE_MAX) grantCache.delete(grantCache.keys().next().value!);
+  grantCache.set(hash, { grant, tokenExpires: row.expiresAt.getTime(), until: Date.now() + GRANT_CACHE_MS });
+  return grant;
 }
+
+/** Drops a grant's tokens from the verification cache (after a change to the grant). */
+export function forgetGrant(grantId: string) {
+  for (const [hash, entry] of grantCache) if (entry.grant.id === grantId) grantCache.delete(hash);
+}
+
+/** Drops one token from the verification cache (after it is revoked). */
+export const forgetToken = (token: string) => grantCache.delete(sha256(token));
 
 /** Revokes a grant and every token issued under it (code reuse, refresh-token reuse, user revocation). */
 export async function revokeGrant(db: DbOrTx, grantId: string, clock: Clock) {
   const now = clock();
   await db.update(oauthGrants).set({ revokedAt: now, updatedAt: now }).where(and(eq(oauthGrants.id, grantId), isNull(oauthGrants.revokedAt)));
   await db.update(oauthTokens).set({ revokedAt: now }).where(and(eq(oauthTokens.grantId, grantId), isNull(oauthTokens.revokedAt)));
+  forgetGrant(grantId);
 }
 
 /** Changes the tool categories of a grant; the next request of any of its tokens sees the change. */
 export async function setGrantCategories(db: DbOrTx, grantId: string, categories: Category[], clock: Clock) {
   await db.update(oauthGrants).set({ categories, updatedAt: clock() }).where(eq(oauthGrants.id, grantId));
+  forgetGrant(grantId);
 }

@@ -6,7 +6,7 @@ import { oauthCodes, oauthGrants, oauthTokens } from '../db/schema.js';
 import { s256 } from './authorize.js';
 import { authenticateClient, readClientCredentials, type Client } from './clients.js';
 import { noStore, OAuthError } from './errors.js';
-import { issueTokens, revokeGrant, type Grant, type TokenResponse } from './grants.js';
+import { forgetToken, issueTokens, revokeGrant, type Grant, type TokenResponse } from './grants.js';
 import { allowAnyOrigin } from './metadata.js';
 import { matchResource } from './resource.js';
 
@@ -176,7 +176,10 @@ export function registerTokenRoutes(app: FastifyInstance) {
       .where(and(eq(oauthTokens.tokenHash, sha256(token)), eq(oauthGrants.clientId, client.id)))
       .limit(1);
     if (row?.kind === 'refresh') await revokeGrant(db, row.grantId, clock);
-    else if (row) await db.update(oauthTokens).set({ revokedAt: clock() }).where(and(eq(oauthTokens.tokenHash, sha256(token)), isNull(oauthTokens.revokedAt)));
+    else if (row) {
+      await db.update(oauthTokens).set({ revokedAt: clock() }).where(and(eq(oauthTokens.tokenHash, sha256(token)), isNull(oauthTokens.revokedAt)));
+      forgetToken(token);
+    }
     return noStore(reply).code(200).send();
   });
 }
