@@ -1,10 +1,13 @@
-import { count, eq, getTableColumns, isNotNull, sql, type SQL } from 'drizzle-orm';
+import { and, count, eq, getTableColumns, isNotNull, isNull, sql } from 'drizzle-orm';
+import type { z } from 'zod';
 import { notFound } from '../../core/errors.js';
 import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
 import { toDate } from '../../core/schemas.js';
 import type { DbOrTx } from '../../db/client.js';
 import { messages } from '../../db/schema.js';
+import { jsonRow } from '../../db/json.js';
 import { definedOnly, scopedRepository } from '../../db/scoped.js';
+import type { Message } from './messages.schemas.js';
 
 export const messageRows = scopedRepository(messages, 'Message');
 
@@ -19,58 +22,108 @@ export type Direction = 'incoming' | 'outgoing';
 
 const byId = (orgId: string, id: string) => messageRows.live(orgId, eq(messages.id, id));
 
-export async function getMessage(db: DbOrTx, orgId: string, id: string): Promise<MessageRow> {
-  const [row] = await db.select(columns).from(messages).where(byId(orgId, id)).limit(1);
-  if (!row) throw notFound('Message');
-  return row;
+/** A message as the JSON document of the API, built by PostgreSQL (no per-row mapping in Node). */
+export type MessageJson = z.input<typeof Message>;
+const messageJson = sql<MessageJson>`${jsonRow(messages, {}, ['searchVector'])}`;
+
+/**
+ * The hot reads are prepared statements (planned once per connection): get, and the list pages of each
+ * direction filter and sort order. Prepared once per database handle, named so node-postgres keeps the plans.
+ */
+const org = sql.placeholder('orgId');
+type ListKey = `${'all' | Direction}_${'asc' | 'desc'}`;
+const prepareGet = (db: DbOrTx) =>
+  db
+    .select({ m: messageJson })
+    .from(messages)
+    .where(and(eq(messages.organizationId, org), isNull(messages.deletedAt), eq(messages.id, sql.placeholder('id'))))
+    .limit(1)
+    .prepare('messages_get');
+const prepareList = (db: DbOrTx, key: ListKey) => {
+  const [filter, dir] = key.split('_') as ['all' | Direction, 'asc' | 'desc'];
+  return db
+    .select({ m: messageJson })
+    .from(messages)
+    .where(and(eq(messages.organizationId, org), isNull(messages.deletedAt), filter === 'all' ? undefined : eq(messages.direction, filter)))
+    .orderBy(...pageOrder({ sortOrder: dir, limit: 1, offset: 0 }, messages.createdAt, messages.id))
+    .limit(sql.placeholder('limit') as unknown as number)
+    .offset(sql.placeholder('offset') as unknown as number)
+    .prepare(`messages_list_${key}`);
+};
+type Statements = { get: ReturnType<typeof prepareGet> } & Partial<Record<ListKey, ReturnType<typeof prepareList>>>;
+const prepared = new WeakMap<DbOrTx, Statements>();
+function statements(db: DbOrTx): Statements {
+  let found = prepared.get(db);
+  if (!found) prepared.set(db, (found = { get: prepareGet(db) }));
+  return found;
 }
 
-async function page(db: DbOrTx, orgId: string, input: PageInput, filter?: SQL): Promise<Page<MessageRow>> {
-  const { limit, offset } = pageWindow(input);
-  const items = await db
-    .select(columns)
-    .from(messages)
-    .where(messageRows.live(orgId, filter))
-    .orderBy(...pageOrder(input, messages.createdAt, messages.id))
-    .limit(limit)
-    .offset(offset);
-  return { items };
+export async function getMessage(db: DbOrTx, orgId: string, id: string): Promise<MessageJson> {
+  const [row] = await statements(db).get.execute({ orgId, id });
+  if (!row) throw notFound('Message');
+  return row.m;
 }
 
 /** All directions (index `messages_list`) or one (index `messages_direction_list`). No total: org-wide. */
-export const listMessages = (db: DbOrTx, orgId: string, input: PageInput, direction?: Direction) =>
-  page(db, orgId, input, direction ? eq(messages.direction, direction) : undefined);
+export async function listMessages(db: DbOrTx, orgId: string, input: PageInput, direction?: Direction): Promise<Page<MessageJson>> {
+  const key: ListKey = `${direction ?? 'all'}_${input.sortOrder}`;
+  const all = statements(db);
+  const statement = (all[key] ??= prepareList(db, key));
+  const rows = await statement.execute({ orgId, ...pageWindow(input) });
+  return { items: rows.map((r) => r.m) };
+}
 
-/** Below this many matches a search sorts the matches themselves; from it on it walks the creation-date index. */
-const FEW_MATCHES = 1000;
+/** How many of the newest (or oldest) messages a search reads through before it asks the GIN index. */
+const RECENT_WINDOW = 5000;
 
 /**
  * Full-text search over the stored `search_vector` (text, summary, sender, recipient; 'simple' config, so
- * case-folded and unstemmed), organization-scoped and live rows only.
+ * case-folded and unstemmed), organization-scoped and live rows only. Not prepared on purpose: each search
+ * is planned with its own words.
  *
- * The planner cannot know how many messages hold a word it has no statistics for, and when it guesses
- * "many" it walks `messages_list` newest first, filtering every row: for a rare or absent word that reads the
- * whole organization (hundreds of ms at 1,000,000 messages). So a cheap probe counts the matches first,
- * capped at FEW_MATCHES: with few matches the page is sorted from the GIN index result (its ORDER BY is an
- * expression no index provides, so the walk is impossible); with many, the walk finds a page within a few
- * hundred rows. Not prepared on purpose: each search is planned with its own words.
+ * Two plans, because the planner cannot know how often a word it has no statistics for occurs:
+ * 1. Read the RECENT_WINDOW newest messages in index order and keep the matches. When that fills the page,
+ *    it is the right page (every match outside the window is older), at the cost of a few rows per hit:
+ *    this answers common words.
+ * 2. Otherwise the word is rare in recent mail: take all matches from the GIN index and sort them. Its
+ *    ORDER BY is an expression no index provides, so the planner cannot fall back to walking the whole
+ *    organization newest-first (which is what it does for a rare word it believes common).
  */
-export async function searchMessages(db: DbOrTx, orgId: string, text: string, input: PageInput): Promise<Page<MessageRow>> {
-  const match = sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${text})`;
-  const where = messageRows.live(orgId, match);
-  const capped = db.select({ one: sql`1` }).from(messages).where(where).limit(FEW_MATCHES).as('capped');
-  const [probe] = await db.select({ n: sql<number>`count(*)::int` }).from(capped);
-  if ((probe?.n ?? 0) >= FEW_MATCHES) return page(db, orgId, input, match);
-  const dir = input.sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
+export async function searchMessages(db: DbOrTx, orgId: string, text: string, input: PageInput): Promise<Page<MessageJson>> {
+  const query = sql`websearch_to_tsquery('simple', ${text})`;
   const { limit, offset } = pageWindow(input);
-  const items = await db
-    .select(columns)
+  const dir = input.sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
+
+  const recent = db
+    .select({ id: messages.id, createdAt: messages.createdAt, vector: messages.searchVector })
     .from(messages)
-    .where(where)
+    .where(messageRows.live(orgId))
+    .orderBy(...pageOrder(input, messages.createdAt, messages.id))
+    .limit(RECENT_WINDOW)
+    .as('recent');
+  const hits = db
+    .select({ id: recent.id, createdAt: recent.createdAt })
+    .from(recent)
+    .where(sql`${recent.vector} @@ ${query}`)
+    .orderBy(sql`${recent.createdAt} ${dir}`, sql`${recent.id} ${dir}`)
+    .limit(limit)
+    .offset(offset)
+    .as('hits');
+  const fromWindow = await db
+    .select({ m: messageJson })
+    .from(messages)
+    .innerJoin(hits, eq(messages.id, hits.id))
+    .orderBy(sql`${hits.createdAt} ${dir}`, sql`${hits.id} ${dir}`);
+  if (fromWindow.length === limit) return { items: fromWindow.map((r) => r.m) };
+
+  const rows = await db
+    .select({ m: messageJson })
+    .from(messages)
+    .where(messageRows.live(orgId, sql`${messages.searchVector} @@ ${query}`))
     .orderBy(sql`(${messages.createdAt} + interval '0 seconds') ${dir}`, sql`${messages.id} ${dir}`)
     .limit(limit)
     .offset(offset);
-  return { items };
+  return { items: rows.map((r) => r.m) };
 }
 
 /** Live messages with `snoozedUntil` set (index `messages_snoozed`). */
@@ -106,7 +159,7 @@ export async function createMessage(db: DbOrTx, orgId: string, values: MessageVa
 export type MessageFlags = { [K in 'readAt' | 'archivedAt' | 'snoozedUntil']?: string | null | undefined };
 
 /** Sets (date-time), clears (null) or keeps (absent) each flag; 404 unless the message is live. */
-export async function updateMessageFlags(db: DbOrTx, orgId: string, id: string, flags: MessageFlags): Promise<MessageRow> {
+export async function updateMessageFlags(db: DbOrTx, orgId: string, id: string, flags: MessageFlags): Promise<MessageRow | MessageJson> {
   const patch = definedOnly({ readAt: toDate(flags.readAt), archivedAt: toDate(flags.archivedAt), snoozedUntil: toDate(flags.snoozedUntil) });
   if (Object.keys(patch).length === 0) return getMessage(db, orgId, id);
   const [row] = await db
