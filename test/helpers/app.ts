@@ -1,4 +1,5 @@
 import type { FastifyInstance, InjectOptions } from 'fastify';
+import { afterAll, beforeAll } from 'vitest';
 import { createApiKey, createOrganization, createUser } from '../../src/accounts/accounts.js';
 import { buildApp, type AppDeps } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
@@ -89,3 +90,27 @@ export async function createTestApp(overrides: Partial<AppDeps> & { env?: Record
 
 /** A request without any API key. */
 export const anonymous = (t: TestApp, method: InjectOptions['method'], url: string) => t.app.inject({ method, url });
+
+/**
+ * The app and two organizations (`a`, `b`, each with an all-permissions key) for one test file: created
+ * before its tests, closed after them. The returned objects forward to the ones the hook creates.
+ */
+export function useTestApp(opts: { credits?: number } = {}): { t: TestApp; a: Tenant; b: Tenant } {
+  const state: { t?: TestApp; a?: Tenant; b?: Tenant } = {};
+  beforeAll(async () => {
+    state.t = await createTestApp();
+    state.a = await state.t.tenant(opts);
+    state.b = await state.t.tenant(opts);
+  });
+  afterAll(() => state.t?.close());
+  const later = <K extends keyof typeof state>(key: K) =>
+    new Proxy({} as NonNullable<(typeof state)[K]>, {
+      get(_target, prop) {
+        const value = state[key];
+        if (!value) throw new Error(`useTestApp: "${key}" is used before the beforeAll hook ran`);
+        const member = (value as unknown as Record<PropertyKey, unknown>)[prop];
+        return typeof member === 'function' ? member.bind(value) : member;
+      },
+    });
+  return { t: later('t'), a: later('a'), b: later('b') };
+}

@@ -1,18 +1,9 @@
 import { eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { automations, organizations } from '../../src/db/schema.js';
-import { createTestApp, type TestApp, type Tenant } from '../helpers/app.js';
+import { useTestApp, type Tenant } from '../helpers/app.js';
 
-let t: TestApp;
-let a: Tenant;
-let b: Tenant;
-
-beforeAll(async () => {
-  t = await createTestApp();
-  a = await t.tenant({ credits: 1000 });
-  b = await t.tenant({ credits: 1000 });
-});
-afterAll(() => t.close());
+const { t, a, b } = useTestApp({ credits: 1000 });
 
 const UUID = '3f1c1b2e-8a4d-4c6e-9f0a-1b2c3d4e5f60';
 

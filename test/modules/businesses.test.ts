@@ -1,17 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp, type Tenant } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp, type Tenant } from '../helpers/app.js';
 import { checkPagination, newestFirst } from '../helpers/pagination.js';
 
-let t: TestApp;
-let a: Tenant;
-let b: Tenant;
-
-beforeAll(async () => {
-  t = await createTestApp();
-  a = await t.tenant();
-  b = await t.tenant();
-});
-afterAll(() => t.close());
+const { t, a, b } = useTestApp();
 
 async function create(tenant: Tenant, body: Record<string, unknown> = {}) {
   const res = await tenant.request('POST', '/v1/businesses', { name: 'Acme', ...body });

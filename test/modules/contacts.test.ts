@@ -1,16 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp, type Tenant } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 
-let t: TestApp;
-let a: Tenant;
-let b: Tenant;
-
-beforeAll(async () => {
-  t = await createTestApp();
-  a = await t.tenant();
-  b = await t.tenant();
-});
-afterAll(() => t.close());
+const { t, a, b } = useTestApp();
 
 describe('contacts', () => {
   it('creates, reads, embeds children, updates and soft-deletes', async () => {

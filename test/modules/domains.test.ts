@@ -1,16 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp, type Tenant } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp, type Tenant } from '../helpers/app.js';
 
-let t: TestApp;
-let a: Tenant;
-let b: Tenant;
-
-beforeAll(async () => {
-  t = await createTestApp();
-  a = await t.tenant();
-  b = await t.tenant();
-});
-afterAll(() => t.close());
+const { t, a, b } = useTestApp();
 
 let n = 0;
 const uniqueName = () => `example-${++n}-${Math.random().toString(36).slice(2, 8)}.com`;

@@ -1,17 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { files } from '../../src/db/schema.js';
-import { createTestApp, type TestApp, type Tenant } from '../helpers/app.js';
+import { useTestApp, type Tenant } from '../helpers/app.js';
 
-let t: TestApp;
-let a: Tenant;
-let b: Tenant;
-
-beforeAll(async () => {
-  t = await createTestApp();
-  a = await t.tenant();
-  b = await t.tenant();
-});
-afterAll(() => t.close());
+const { t, a, b } = useTestApp();
 
 const create = async (who: Tenant, body: Record<string, unknown>) => {
   const res = await who.request('POST', '/v1/folders', body);
