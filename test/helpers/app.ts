@@ -1,4 +1,4 @@
-import type { FastifyInstance, InjectOptions } from 'fastify';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll } from 'vitest';
 import { createApiKey, createOrganization, createUser } from '../../src/accounts/accounts.js';
 import { buildApp, type AppDeps } from '../../src/app.js';
@@ -37,6 +37,17 @@ export interface TestResponse {
   json: any;
 }
 
+/** An injected response with its body parsed as JSON when it is JSON. */
+export function toTestResponse(res: LightMyRequestResponse): TestResponse {
+  let json: unknown;
+  try {
+    json = JSON.parse(res.body);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, headers: res.headers as TestResponse['headers'], body: res.body, json } as TestResponse;
+}
+
 /** The whole app on a fresh database, with `inject` helpers. */
 export async function createTestApp(overrides: Partial<AppDeps> & { env?: Record<string, string> } = {}): Promise<TestApp> {
   const database = await openTestDatabase();
@@ -52,13 +63,7 @@ export async function createTestApp(overrides: Partial<AppDeps> & { env?: Record
       headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
       ...(body !== undefined ? { payload: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
     });
-    let json: unknown;
-    try {
-      json = JSON.parse(res.body);
-    } catch {
-      json = undefined;
-    }
-    return { status: res.statusCode, headers: res.headers, body: res.body, json } as TestResponse;
+    return toTestResponse(res);
   };
 
   const tenantFor = (orgId: string, k: { key: string; id: string }): Tenant => ({

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { operationPermission, pathParams, type Operation } from '../../src/core/operation.js';
 import { ALL_PERMISSIONS } from '../../src/core/permissions.js';
 import { operations } from '../../src/operations.js';
-import { createTestApp, type Tenant, type TestApp, type TestResponse } from '../helpers/app.js';
+import { toTestResponse, useTestApp, type TestResponse } from '../helpers/app.js';
 import { bodyOf, fillPath, hasBody, minimalInput, queryOf, uuidParams } from './inputs.js';
 
 /**
@@ -11,14 +11,7 @@ import { bodyOf, fillPath, hasBody, minimalInput, queryOf, uuidParams } from './
  * without touching this file: authentication, permissions, malformed and unknown ids, request ids.
  */
 
-let t: TestApp;
-let owner: Tenant;
-
-beforeAll(async () => {
-  t = await createTestApp();
-  owner = await t.tenant();
-});
-afterAll(() => t.close());
+const { t, a: owner } = useTestApp();
 
 const SANE_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 
@@ -52,13 +45,7 @@ async function call(op: Operation, key: string | undefined, path = fillPath(op),
     headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(hasBody(op) ? { 'content-type': 'application/json' } : {}), ...extraHeaders },
     ...(hasBody(op) ? { payload: JSON.stringify(bodyOf(op, input)) } : {}),
   });
-  let json: unknown;
-  try {
-    json = JSON.parse(res.body);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.statusCode, headers: res.headers, body: res.body, json } as TestResponse;
+  return toTestResponse(res);
 }
 
 const label = (op: Operation) => `${op.method} ${op.path} (${op.id})`;

@@ -1,18 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { contacts } from '../../src/db/schema.js';
 import { operations } from '../../src/operations.js';
-import { createTestApp, type Tenant, type TestApp, type TestResponse } from '../helpers/app.js';
+import { toTestResponse, useTestApp, type Tenant, type TestResponse } from '../helpers/app.js';
 import { bodyOf, fillPath, hasBody, inputSchema, minimalInput } from './inputs.js';
 
-let t: TestApp;
-let a: Tenant;
-
-beforeAll(async () => {
-  t = await createTestApp();
-  a = await t.tenant();
-});
-afterAll(() => t.close());
+const { t, a } = useTestApp();
 
 function expectError(res: TestResponse, status: number, code: string) {
   expect(res.status, res.body).toBe(status);
@@ -29,13 +22,7 @@ async function raw(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'HEAD' 
     headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(contentType ? { 'content-type': contentType } : {}) },
     ...(payload !== undefined ? { payload } : {}),
   });
-  let json: unknown;
-  try {
-    json = JSON.parse(res.body);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.statusCode, headers: res.headers, body: res.body, json } as TestResponse;
+  return toTestResponse(res);
 }
 
 const bodyOps = operations.filter(hasBody);
