@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
 import { useTestApp, type Tenant } from '../helpers/app.js';
 import { checkPagination, newestFirst } from '../helpers/pagination.js';
 
@@ -343,5 +344,28 @@ describe('messages: security', () => {
     expect(list.json.data.map((x: { id: string }) => x.id)).not.toContain(m.id);
     const after = await a.request('GET', `/v1/messages/${m.id}`);
     expect(after.json.data).toMatchObject({ readAt: null, deletedAt: null, text: 'private' });
+  });
+});
+
+describe('search plans', () => {
+  // Each plan of searchMessages must give the same answer as a plain sort of all matches.
+  it('finds the newest matches whether they are recent, rare, or many but old', async () => {
+    const owner = await t.tenant();
+    // 2,100 old messages with "archaic" (more than the sort-all limit), then 400 newer ones with "fresh"
+    // (more than the recent window), and 3 in the middle with "scarce".
+    await t.database.db.execute(sql`
+      INSERT INTO messages (organization_id, type, direction, text, created_at)
+      SELECT ${owner.orgId}::uuid, 'email', 'incoming',
+             CASE WHEN g <= 2100 THEN 'archaic note ' || g WHEN g IN (2200, 2250, 2300) THEN 'scarce note ' || g ELSE 'fresh note ' || g END,
+             timestamp '2026-01-01' + g * interval '1 minute'
+      FROM generate_series(1, 2500) g`);
+    const search = async (q: string, query = '') => (await owner.request('GET', `/v1/messages/search?q=${q}${query}`)).json as { data: { text: string }[] };
+
+    expect((await search('fresh')).data.map((m) => m.text)).toEqual([2500, 2499, 2498, 2497, 2496, 2495, 2494, 2493, 2492, 2491].map((g) => `fresh note ${g}`));
+    expect((await search('scarce')).data.map((m) => m.text)).toEqual(['scarce note 2300', 'scarce note 2250', 'scarce note 2200']);
+    expect((await search('archaic')).data.map((m) => m.text)).toEqual([2100, 2099, 2098, 2097, 2096, 2095, 2094, 2093, 2092, 2091].map((g) => `archaic note ${g}`));
+    expect((await search('archaic', '&sortOrder=asc&limit=3&offset=2')).data.map((m) => m.text)).toEqual(['archaic note 3', 'archaic note 4', 'archaic note 5']);
+    expect((await search('absentword')).data).toEqual([]);
+    expect((await a.request('GET', '/v1/messages/search?q=archaic')).json.data).toEqual([]);
   });
 });

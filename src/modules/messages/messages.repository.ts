@@ -73,39 +73,44 @@ export async function listMessages(db: DbOrTx, orgId: string, input: PageInput, 
   return { items: rows.map((r) => r.m) };
 }
 
-/** How many of the newest (or oldest) messages a search reads through before it asks the GIN index. */
-const RECENT_WINDOW = 5000;
+/** How many of the newest (or oldest) messages a search reads per row of the page before it changes plan. */
+const WINDOW_PER_ROW = 10;
+const MIN_WINDOW = 300;
+/** Below this many matches in all, the matches are sorted; from it on, the creation-date index is walked. */
+const FEW_MATCHES = 2000;
 
 /**
  * Full-text search over the stored `search_vector` (text, summary, sender, recipient; 'simple' config, so
  * case-folded and unstemmed), organization-scoped and live rows only. Not prepared on purpose: each search
  * is planned with its own words.
  *
- * Two plans, because the planner cannot know how often a word it has no statistics for occurs:
- * 1. Read the RECENT_WINDOW newest messages in index order and keep the matches. When that fills the page,
- *    it is the right page (every match outside the window is older), at the cost of a few rows per hit:
- *    this answers common words.
- * 2. Otherwise the word is rare in recent mail: take all matches from the GIN index and sort them. Its
- *    ORDER BY is an expression no index provides, so the planner cannot fall back to walking the whole
- *    organization newest-first (which is what it does for a rare word it believes common).
+ * The planner cannot know how often a word it has no statistics for occurs, and when it guesses "often"
+ * it walks the whole organization newest-first for a word that is rare. So the plan is chosen from what
+ * the data says, cheapest question first:
+ * 1. Read a small window of the newest messages in index order and keep the matches. When that fills the
+ *    page it is the right page (every match outside the window is older): this answers common words.
+ * 2. Count the matches through the GIN index, capped at FEW_MATCHES. With fewer, take them all from the
+ *    index and sort them: the ORDER BY is an expression no index provides, so the planner cannot choose the
+ *    walk. With more, walk the creation-date index: at that density a page is only a few rows away.
  */
 export async function searchMessages(db: DbOrTx, orgId: string, text: string, input: PageInput): Promise<Page<MessageJson>> {
-  const query = sql`websearch_to_tsquery('simple', ${text})`;
+  const match = sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${text})`;
   const { limit, offset } = pageWindow(input);
   const dir = input.sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
+  const byDate = (createdAt: unknown, id: unknown) => [sql`${createdAt} ${dir}`, sql`${id} ${dir}`];
 
   const recent = db
     .select({ id: messages.id, createdAt: messages.createdAt, vector: messages.searchVector })
     .from(messages)
     .where(messageRows.live(orgId))
     .orderBy(...pageOrder(input, messages.createdAt, messages.id))
-    .limit(RECENT_WINDOW)
+    .limit(Math.max(MIN_WINDOW, (offset + limit) * WINDOW_PER_ROW))
     .as('recent');
   const hits = db
     .select({ id: recent.id, createdAt: recent.createdAt })
     .from(recent)
-    .where(sql`${recent.vector} @@ ${query}`)
-    .orderBy(sql`${recent.createdAt} ${dir}`, sql`${recent.id} ${dir}`)
+    .where(sql`${recent.vector} @@ websearch_to_tsquery('simple', ${text})`)
+    .orderBy(...byDate(recent.createdAt, recent.id))
     .limit(limit)
     .offset(offset)
     .as('hits');
@@ -113,14 +118,18 @@ export async function searchMessages(db: DbOrTx, orgId: string, text: string, in
     .select({ m: messageJson })
     .from(messages)
     .innerJoin(hits, eq(messages.id, hits.id))
-    .orderBy(sql`${hits.createdAt} ${dir}`, sql`${hits.id} ${dir}`);
+    .orderBy(...byDate(hits.createdAt, hits.id));
   if (fromWindow.length === limit) return { items: fromWindow.map((r) => r.m) };
 
+  const where = messageRows.live(orgId, match);
+  const capped = db.select({ one: sql`1` }).from(messages).where(where).limit(FEW_MATCHES).as('capped');
+  const [probe] = await db.select({ n: sql<number>`count(*)::int` }).from(capped);
+  const few = (probe?.n ?? 0) < FEW_MATCHES;
   const rows = await db
     .select({ m: messageJson })
     .from(messages)
-    .where(messageRows.live(orgId, sql`${messages.searchVector} @@ ${query}`))
-    .orderBy(sql`(${messages.createdAt} + interval '0 seconds') ${dir}`, sql`${messages.id} ${dir}`)
+    .where(where)
+    .orderBy(...(few ? byDate(sql`(${messages.createdAt} + interval '0 seconds')`, messages.id) : pageOrder(input, messages.createdAt, messages.id)))
     .limit(limit)
     .offset(offset);
   return { items: rows.map((r) => r.m) };
