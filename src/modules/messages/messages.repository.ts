@@ -50,7 +50,8 @@ const prepareList = (db: DbOrTx, key: ListKey) => {
     .offset(sql.placeholder('offset') as unknown as number)
     .prepare(`messages_list_${key}`);
 };
-type Statements = { get: ReturnType<typeof prepareGet> } & Partial<Record<ListKey, ReturnType<typeof prepareList>>>;
+type Statements = { get: ReturnType<typeof prepareGet> } & Partial<Record<ListKey, ReturnType<typeof prepareList>>> &
+  Partial<Record<`window_${'asc' | 'desc'}`, ReturnType<typeof prepareWindow>>>;
 const prepared = new WeakMap<DbOrTx, Statements>();
 function statements(db: DbOrTx): Statements {
   let found = prepared.get(db);
@@ -80,6 +81,35 @@ const MIN_WINDOW = 300;
 const FEW_MATCHES = 2000;
 
 /**
+ * Step 1 of a search, prepared (planned once per connection): its plan is the same for every word, a walk
+ * of the creation-date index over at most `window` rows. The later steps are planned per search.
+ */
+const prepareWindow = (db: DbOrTx, dir: 'asc' | 'desc') => {
+  const order = dir === 'asc' ? sql`ASC` : sql`DESC`;
+  const recent = db
+    .select({ id: messages.id, createdAt: messages.createdAt, vector: messages.searchVector })
+    .from(messages)
+    .where(and(eq(messages.organizationId, org), isNull(messages.deletedAt)))
+    .orderBy(...pageOrder({ sortOrder: dir, limit: 1, offset: 0 }, messages.createdAt, messages.id))
+    .limit(sql.placeholder('window') as unknown as number)
+    .as('recent');
+  const hits = db
+    .select({ id: recent.id, createdAt: recent.createdAt })
+    .from(recent)
+    .where(sql`${recent.vector} @@ websearch_to_tsquery('simple', ${sql.placeholder('text')})`)
+    .orderBy(sql`${recent.createdAt} ${order}`, sql`${recent.id} ${order}`)
+    .limit(sql.placeholder('limit') as unknown as number)
+    .offset(sql.placeholder('offset') as unknown as number)
+    .as('hits');
+  return db
+    .select({ m: messageJson })
+    .from(messages)
+    .innerJoin(hits, eq(messages.id, hits.id))
+    .orderBy(sql`${hits.createdAt} ${order}`, sql`${hits.id} ${order}`)
+    .prepare(`messages_search_window_${dir}`);
+};
+
+/**
  * Full-text search over the stored `search_vector` (text, summary, sender, recipient; 'simple' config, so
  * case-folded and unstemmed), organization-scoped and live rows only. Not prepared on purpose: each search
  * is planned with its own words.
@@ -99,26 +129,8 @@ export async function searchMessages(db: DbOrTx, orgId: string, text: string, in
   const dir = input.sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
   const byDate = (createdAt: unknown, id: unknown) => [sql`${createdAt} ${dir}`, sql`${id} ${dir}`];
 
-  const recent = db
-    .select({ id: messages.id, createdAt: messages.createdAt, vector: messages.searchVector })
-    .from(messages)
-    .where(messageRows.live(orgId))
-    .orderBy(...pageOrder(input, messages.createdAt, messages.id))
-    .limit(Math.max(MIN_WINDOW, (offset + limit) * WINDOW_PER_ROW))
-    .as('recent');
-  const hits = db
-    .select({ id: recent.id, createdAt: recent.createdAt })
-    .from(recent)
-    .where(sql`${recent.vector} @@ websearch_to_tsquery('simple', ${text})`)
-    .orderBy(...byDate(recent.createdAt, recent.id))
-    .limit(limit)
-    .offset(offset)
-    .as('hits');
-  const fromWindow = await db
-    .select({ m: messageJson })
-    .from(messages)
-    .innerJoin(hits, eq(messages.id, hits.id))
-    .orderBy(...byDate(hits.createdAt, hits.id));
+  const window = statements(db)[`window_${input.sortOrder}`] ??= prepareWindow(db, input.sortOrder);
+  const fromWindow = await window.execute({ orgId, text, window: Math.max(MIN_WINDOW, (offset + limit) * WINDOW_PER_ROW), limit, offset });
   if (fromWindow.length === limit) return { items: fromWindow.map((r) => r.m) };
 
   const where = messageRows.live(orgId, match);
