@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 
 /** Child processes of a bench run (the service, the baseline server): started, awaited, measured, stopped. */
 
@@ -13,18 +12,6 @@ export interface Child {
   output(): string;
 }
 
-/** A port that was free a moment ago on the loopback interface. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      srv.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 export async function startChild(name: string, args: string[], env: Record<string, string>, port: number, readyPath = '/healthz', timeoutMs = 60_000): Promise<Child> {
   const proc = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -12,7 +12,8 @@ import type { RequestSpec } from 'autocannon';
 import { openDatabase } from '../src/db/client.js';
 import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
 import { measure, probe, type Load, type LoadOptions, type Measurement } from './measure.js';
-import { freePort, rssSampler, startChild, stopChild, type Child } from './processes.js';
+import { freePort } from '../test/helpers/listen.js';
+import { rssSampler, startChild, stopChild, type Child } from './processes.js';
 import { printTable, writeJson, type Row } from './report.js';
 import { createMcpTokens, createTenant, sampleMessageIds, seedContacts, seedMessages, vacuumAnalyze, WORDS, type Tenant } from './seed.js';
 

@@ -18,6 +18,14 @@ export function live(table: ScopedTable, orgId: string, ...extra: (SQL | undefin
   return and(eq(table.organizationId, orgId), isNull(table.deletedAt), ...extra)!;
 }
 
+/** Soft-deletes every live row of the organization matching `where`; the cascades of a parent's delete use it. */
+export function softDeleteLive(db: DbOrTx, table: ScopedTable, orgId: string, where: SQL) {
+  return db
+    .update(table)
+    .set({ deletedAt: sql`now()`, updatedAt: sql`now()` } as never)
+    .where(live(table, orgId, where));
+}
+
 /**
  * The reads and writes every organization-scoped resource needs, each scoped by `live()`, so a caller
  * cannot forget the organization or the soft delete. Another organization's row is simply not found.
@@ -78,11 +86,7 @@ export function scopedRepository<T extends ScopedTable>(table: T, label: string)
 
     /** Sets `deletedAt` on a live row and returns it; 404 when there is none. */
     async softDelete(db: DbOrTx, orgId: string, id: string, extra?: SQL): Promise<Row> {
-      const [row] = await db
-        .update(t)
-        .set({ deletedAt: sql`now()`, updatedAt: sql`now()` } as never)
-        .where(live(t, orgId, eq(t.id, id), extra))
-        .returning();
+      const [row] = await softDeleteLive(db, t, orgId, and(eq(t.id, id), extra)!).returning();
       if (!row) throw notFound(label);
       return row as Row;
     },

@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +10,7 @@ import { openDatabase, type Database } from '../../src/db/client.js';
 import { DataDirBusyError } from '../../src/db/lock.js';
 import * as schema from '../../src/db/schema.js';
 import { openTestDatabase, testDbKind } from '../helpers/database.js';
+import { freePort } from '../helpers/listen.js';
 
 /**
  * The real command line, spawned as a user runs it (through tsx, so no build is needed), against a
@@ -53,14 +53,6 @@ function cli(args: string[], env: Record<string, string>): Promise<CliResult> {
   });
 }
 
-const freePort = () =>
-  new Promise<number>((done) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => done(port));
-    });
-  });
 
 /** `npm start`'s entry on its own port; resolves once /healthz answers. */
 async function startServer(env: Record<string, string>) {

@@ -1,20 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { testDbKind } from '../helpers/database.js';
-import { createStore, killAll, send, spawnServer, startServer, type Store } from './server-process.js';
+import { useStore, send, spawnServer, startServer } from './server-process.js';
 
 /**
  * The embedded database does not lock its directory itself: a second server on the same DATA_DIR must
  * refuse clearly while the first runs, and take over a lock left by a process that was killed.
  */
 
-let store: Store;
-beforeAll(async () => {
-  if (testDbKind === 'pglite') store = await createStore();
-}, 120_000);
-afterEach(killAll);
-afterAll(async () => store?.destroy());
+const store = useStore(testDbKind === 'pglite');
 
 describe.skipIf(testDbKind !== 'pglite')('data directory lock (embedded database)', () => {
   it('refuses a second server while the first runs, and takes over after kill -9', async () => {

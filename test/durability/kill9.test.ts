@@ -1,17 +1,12 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createStore, killAll, send, startServer, type Store } from './server-process.js';
+import { describe, expect, it } from 'vitest';
+import { useStore, send, startServer } from './server-process.js';
 
 /**
  * kill -9 in the middle of a stream of writes: every write the server acknowledged (201) is there after a
  * restart. Runs on the embedded database, and on PostgreSQL when the suite runs against it.
  */
 
-let store: Store;
-beforeAll(async () => {
-  store = await createStore();
-}, 120_000);
-afterEach(killAll);
-afterAll(async () => store?.destroy());
+const store = useStore();
 
 describe(`kill -9 (${process.env.SB_TEST_DB ?? 'pglite'})`, () => {
   it('loses no acknowledged write', async () => {

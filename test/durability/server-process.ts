@@ -2,7 +2,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
@@ -10,6 +9,8 @@ import { createApiKey, createOrganization } from '../../src/accounts/accounts.js
 import { openDatabase } from '../../src/db/client.js';
 import { testDbKind } from '../helpers/database.js';
 import { withDatabase } from '../helpers/postgres-setup.js';
+import { freePort } from '../helpers/listen.js';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 
 /**
  * The real server as a child process (`node --import tsx src/main.ts`) on loopback, for the fault tests:
@@ -36,6 +37,20 @@ export interface Store {
   /** An organization with an all-permissions API key, created before any server runs. */
   key: string;
   destroy(): Promise<void>;
+}
+
+/**
+ * The store of one test file: created before its tests (when `enabled`), destroyed after them; servers a
+ * test started are killed after each test. The returned object is filled in by the hook.
+ */
+export function useStore(enabled = true): Store {
+  const store = {} as Store;
+  beforeAll(async () => {
+    if (enabled) Object.assign(store, await createStore());
+  }, 120_000);
+  afterEach(killAll);
+  afterAll(async () => store.destroy?.());
+  return store;
 }
 
 /** A fresh store of the kind the suite runs on, with one organization and key in it. */
@@ -77,16 +92,6 @@ export async function createStore(): Promise<Store> {
   };
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      srv.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 const running = new Set<ChildProcess>();
 

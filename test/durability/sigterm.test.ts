@@ -1,18 +1,13 @@
 import { request as httpRequest } from 'node:http';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createStore, killAll, send, startServer, type HttpResult, type Store } from './server-process.js';
+import { describe, expect, it } from 'vitest';
+import { useStore, send, startServer, type HttpResult } from './server-process.js';
 
 /**
  * SIGTERM: the server stops accepting connections, lets in-flight requests finish (including ones whose
  * body is still arriving), then exits 0. What it acknowledged is there after a restart.
  */
 
-let store: Store;
-beforeAll(async () => {
-  store = await createStore();
-}, 120_000);
-afterEach(killAll);
-afterAll(async () => store?.destroy());
+const store = useStore();
 
 /**
  * A POST whose body is held back: `accepted` resolves when the server has parsed its headers (it answers

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport as SseTransportV1 } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport as HttpTransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -10,18 +9,8 @@ import type { Clock } from '../../src/core/clock.js';
 import { oauthClients } from '../../src/db/schema.js';
 import { createGrant, issueTokens, type Grant } from '../../src/oauth/grants.js';
 import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
+import { freePort } from '../helpers/listen.js';
 
-/** A free TCP port on 127.0.0.1 (so PUBLIC_URL can name the origin before the app is built). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 export interface LiveApp extends TestApp {
   /** `http://127.0.0.1:<port>`, also the app's PUBLIC_URL. */

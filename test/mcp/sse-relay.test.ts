@@ -3,7 +3,8 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import type { Tenant } from '../helpers/app.js';
-import { freePort, mintToken, startLiveApp, type LiveApp } from './helpers.js';
+import { freePort } from '../helpers/listen.js';
+import { mintToken, startLiveApp, type LiveApp } from './helpers.js';
 
 /**
  * Two instances of the service behind one PUBLIC_URL, sharing the database and Redis: a POST for an

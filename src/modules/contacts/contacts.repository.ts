@@ -6,7 +6,7 @@ import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pag
 import type { DbOrTx } from '../../db/client.js';
 import { contactAddresses, contactEmails, contactPhoneNumbers, contacts } from '../../db/schema.js';
 import { jsonChildren, jsonRow } from '../../db/json.js';
-import { scopedRepository } from '../../db/scoped.js';
+import { scopedRepository, softDeleteLive } from '../../db/scoped.js';
 import type { Contact } from './contacts.schemas.js';
 
 export const contactRows = scopedRepository(contacts, 'Contact');
@@ -82,10 +82,7 @@ export async function deleteContact(db: DbOrTx, orgId: string, id: string) {
     const contact = await getContact(tx, orgId, id);
     const deleted = await contactRows.softDelete(tx, orgId, id);
     for (const table of [contactEmails, contactPhoneNumbers, contactAddresses]) {
-      await tx
-        .update(table)
-        .set({ deletedAt: sql`now()`, updatedAt: sql`now()` })
-        .where(and(eq(table.organizationId, orgId), eq(table.contactId, id), isNull(table.deletedAt)));
+      await softDeleteLive(tx, table, orgId, eq(table.contactId, id));
     }
     return { ...contact, ...deleted, emails: [], phoneNumbers: [], addresses: [] };
   });

@@ -1,10 +1,10 @@
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import { fieldError } from '../../core/errors.js';
 import type { Page, PageInput } from '../../core/pagination.js';
 import { toDate } from '../../core/schemas.js';
 import type { DbOrTx } from '../../db/client.js';
 import { customers, customerTransactions } from '../../db/schema.js';
-import { definedOnly, scopedRepository } from '../../db/scoped.js';
+import { definedOnly, scopedRepository, softDeleteLive } from '../../db/scoped.js';
 import { businessRows } from '../businesses/businesses.repository.js';
 import { contactRows } from '../contacts/contacts.repository.js';
 
@@ -61,10 +61,7 @@ export async function updateCustomer(db: DbOrTx, orgId: string, id: string, body
 export async function deleteCustomer(db: DbOrTx, orgId: string, id: string) {
   return db.transaction(async (tx) => {
     const deleted = await customerRows.softDelete(tx, orgId, id);
-    await tx
-      .update(customerTransactions)
-      .set({ deletedAt: sql`now()`, updatedAt: sql`now()` })
-      .where(and(eq(customerTransactions.organizationId, orgId), eq(customerTransactions.customerId, id), isNull(customerTransactions.deletedAt)));
+    await softDeleteLive(tx, customerTransactions, orgId, eq(customerTransactions.customerId, id));
     return deleted;
   });
 }

@@ -1,9 +1,9 @@
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import { fieldError, notFound, pgErrorCode } from '../../core/errors.js';
 import type { Page, PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
 import { domainRegistrations, domains } from '../../db/schema.js';
-import { scopedRepository } from '../../db/scoped.js';
+import { scopedRepository, softDeleteLive } from '../../db/scoped.js';
 
 export const domainRows = scopedRepository(domains, 'Domain');
 export const registrationRows = scopedRepository(domainRegistrations, 'Domain registration');
@@ -34,10 +34,7 @@ export async function createDomain(db: DbOrTx, orgId: string, actorId: string, n
 export async function deleteDomain(db: DbOrTx, orgId: string, id: string) {
   return db.transaction(async (tx) => {
     const deleted = await domainRows.softDelete(tx, orgId, id);
-    await tx
-      .update(domainRegistrations)
-      .set({ deletedAt: sql`now()`, updatedAt: sql`now()` })
-      .where(and(eq(domainRegistrations.organizationId, orgId), eq(domainRegistrations.domainId, id), isNull(domainRegistrations.deletedAt)));
+    await softDeleteLive(tx, domainRegistrations, orgId, eq(domainRegistrations.domainId, id));
     return deleted;
   });
 }

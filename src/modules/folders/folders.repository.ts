@@ -1,9 +1,9 @@
-import { and, eq, getTableColumns, inArray, isNull, sql, type SQL } from 'drizzle-orm';
+import { eq, getTableColumns, inArray, isNull, sql, type SQL } from 'drizzle-orm';
 import { fieldError, notFound } from '../../core/errors.js';
 import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
 import { files, folders } from '../../db/schema.js';
-import { live, scopedRepository } from '../../db/scoped.js';
+import { live, scopedRepository, softDeleteLive } from '../../db/scoped.js';
 
 export const folderRows = scopedRepository(folders, 'Folder');
 
@@ -125,15 +125,8 @@ export async function deleteFolder(db: DbOrTx, orgId: string, id: string): Promi
   return db.transaction(async (tx) => {
     await lockTree(tx, orgId);
     const before = await getFolder(tx, orgId, id);
-    await tx
-      .update(files)
-      .set({ deletedAt: sql`now()`, updatedAt: sql`now()` })
-      .where(and(eq(files.organizationId, orgId), inArray(files.folderId, subtree(orgId, id)), isNull(files.deletedAt)));
-    const deleted = await tx
-      .update(folders)
-      .set({ deletedAt: sql`now()`, updatedAt: sql`now()` })
-      .where(and(eq(folders.organizationId, orgId), inArray(folders.id, subtree(orgId, id)), isNull(folders.deletedAt)))
-      .returning();
+    await softDeleteLive(tx, files, orgId, inArray(files.folderId, subtree(orgId, id)));
+    const deleted = (await softDeleteLive(tx, folders, orgId, inArray(folders.id, subtree(orgId, id))).returning()) as (typeof folders.$inferSelect)[];
     const self = deleted.find((f) => f.id === id)!;
     return { ...self, fileCount: before.fileCount, subfolderCount: before.subfolderCount };
   });

@@ -6,7 +6,7 @@ import { toDate } from '../../core/schemas.js';
 import type { DbOrTx } from '../../db/client.js';
 import { messages } from '../../db/schema.js';
 import { jsonRow } from '../../db/json.js';
-import { definedOnly, scopedRepository } from '../../db/scoped.js';
+import { definedOnly, scopedRepository, softDeleteLive } from '../../db/scoped.js';
 import type { Message } from './messages.schemas.js';
 
 export const messageRows = scopedRepository(messages, 'Message');
@@ -193,11 +193,7 @@ export async function updateMessageFlags(db: DbOrTx, orgId: string, id: string, 
 }
 
 export async function deleteMessage(db: DbOrTx, orgId: string, id: string): Promise<MessageRow> {
-  const [row] = await db
-    .update(messages)
-    .set({ deletedAt: sql`now()`, updatedAt: sql`now()` })
-    .where(byId(orgId, id))
-    .returning(columns);
+  const [row] = await softDeleteLive(db, messages, orgId, eq(messages.id, id)).returning(columns);
   if (!row) throw notFound('Message');
-  return row;
+  return row as MessageRow;
 }
