@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { RequestSpec } from 'autocannon';
 import { openDatabase } from '../src/db/client.js';
+import { automationLatency } from './automation-latency.js';
 import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
 import { measure, probe, type Load, type LoadOptions, type Measurement } from './measure.js';
 import { freePort } from '../test/helpers/listen.js';
@@ -267,6 +268,8 @@ async function benchPostgres() {
   const auth = { authorization: `Bearer ${tenant.apiKey}` };
 
   try {
+    rows.push(await automationLatency(db, service.url, auth));
+
     const fixed = await run({ database: db, name: 'baseline: bare Fastify, fixed JSON', origin: lean.url, requests: [{ path: '/fixed' }] });
     void fixed;
 

@@ -26,6 +26,14 @@ const Env = z.object({
   TRUST_PROXY: z.string().default('false'),
   /** How long a verified API key is trusted from memory before it is looked up again (ms). */
   API_KEY_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(5000),
+  /** OpenAI-compatible chat-completions endpoint that evaluates automation instructions; unset uses the built-in English vocabulary. */
+  AUTOMATION_LLM_URL: z.url().optional().or(z.literal('').transform(() => undefined)),
+  AUTOMATION_LLM_MODEL: z.string().optional().or(z.literal('').transform(() => undefined)),
+  AUTOMATION_LLM_API_KEY: z.string().optional().or(z.literal('').transform(() => undefined)),
+  /** Whether this process runs the automation engine (evaluation, dispatch, schedules, executions). Several processes may. */
+  AUTOMATION_WORKER: z.enum(['true', 'false']).default('true'),
+  /** How often the engine looks for work written by other processes (ms); its own writes wake it at once. */
+  AUTOMATION_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(500),
 });
 
 export interface Config {
@@ -40,6 +48,7 @@ export interface Config {
   mcpRateLimit: number;
   apiKeyCacheMs: number;
   trustProxy: boolean | string[] | ((address: string, hop: number) => boolean);
+  automations: { llmUrl: string | undefined; llmModel: string | undefined; llmApiKey: string | undefined; worker: boolean; pollMs: number };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -61,6 +70,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mcpRateLimit: e.MCP_RATE_LIMIT,
     apiKeyCacheMs: e.API_KEY_CACHE_MS,
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
+    automations: {
+      llmUrl: e.AUTOMATION_LLM_URL,
+      llmModel: e.AUTOMATION_LLM_MODEL,
+      llmApiKey: e.AUTOMATION_LLM_API_KEY,
+      worker: e.AUTOMATION_WORKER === 'true',
+      pollMs: e.AUTOMATION_POLL_MS,
+    },
   };
 }
 

@@ -3,6 +3,8 @@ import { buildApp } from './app.js';
 import { loadConfig, type Config } from './config.js';
 import { startCommandSocket, type CommandSocket } from './cli/command-socket.js';
 import { openDatabase } from './db/client.js';
+import { evaluatorFromConfig } from './modules/automations/evaluator/index.js';
+import { createAutomationEngine } from './workers/automation-engine.js';
 
 /**
  * `switchboard serve` / `npm start`: configuration -> database (+ migrations) -> app -> listen.
@@ -28,6 +30,17 @@ export async function serve(config: Config = loadConfig()) {
     }
   }
 
+  // Background work: claimed in the database, so every process may run it.
+  const engine = config.automations.worker
+    ? createAutomationEngine({
+        db: database.db,
+        clock: app.deps.clock,
+        log: app.log,
+        pollMs: config.automations.pollMs,
+        evaluator: evaluatorFromConfig({ url: config.automations.llmUrl, model: config.automations.llmModel, apiKey: config.automations.llmApiKey }),
+      })
+    : undefined;
+
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -38,6 +51,7 @@ export async function serve(config: Config = loadConfig()) {
     try {
       await commandSocket?.close();
       await app.close();
+      await engine?.stop();
       await database.close();
       redis?.disconnect();
       process.exit(0);
@@ -50,6 +64,7 @@ export async function serve(config: Config = loadConfig()) {
   process.on('SIGINT', () => void stop('SIGINT'));
 
   await app.listen({ port: config.port, host: config.host });
+  engine?.start();
   app.log.info(`Switchboard listening on ${config.publicUrl} (REST ${config.publicUrl}/v1, MCP ${config.publicUrl}/mcp) with ${database.kind === 'pglite' ? `the embedded database in ${config.dataDir}` : 'PostgreSQL'}`);
   return { app, database };
 }

@@ -1,5 +1,5 @@
 import { hash, verify } from '@node-rs/argon2';
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { and, eq, gte, isNull, sql } from 'drizzle-orm';
 import { AppError, notFound } from '../core/errors.js';
 import { isPermission, type Permission } from '../core/permissions.js';
 import { randomToken, sha256 } from '../core/secrets.js';
@@ -23,6 +23,19 @@ export async function getOrganization(db: DbOrTx, id: string) {
 }
 
 /** Adds `delta` credits (negative removes); the balance cannot go below zero. */
+/**
+ * Takes `cost` credits from the organization's balance in the caller's transaction; with too few credits
+ * it throws 402 `INSUFFICIENT_CREDITS` and the transaction (and so the write it guards) rolls back.
+ */
+export async function debitCredits(tx: DbOrTx, orgId: string, cost: number) {
+  const rows = await tx
+    .update(organizations)
+    .set({ credits: sql`${organizations.credits} - ${cost}` })
+    .where(and(eq(organizations.id, orgId), gte(organizations.credits, cost)))
+    .returning({ credits: organizations.credits });
+  if (rows.length === 0) throw new AppError('INSUFFICIENT_CREDITS', `This operation costs ${cost} credit(s) and the organization's balance is too low`);
+}
+
 export async function addCredits(db: DbOrTx, id: string, delta: number) {
   const [org] = await db
     .update(organizations)

@@ -10,6 +10,7 @@ export const CATEGORIES = [
   { id: 'folders', title: 'Folders', description: 'Folders and their hierarchy' },
   { id: 'automations', title: 'Automations', description: 'Event-driven and scheduled automations' },
   { id: 'domains', title: 'Domains', description: 'Domains and their registrations' },
+  { id: 'events', title: 'Events', description: 'The record of every change: what was created, updated or deleted, by whom (read-only)' },
 ] as const;
 
 export type Category = (typeof CATEGORIES)[number]['id'];

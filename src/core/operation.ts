@@ -1,11 +1,8 @@
-import { eq, and, gte, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import type { Db, DbOrTx } from '../db/client.js';
-import { organizations } from '../db/schema.js';
+import type { DbOrTx } from '../db/client.js';
 import type { Category } from './categories.js';
-import { OPERATION_COSTS } from './costs.js';
 import { AppError, validationError, type ErrorCode } from './errors.js';
-import { paginationMeta, PaginationMetaSchema, type Page, type PageInput } from './pagination.js';
+import { PaginationMetaSchema, type Page, type PageInput, type paginationMeta } from './pagination.js';
 import { requiredPermission, type Permission } from './permissions.js';
 import { unsafeInputIssues } from './schemas.js';
 
@@ -14,14 +11,30 @@ export type Wire<T> = T extends string ? string | Date : T extends (infer U)[] ?
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-/** Who is calling, in which organization. Built by the REST adapter (API key) or the MCP adapter (OAuth grant). */
+export type ActorType = 'api_key' | 'user' | 'automation' | 'system';
+
+/** Who causes a write: a person's API key or OAuth user, an automation run, or the service itself. */
+export interface Actor {
+  type: ActorType;
+  id: string | null;
+  /** 0 for a person or key; the run's depth for an automation (the loop guard stops chains at 3). */
+  depth: number;
+}
+
+/** Who is calling, in which organization. Built by the REST adapter (API key), the MCP adapter (OAuth grant) or the automation engine. */
 export interface OperationContext {
   orgId: string;
-  /** The API key's or the signed-in user's id; recorded as `createdBy`. */
+  /** The API key's, the signed-in user's or the automation's id; recorded as `createdBy`. */
   actorId: string;
+  actor: Actor;
+  /** What the caller may do (`*`, `<area>:read|write`); checked by the adapters, available to rules that depend on it. */
+  permissions: readonly string[];
   /** The database, or the transaction the operation runs in. */
   db: DbOrTx;
 }
+
+/** The event type(s) a successful write records, from the record it answers with. */
+export type EventSpec = string | ((data: Record<string, unknown>) => string[]);
 
 interface OperationBase<I extends z.ZodObject> {
   /** `<category>.<action>`, e.g. `contacts.create`; the MCP tool name is the same with `_` for `.`. */
@@ -35,6 +48,10 @@ interface OperationBase<I extends z.ZodObject> {
   input: I;
   /** Error codes this operation can answer besides the ones every operation can. */
   errors?: ErrorCode[];
+  /** Credits the operation costs, debited in the same transaction as its write (402 and nothing written when too few). */
+  cost?: number;
+  /** The event type recorded (in the write's transaction) when the operation succeeds; writes only. */
+  event?: EventSpec;
 }
 
 export interface ItemOperation<I extends z.ZodObject = z.ZodObject, O extends z.ZodType = z.ZodType> extends OperationBase<I> {
@@ -87,28 +104,8 @@ export function parseInput(op: Operation, raw: unknown): Record<string, unknown>
   return parsed.data as Record<string, unknown>;
 }
 
-/** Runs an operation for a caller whose permission is already checked; returns the envelope. */
-export async function runOperation(op: Operation, raw: unknown, ctx: { orgId: string; actorId: string; db: Db }): Promise<Envelope> {
-  const input = parseInput(op, raw);
-  const cost = OPERATION_COSTS[op.id] ?? 0;
-  const exec = (db: DbOrTx) => {
-    const c: OperationContext = { ...ctx, db };
-    return op.kind === 'list'
-      ? op.handler(input as never, c).then((page) => ({ data: page.items, meta: { pagination: paginationMeta(input as PageInput, page) } }))
-      : op.handler(input as never, c).then((data) => ({ data }));
-  };
-  if (cost === 0) return exec(ctx.db);
-  return ctx.db.transaction(async (tx) => {
-    await debitCredits(tx, ctx.orgId, cost);
-    return exec(tx);
-  });
-}
-
-async function debitCredits(tx: DbOrTx, orgId: string, cost: number) {
-  const rows = await tx
-    .update(organizations)
-    .set({ credits: sql`${organizations.credits} - ${cost}` })
-    .where(and(eq(organizations.id, orgId), gte(organizations.credits, cost)))
-    .returning({ credits: organizations.credits });
-  if (rows.length === 0) throw new AppError('INSUFFICIENT_CREDITS', `This operation costs ${cost} credit(s) and the organization's balance is too low`);
+/** The event types an operation records for the record it answered with. */
+export function eventTypesOf(op: Operation, data: unknown): string[] {
+  if (!op.event || !data || typeof data !== 'object') return [];
+  return typeof op.event === 'string' ? [op.event] : op.event(data as Record<string, unknown>);
 }

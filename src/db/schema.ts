@@ -302,8 +302,101 @@ export const automations = pgTable(
     currentExecutions: integer('current_executions').notNull().default(0),
     expiresAt: ts('expires_at'),
     status: text('status').notNull(),
+    /** The plan's steps (set by evaluation); null until a plan exists. */
+    actions: jsonb('actions').$type<{ operation: string; input: Json }[]>(),
+    /** IANA time zone of `cron_expression`; null means UTC. */
+    timezone: text('timezone'),
+    /** Why evaluation or the last run failed; null otherwise. */
+    statusReason: text('status_reason'),
+    /** The trigger fields the client set himself (`triggerType`, `triggerEvent`, `cronExpression`, `condition`): evaluation keeps them. */
+    explicitTrigger: jsonb('explicit_trigger').$type<Json>().notNull().default(sql`'{}'::jsonb`),
+    /** The creator's permissions when the automation was created or its instructions changed: a plan may not exceed them. */
+    creatorPermissions: text('creator_permissions').array().notNull().default(sql`'{}'::text[]`),
+    /** Set while an evaluation is due (at or after this time); null when none is pending. */
+    evaluateAfter: ts('evaluate_after'),
+    evaluationAttempts: integer('evaluation_attempts').notNull().default(0),
+    /** Next cron tick of an active scheduled automation; null otherwise. */
+    nextRunAt: ts('next_run_at'),
+    /** When the last successful run finished. */
+    lastRunAt: ts('last_run_at'),
+    consecutiveFailures: integer('consecutive_failures').notNull().default(0),
   },
-  (t) => [listIndex('automations_list', t)],
+  (t) => [
+    listIndex('automations_list', t),
+    index('automations_evaluation_due').on(t.evaluateAfter).where(sql`${t.evaluateAfter} IS NOT NULL AND ${t.deletedAt} IS NULL`),
+    index('automations_scheduled_active')
+      .on(t.nextRunAt)
+      .where(sql`${t.triggerType} = 'scheduled' AND ${t.status} = 'active' AND ${t.deletedAt} IS NULL`),
+    index('automations_trigger').on(t.organizationId, t.triggerEvent).where(sql`${t.status} = 'active' AND ${t.deletedAt} IS NULL`),
+  ],
+);
+
+/** The steps' effects of one run: the operation and the id of the record it touched. */
+export interface ExecutionStepRecord {
+  operation: string;
+  resourceId: string | null;
+}
+
+/**
+ * One run of an automation: for an event (unique per automation and event) or for a cron tick
+ * (unique per automation and tick). `pending` rows are the work queue, claimed with SKIP LOCKED.
+ */
+export const automationExecutions = pgTable(
+  'automation_executions',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    automationId: uuid('automation_id')
+      .notNull()
+      .references(() => automations.id),
+    eventId: uuid('event_id'),
+    scheduledFor: ts('scheduled_for'),
+    /** pending, succeeded, failed, skipped */
+    status: text('status').notNull(),
+    error: text('error'),
+    steps: jsonb('steps').$type<ExecutionStepRecord[]>().notNull().default(sql`'[]'::jsonb`),
+    /** Chain depth: 1 for a run caused by a person's write, n+1 for one caused by a run of depth n. */
+    depth: integer('depth').notNull().default(1),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    startedAt: ts('started_at'),
+    finishedAt: ts('finished_at'),
+  },
+  (t) => [
+    uniqueIndex('automation_executions_event').on(t.automationId, t.eventId).where(sql`${t.eventId} IS NOT NULL`),
+    uniqueIndex('automation_executions_tick').on(t.automationId, t.scheduledFor).where(sql`${t.scheduledFor} IS NOT NULL`),
+    index('automation_executions_list').on(t.automationId, t.createdAt, t.id),
+    index('automation_executions_pending').on(t.createdAt).where(sql`${t.status} = 'pending'`),
+  ],
+);
+
+// ---------------------------------------------------------------- events
+
+/**
+ * Every write through the operation table records its events here, in the write's transaction. Events
+ * are not soft-deleted: they are kept `EVENT_RETENTION_DAYS` and then removed. `dispatched_at` null
+ * marks an event not yet offered to the automations (the dispatcher's queue).
+ */
+export const events = pgTable(
+  'events',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    type: text('type').notNull(),
+    resourceId: uuid('resource_id'),
+    occurredAt: ts('occurred_at').notNull().defaultNow(),
+    /** api_key, user, automation or system */
+    actorType: text('actor_type').notNull(),
+    actorId: uuid('actor_id'),
+    data: jsonb('data').$type<unknown>(),
+    /** 0 for a write by a person or key; n for a write by an automation run of depth n. */
+    depth: integer('depth').notNull().default(0),
+    dispatchedAt: ts('dispatched_at'),
+  },
+  (t) => [
+    index('events_list').on(t.organizationId, t.occurredAt, t.id),
+    index('events_type').on(t.organizationId, t.type, t.occurredAt, t.id),
+    index('events_undispatched').on(t.occurredAt).where(sql`${t.dispatchedAt} IS NULL`),
+  ],
 );
 
 // ---------------------------------------------------------------- domains

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { CATEGORIES } from '../core/categories.js';
-import { OPERATION_COSTS } from '../core/costs.js';
 import { ERROR_STATUS, type ErrorCode } from '../core/errors.js';
 import { MAX_INPUT_DEPTH } from '../core/schemas.js';
 import { envelopeSchema, operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
@@ -93,7 +92,7 @@ function operationObject(op: Operation) {
     }));
 
   const codes = new Set<ErrorCode>([...COMMON_ERRORS, ...(op.errors ?? [])]);
-  if ((OPERATION_COSTS[op.id] ?? 0) > 0) codes.add('INSUFFICIENT_CREDITS');
+  if ((op.cost ?? 0) > 0) codes.add('INSUFFICIENT_CREDITS');
   if (params.length) codes.add('NOT_FOUND');
   if (!inQuery) codes.add('BAD_REQUEST').add('PAYLOAD_TOO_LARGE');
   const statuses = [...new Set([...codes].map((c) => ERROR_STATUS[c]))].sort();
@@ -133,7 +132,7 @@ function operationObject(op: Operation) {
     description: [
       op.description,
       `Requires the \`${operationPermission(op)}\` permission (or \`*\`).`,
-      OPERATION_COSTS[op.id] ? `Costs ${OPERATION_COSTS[op.id]} credit(s); with too few credits it answers 402 and writes nothing.` : undefined,
+      op.cost ? `Costs ${op.cost} credit(s); with too few credits it answers 402 and writes nothing.` : undefined,
     ]
       .filter(Boolean)
       .join('\n\n'),

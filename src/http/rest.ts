@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../core/errors.js';
-import { operationPermission, pathParams, runOperation, successStatus, type Operation } from '../core/operation.js';
+import { operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
 import { hasPermission } from '../core/permissions.js';
 import type { Limiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
+import { runOperation } from '../run-operation.js';
 import type { ApiKeyAuth } from './api-key-auth.js';
 
 type Scalar = 'integer' | 'number' | 'boolean' | 'string';
@@ -104,7 +105,12 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
         if (!hasPermission(principal.permissions, permission)) {
           throw new AppError('FORBIDDEN', `This API key lacks the "${permission}" permission`);
         }
-        const envelope = await runOperation(op, rawInput(op, req, types, params), { orgId: principal.orgId, actorId: principal.keyId, db: deps.db });
+        const envelope = await runOperation(op, rawInput(op, req, types, params), {
+          orgId: principal.orgId,
+          actor: { type: 'api_key', id: principal.keyId, depth: 0 },
+          permissions: principal.permissions,
+          db: deps.db,
+        });
         return reply.code(status).send(envelope);
       },
     });

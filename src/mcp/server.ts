@@ -1,9 +1,10 @@
 import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@modelcontextprotocol/server';
 import type { FastifyBaseLogger } from 'fastify';
 import { toAppError } from '../core/errors.js';
-import { runOperation } from '../core/operation.js';
+import { categoryPermissions } from '../core/permissions.js';
 import type { Db } from '../db/client.js';
 import type { Grant } from '../oauth/grants.js';
+import { runOperation } from '../run-operation.js';
 import { VERSION } from '../version.js';
 import type { ToolCatalog, ToolEntry } from './tools.js';
 
@@ -54,7 +55,12 @@ export function buildMcpServer(grantSource: GrantSource, deps: McpServerDeps): S
     const g = grant();
     let result: CallToolResult;
     try {
-      const envelope = await runOperation(entry.op, request.params.arguments ?? {}, { orgId: g.organizationId, actorId: g.userId, db: deps.db });
+      const envelope = await runOperation(entry.op, request.params.arguments ?? {}, {
+        orgId: g.organizationId,
+        actor: { type: 'user', id: g.userId, depth: 0 },
+        permissions: categoryPermissions(g.categories),
+        db: deps.db,
+      });
       // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST).
       const text = JSON.stringify(envelope);
       result = { content: [{ type: 'text', text }], structuredContent: JSON.parse(text) as Record<string, unknown> };

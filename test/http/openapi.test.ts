@@ -2,7 +2,6 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { compileErrors, validate } from '@readme/openapi-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OPERATION_COSTS } from '../../src/core/costs.js';
 import { pathParams, successStatus } from '../../src/core/operation.js';
 import { buildOpenApi } from '../../src/http/openapi.js';
 import { operations } from '../../src/operations.js';
@@ -92,7 +91,7 @@ describe('GET /v1/openapi.json', () => {
       expect(errors).toEqual(expect.arrayContaining(['400', '401', '403', '429', '500', '503']));
       if (pathParams(op).length) expect(errors).toContain('404');
       if (op.method !== 'GET' && op.method !== 'DELETE') expect(errors).toContain('413');
-      if (OPERATION_COSTS[op.id]) expect(errors).toContain('402');
+      if (op.cost) expect(errors).toContain('402');
       for (const s of errors) {
         expect(o.responses[s].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
         expect(o.responses[s].headers['X-Request-ID']).toBeDefined();

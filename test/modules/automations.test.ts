@@ -78,11 +78,13 @@ describe('automations', () => {
     expect(after.json.data.map((x: { id: string }) => x.id)).not.toContain(au.id);
   });
 
-  it('applies the defaults: placeholder triggerEvent, status draft, inferred event trigger', async () => {
+  it('applies the defaults: placeholder triggerEvent, status pending_evaluation, inferred event trigger', async () => {
     const au = await create(a, { name: 'Tag invoices', instructions: 'When an invoice email arrives, tag it as finance' });
     expect(au).toMatchObject({
       triggerEvent: 'automation.pending',
-      status: 'draft',
+      status: 'pending_evaluation',
+      actions: null,
+      statusReason: null,
       enabled: true,
       currentExecutions: 0,
       maxExecutions: null,
@@ -104,10 +106,9 @@ describe('automations', () => {
     const byWords = await create(a, { name: 'n', instructions: 'Every Monday morning, send the weekly report', cronExpression: '0 8 * * 1' });
     expect(await storedTrigger(byWords.id)).toMatchObject({ type: 'scheduled' });
 
-    // Schedule wording without a cron expression: the cron is required (or an explicit event trigger).
-    const noCron = await a.request('POST', '/v1/automations', { name: 'n', instructions: 'Send a summary every day at 9am' });
-    expect(noCron.status).toBe(400);
-    expect(noCron.json.error.details.properties.cronExpression.errors[0]).toMatch(/schedule/);
+    // Schedule wording without a cron expression: scheduled, and evaluation infers the cron from the words.
+    const noCron = await create(a, { name: 'n', instructions: 'Send a summary every day at 9am' });
+    expect(await storedTrigger(noCron.id)).toEqual({ type: 'scheduled', cron: null });
     const asEvent = await create(a, { name: 'n', instructions: 'Send a summary every day at 9am', triggerType: 'event' });
     expect(await storedTrigger(asEvent.id)).toEqual({ type: 'event', cron: null });
 
@@ -131,7 +132,6 @@ describe('automations', () => {
       [{ name: 'x', instructions: 'x', cronExpression: '61 * * * *' }, 'cronExpression'],
       [{ name: 'x', instructions: 'x', cronExpression: '* *' }, 'cronExpression'],
       [{ name: 'x', instructions: 'x', cronExpression: '' }, 'cronExpression'],
-      [{ name: 'x', instructions: 'x', triggerType: 'scheduled' }, 'cronExpression'],
       [{ name: 'x', instructions: 'x', triggerType: 'event', cronExpression: '0 9 * * *' }, 'cronExpression'],
       [{ name: 'x', instructions: 'x', triggerEvent: 'nodots' }, 'triggerEvent'],
       [{ name: 'x', instructions: 'x', groupId: 'not-a-uuid' }, 'groupId'],

@@ -2,10 +2,35 @@ import { z } from 'zod';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { IdParam } from '../../core/schemas.js';
-import { createAutomation, deleteAutomation, getAutomation, listAutomations, updateAutomation } from './automations.repository.js';
-import { Automation, AutomationCreateInput, AutomationUpdateInput, DEFAULT_STATUS, PLACEHOLDER_TRIGGER_EVENT } from './automations.schemas.js';
+import type { AutomationStatus } from './automations.lifecycle.js';
+import {
+  createAutomation,
+  deleteAutomation,
+  EVALUATION_COST,
+  getAutomation,
+  listAutomations,
+  listExecutions,
+  transitionAutomation,
+  updateAutomation,
+} from './automations.repository.js';
+import { Automation, AutomationCreateInput, AutomationExecution, AutomationUpdateInput, DEFAULT_STATUS, PLACEHOLDER_TRIGGER_EVENT } from './automations.schemas.js';
 
 const AutomationId = z.strictObject({ id: IdParam('automation') });
+
+/** POST /automations/{id}/<action>: one move of the lifecycle, answering the automation. */
+function lifecycleOperation(action: string, to: AutomationStatus, from: readonly AutomationStatus[] | 'any', summary: string, description: string) {
+  return defineOperation({
+    id: `automations.${action}`,
+    method: 'POST',
+    event: 'automation.updated',
+    path: `/automations/{id}/${action}`,
+    summary,
+    description,
+    input: AutomationId,
+    output: Automation,
+    handler: (input, ctx) => transitionAutomation(ctx, input.id, from, to),
+  });
+}
 
 export const automationsOperations: Operation[] = [
   defineOperation({
@@ -21,17 +46,17 @@ export const automationsOperations: Operation[] = [
   defineOperation({
     id: 'automations.create',
     method: 'POST',
+    event: 'automation.created',
+    cost: EVALUATION_COST,
     path: '/automations',
-    summary: 'Create an automation (costs 1 credit)',
+    summary: 'Create an automation',
     description: [
-      "Costs 1 credit (its instructions are evaluated), debited in the same transaction as the create; with too few credits the answer is 402 `INSUFFICIENT_CREDITS` and nothing is written.",
-      `\`status\` defaults to "${DEFAULT_STATUS}". Without \`triggerEvent\` the placeholder "${PLACEHOLDER_TRIGGER_EVENT}" is stored.`,
-      'Without `triggerType` it is inferred: "scheduled" when `cronExpression` is given or the instructions describe a schedule ("every Monday", "daily", "at 9am"), else "event". A scheduled automation needs a valid `cronExpression`; an event automation takes none. `triggerType` is never returned.',
+      `Only \`name\` and \`instructions\` are needed. Without \`status\` the automation starts "${DEFAULT_STATUS}": a background worker evaluates the instructions into a plan (trigger, condition, steps) and moves it to "pending_approval" (approve it to run), "evaluation_failed" or "code_generation_failed" (see \`statusReason\`). The answer is immediate.`,
+      `Fields given explicitly (\`triggerEvent\`, \`cronExpression\`, \`condition\`, \`triggerType\`) win over what evaluation infers. Without \`triggerEvent\` the placeholder "${PLACEHOLDER_TRIGGER_EVENT}" is stored until evaluation. \`triggerType\` is never returned.`,
     ].join('\n\n'),
     input: AutomationCreateInput,
     output: Automation,
-    errors: ['INSUFFICIENT_CREDITS'],
-    handler: (input, ctx) => createAutomation(ctx.db, ctx.orgId, ctx.actorId, input),
+    handler: (input, ctx) => createAutomation(ctx, input),
   }),
   defineOperation({
     id: 'automations.get',
@@ -45,22 +70,43 @@ export const automationsOperations: Operation[] = [
   defineOperation({
     id: 'automations.update',
     method: 'PATCH',
+    event: 'automation.updated',
     path: '/automations/{id}',
     summary: 'Update an automation',
-    description:
-      'Only the fields present in the body are changed; null clears a nullable field. Free of charge. A scheduled automation keeps a valid `cronExpression`; switching to `triggerType` "event" clears it.',
+    description: [
+      'Only the fields present in the body are changed; null clears a nullable field.',
+      `New \`instructions\` send the automation back to "pending_evaluation", which costs ${EVALUATION_COST} credit like the first evaluation (402 \`INSUFFICIENT_CREDITS\` and nothing changed when the balance is too low); so does a move to "pending_evaluation" through \`status\`.`,
+      '`status` follows the transitions table (README, "Automations"); a move it does not allow is a 400 naming the allowed targets. Switching to `triggerType` "event" clears `cronExpression`.',
+    ].join('\n\n'),
     input: AutomationUpdateInput,
     output: Automation,
-    handler: ({ id, ...patch }, ctx) => updateAutomation(ctx.db, ctx.orgId, id, patch),
+    errors: ['INSUFFICIENT_CREDITS'],
+    handler: ({ id, ...patch }, ctx) => updateAutomation(ctx, id, patch),
   }),
   defineOperation({
     id: 'automations.delete',
     method: 'DELETE',
+    event: 'automation.deleted',
     path: '/automations/{id}',
     summary: 'Delete an automation',
-    description: 'Soft delete: the automation gets `deletedAt` and disappears from lists and gets.',
+    description: 'Soft delete: the automation gets `deletedAt`, disappears from lists and gets, and never runs again.',
     input: AutomationId,
     output: Automation,
     handler: (input, ctx) => deleteAutomation(ctx.db, ctx.orgId, input.id),
+  }),
+  lifecycleOperation('approve', 'active', ['pending_approval'], 'Approve an automation', 'Moves an automation from "pending_approval" to "active": it runs from now on.'),
+  lifecycleOperation('pause', 'paused', ['active'], 'Pause an automation', 'Moves an "active" automation to "paused": it does not run until resumed. Missed events and ticks are not replayed.'),
+  lifecycleOperation('resume', 'active', ['paused', 'failed'], 'Resume an automation', 'Moves a "paused" (or "failed") automation back to "active" and resets its failure count.'),
+  lifecycleOperation('archive', 'archived', 'any', 'Archive an automation', 'Moves an automation to "archived" from any status: it never runs again and cannot change status afterwards.'),
+  defineOperation({
+    id: 'automations.list_executions',
+    kind: 'list',
+    method: 'GET',
+    path: '/automations/{id}/executions',
+    summary: "List an automation's executions",
+    description: 'One execution per triggering event or cron tick: its status, error, and the records each step touched. Newest first by default.',
+    input: Pagination.extend(AutomationId.shape).strict(),
+    output: AutomationExecution,
+    handler: ({ id, ...page }, ctx) => listExecutions(ctx.db, ctx.orgId, id, page),
   }),
 ];

@@ -16,8 +16,8 @@ export const AUTOMATION_STATUSES = [
   'archived',
 ] as const;
 
-/** The status of an automation created without one. */
-export const DEFAULT_STATUS = 'draft';
+/** The status of an automation created without one: its instructions are evaluated at once. */
+export const DEFAULT_STATUS = 'pending_evaluation';
 
 /** Stored as `triggerEvent` when the create request has none; evaluation replaces it with the event inferred from the instructions. */
 export const PLACEHOLDER_TRIGGER_EVENT = 'automation.pending';
@@ -82,7 +82,12 @@ const fields = {
   maxExecutions: z.number().int().min(1).max(INT32_MAX).nullable().optional().describe('Largest number of runs; null or absent means unlimited'),
   currentExecutions: z.number().int().min(0).max(INT32_MAX).optional().describe('Runs so far, at least 0 (default 0)'),
   expiresAt: DateTimeInput.nullable().optional().describe('When the automation stops running; null or absent means never'),
-  status: z.enum(AUTOMATION_STATUSES).optional().describe(`Lifecycle status (default "${DEFAULT_STATUS}")`),
+  status: z
+    .enum(AUTOMATION_STATUSES)
+    .optional()
+    .describe(
+      `Lifecycle status (default "${DEFAULT_STATUS}": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step`,
+    ),
 };
 
 export const AutomationCreateInput = z.strictObject(fields);
@@ -108,7 +113,7 @@ export const Automation = z.object({
   instructions: z.string(),
   createdBy: Uuid.describe('API key or user that created the automation'),
   enabled: z.boolean(),
-  permissions: JsonObject.describe('What the automation may do once evaluated (set by evaluation)'),
+  permissions: JsonObject.describe('What the plan may do: `{ "operations": [operation ids] }`, set by evaluation; `{}` before'),
   groupId: Uuid.nullable(),
   groupName: z.string().nullable(),
   groupMetadata: GroupMetadata.nullable(),
@@ -116,4 +121,33 @@ export const Automation = z.object({
   currentExecutions: z.number().int().describe('Runs so far'),
   expiresAt: z.iso.datetime().nullable().describe('When the automation stops running; null means never'),
   status: z.enum(AUTOMATION_STATUSES),
+  statusReason: z.string().nullable().describe('Why evaluation or the last runs failed; null otherwise'),
+  nextRunAt: z.iso.datetime().nullable().describe('Next cron tick of an active scheduled automation; null otherwise'),
+  lastRunAt: z.iso.datetime().nullable().describe('When the last successful run finished; null before the first'),
+  timezone: z.string().nullable().describe('IANA time zone `cronExpression` is read in; null means UTC'),
+  actions: z
+    .array(
+      z.object({
+        operation: z.string().describe('Operation id, e.g. "messages.update"'),
+        input: JsonObject.describe('Its input; string values may hold templates such as "{{event.resourceId}}" or "{{now}}"'),
+      }),
+    )
+    .nullable()
+    .describe('The plan: steps run in order, in one transaction, each an operation of the REST table; null until evaluation built it'),
+});
+
+export const EXECUTION_STATUSES = ['pending', 'succeeded', 'failed', 'skipped'] as const;
+
+export const AutomationExecution = z.object({
+  id: Uuid.describe('Id of the execution'),
+  automationId: Uuid.describe('The automation that ran'),
+  eventId: Uuid.nullable().describe('The event that triggered the run (event-triggered automations)'),
+  scheduledFor: z.iso.datetime().nullable().describe('The cron tick of the run (scheduled automations)'),
+  status: z.enum(EXECUTION_STATUSES).describe('"pending" (queued), "succeeded", "failed" (nothing was written) or "skipped" (the automation could no longer run)'),
+  error: z.string().nullable().describe('Why the run failed or was skipped'),
+  steps: z
+    .array(z.object({ operation: z.string(), resourceId: Uuid.nullable().describe('Id of the record the step touched') }))
+    .describe('One entry per step that ran'),
+  startedAt: z.iso.datetime().nullable(),
+  finishedAt: z.iso.datetime().nullable(),
 });

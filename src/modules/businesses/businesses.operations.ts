@@ -19,6 +19,7 @@ export const businessesOperations: Operation[] = [
   defineOperation({
     id: 'businesses.create',
     method: 'POST',
+    event: 'business.created',
     path: '/businesses',
     summary: 'Create a business',
     description: '`name` is required. `createdBy` is the API key (or signed-in user) making the request.',
@@ -38,6 +39,7 @@ export const businessesOperations: Operation[] = [
   defineOperation({
     id: 'businesses.update',
     method: 'PATCH',
+    event: 'business.updated',
     path: '/businesses/{id}',
     summary: 'Update a business',
     description: 'Only the fields present in the body are changed; `data` is replaced as a whole.',
@@ -48,6 +50,7 @@ export const businessesOperations: Operation[] = [
   defineOperation({
     id: 'businesses.delete',
     method: 'DELETE',
+    event: 'business.deleted',
     path: '/businesses/{id}',
     summary: 'Delete a business',
     description:

@@ -49,6 +49,7 @@ const contactOperations: Operation[] = [
   defineOperation({
     id: 'contacts.create',
     method: 'POST',
+    event: 'contact.created',
     path: '/contacts',
     summary: 'Create a contact',
     description: 'Every field is optional. Emails, phone numbers and addresses are added through their own operations.',
@@ -69,6 +70,7 @@ const contactOperations: Operation[] = [
   defineOperation({
     id: 'contacts.update',
     method: 'PATCH',
+    event: 'contact.updated',
     path: '/contacts/{id}',
     summary: 'Update a contact',
     description: 'Only the fields present in the body are changed; null clears a field.',
@@ -79,6 +81,7 @@ const contactOperations: Operation[] = [
   defineOperation({
     id: 'contacts.delete',
     method: 'DELETE',
+    event: 'contact.deleted',
     path: '/contacts/{id}',
     summary: 'Delete a contact',
     description: 'Soft delete: the contact and its emails, phone numbers and addresses get `deletedAt` and disappear from lists and gets.',
@@ -133,6 +136,7 @@ function childOperations(spec: {
     defineOperation({
       id: `contacts.create_${spec.action}`,
       method: 'POST',
+      event: `contact.${spec.action}.created`,
       path,
       summary: `Add ${spec.singular.startsWith('a') || spec.singular.startsWith('e') ? 'an' : 'a'} ${spec.singular} to a contact`,
       input: z.strictObject({ ...parent, ...spec.create }),
@@ -154,6 +158,7 @@ function childOperations(spec: {
     defineOperation({
       id: `contacts.update_${spec.action}`,
       method: 'PATCH',
+      event: `contact.${spec.action}.updated`,
       path: item,
       summary: `Update a contact's ${spec.singular}`,
       description: 'Only the fields present in the body are changed.',
@@ -167,6 +172,7 @@ function childOperations(spec: {
     defineOperation({
       id: `contacts.delete_${spec.action}`,
       method: 'DELETE',
+      event: `contact.${spec.action}.deleted`,
       path: item,
       summary: `Delete a contact's ${spec.singular}`,
       description: 'Soft delete: the record gets `deletedAt` and disappears from lists and gets.',

@@ -39,6 +39,7 @@ const customerOperations: Operation[] = [
   defineOperation({
     id: 'customers.create',
     method: 'POST',
+    event: 'customer.created',
     path: '/customers',
     summary: 'Create a customer',
     description: 'Every field is optional. `businessId` and `contactId` must name live records of the organization.',
@@ -58,6 +59,7 @@ const customerOperations: Operation[] = [
   defineOperation({
     id: 'customers.update',
     method: 'PATCH',
+    event: 'customer.updated',
     path: '/customers/{id}',
     summary: 'Update a customer',
     description: 'Only the fields present in the body are changed; null clears a field; `data` is replaced as a whole.',
@@ -68,6 +70,7 @@ const customerOperations: Operation[] = [
   defineOperation({
     id: 'customers.delete',
     method: 'DELETE',
+    event: 'customer.deleted',
     path: '/customers/{id}',
     summary: 'Delete a customer',
     description: 'Soft delete: the customer and its transactions get `deletedAt` and disappear from lists and gets.',
@@ -92,6 +95,7 @@ const transactionOperations: Operation[] = [
   defineOperation({
     id: 'customers.create_transaction',
     method: 'POST',
+    event: 'customer.transaction.created',
     path: '/customers/{id}/transactions',
     summary: 'Add a transaction to a customer',
     description: "`amount`, `currency`, `status` and `type` are required. `businessId` defaults to the customer's business.",
@@ -111,6 +115,7 @@ const transactionOperations: Operation[] = [
   defineOperation({
     id: 'customers.update_transaction',
     method: 'PUT',
+    event: 'customer.transaction.updated',
     path: '/customers/{id}/transactions/{transactionId}',
     summary: "Update a customer's transaction",
     description: 'Accepts partial bodies: only the fields present are changed, null clears `businessId`, `description` or `transactionDate`. 404 for an unknown transaction.',
@@ -121,6 +126,7 @@ const transactionOperations: Operation[] = [
   defineOperation({
     id: 'customers.delete_transaction',
     method: 'DELETE',
+    event: 'customer.transaction.deleted',
     path: '/customers/{id}/transactions/{transactionId}',
     summary: "Delete a customer's transaction",
     description: 'Soft delete: the transaction gets `deletedAt` and disappears from lists and gets.',

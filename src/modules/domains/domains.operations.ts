@@ -38,6 +38,7 @@ export const domainsOperations: Operation[] = [
   defineOperation({
     id: 'domains.create',
     method: 'POST',
+    event: 'domain.created',
     path: '/domains',
     summary: 'Add a domain',
     description:
@@ -58,6 +59,7 @@ export const domainsOperations: Operation[] = [
   defineOperation({
     id: 'domains.delete',
     method: 'DELETE',
+    event: 'domain.deleted',
     path: '/domains/{id}',
     summary: 'Delete a domain and its registrations',
     description: 'Soft delete: the domain and its registrations get `deletedAt` and disappear from lists and gets. The name can then be added again.',
@@ -78,6 +80,7 @@ export const domainsOperations: Operation[] = [
   defineOperation({
     id: 'domains.create_registration',
     method: 'POST',
+    event: 'domain.registration.created',
     path: '/domains/{id}/registrations',
     summary: 'Record a registration of a domain',
     description: 'Every field is optional: `state` defaults to "pending", the three flags to true, `period` to 1 year.',
@@ -97,6 +100,7 @@ export const domainsOperations: Operation[] = [
   defineOperation({
     id: 'domains.update_registration',
     method: 'PUT',
+    event: 'domain.registration.updated',
     path: '/domains/{id}/registrations/{registrationId}',
     summary: "Update a domain's registration",
     description: 'Partial updates are accepted exactly as PATCH would: only the fields present in the body are changed; null clears `externalDomainId` or `externalId`.',
@@ -107,6 +111,7 @@ export const domainsOperations: Operation[] = [
   defineOperation({
     id: 'domains.delete_registration',
     method: 'DELETE',
+    event: 'domain.registration.deleted',
     path: '/domains/{id}/registrations/{registrationId}',
     summary: "Delete a domain's registration",
     description: 'Soft delete: the registration gets `deletedAt` and disappears from lists and gets.',

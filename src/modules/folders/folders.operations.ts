@@ -22,6 +22,7 @@ export const foldersOperations: Operation[] = [
   defineOperation({
     id: 'folders.create',
     method: 'POST',
+    event: 'folder.created',
     path: '/folders',
     summary: 'Create a folder',
     description: '`parentFolderId` must name a live folder of the organization (else 400 at `parentFolderId`).',
@@ -41,6 +42,7 @@ export const foldersOperations: Operation[] = [
   defineOperation({
     id: 'folders.update',
     method: 'PATCH',
+    event: 'folder.updated',
     path: '/folders/{id}',
     summary: 'Rename, move or change a folder',
     description:
@@ -52,6 +54,7 @@ export const foldersOperations: Operation[] = [
   defineOperation({
     id: 'folders.delete',
     method: 'DELETE',
+    event: 'folder.deleted',
     path: '/folders/{id}',
     summary: 'Delete a folder and everything in it',
     description:

@@ -79,9 +79,11 @@ export const messagesOperations: Operation[] = [
   defineOperation({
     id: 'messages.update',
     method: 'PATCH',
+    event: 'message.updated',
     path: '/messages/{id}',
-    summary: "Set or clear a message's read, archived and snoozed flags",
-    description: 'Each of `readAt`, `archivedAt`, `snoozedUntil`: a date-time sets it, null clears it, absent leaves it unchanged. No other field can be changed.',
+    summary: "Set or clear a message's read, archived and snoozed flags and its triage fields",
+    description:
+      'Each of `readAt`, `archivedAt`, `snoozedUntil`: a date-time sets it, null clears it, absent leaves it unchanged. `importance`, `urgency`, `status` and `action` likewise take a short text or null. No other field can be changed.',
     input: MessageUpdateInput,
     output: Message,
     handler: ({ id, ...flags }, ctx) => updateMessageFlags(ctx.db, ctx.orgId, id, flags),
@@ -89,6 +91,7 @@ export const messagesOperations: Operation[] = [
   defineOperation({
     id: 'messages.create',
     method: 'POST',
+    event: (m) => ['message.created', m.direction === 'incoming' ? 'message.received' : 'message.sent'],
     path: '/messages',
     summary: 'Record a message',
     description: 'Records a message that was sent or received. `direction` and `type` are required; every other field is optional. It does not send anything.',
@@ -99,6 +102,7 @@ export const messagesOperations: Operation[] = [
   defineOperation({
     id: 'messages.delete',
     method: 'DELETE',
+    event: 'message.deleted',
     path: '/messages/{id}',
     summary: 'Delete a message',
     description: 'Soft delete: the message gets `deletedAt` and disappears from lists, search, the snoozed count and gets.',

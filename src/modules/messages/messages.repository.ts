@@ -177,11 +177,12 @@ export async function createMessage(db: DbOrTx, orgId: string, values: MessageVa
   return row!;
 }
 
-export type MessageFlags = { [K in 'readAt' | 'archivedAt' | 'snoozedUntil']?: string | null | undefined };
+export type MessageFlags = { [K in 'readAt' | 'archivedAt' | 'snoozedUntil' | 'importance' | 'urgency' | 'status' | 'action']?: string | null | undefined };
 
 /** Sets (date-time), clears (null) or keeps (absent) each flag; 404 unless the message is live. */
 export async function updateMessageFlags(db: DbOrTx, orgId: string, id: string, flags: MessageFlags): Promise<MessageRow | MessageJson> {
-  const patch = definedOnly({ readAt: toDate(flags.readAt), archivedAt: toDate(flags.archivedAt), snoozedUntil: toDate(flags.snoozedUntil) });
+  const { readAt, archivedAt, snoozedUntil, ...triage } = flags;
+  const patch = definedOnly({ readAt: toDate(readAt), archivedAt: toDate(archivedAt), snoozedUntil: toDate(snoozedUntil), ...triage });
   if (Object.keys(patch).length === 0) return getMessage(db, orgId, id);
   const [row] = await db
     .update(messages)

@@ -65,12 +65,19 @@ export const MessageCreateInput = z.strictObject({
 
 const flag = (what: string) => DateTimeInput.nullable().optional().describe(`${what}: a date-time sets it, null clears it, absent leaves it unchanged`);
 
-/** PATCH /messages/{id}: the three flags only. */
+const triage = (what: string, examples: string) =>
+  ShortText(64).min(1).nullable().optional().describe(`${openValue(what, examples)}: a value sets it, null clears it, absent leaves it unchanged`);
+
+/** PATCH /messages/{id}: the three flags of the specification, and the triage fields automations set. */
 export const MessageUpdateInput = z.strictObject({
   ...MessageId,
   readAt: flag('When the message was read'),
   archivedAt: flag('When the message was archived'),
   snoozedUntil: flag('Until when the message is snoozed'),
+  importance: triage('Importance', '"low", "normal", "high"'),
+  urgency: triage('Urgency', '"low", "normal", "high"'),
+  status: triage('Delivery or handling status', '"received", "handled"'),
+  action: triage('Action the message calls for', '"reply", "none"'),
 });
 
 export const MessageIdInput = z.strictObject(MessageId);

@@ -1,0 +1,201 @@
+import { CONDITION_OPERATORS, type Condition, type ConditionOperator, type ConditionTest } from './plan.js';
+
+/**
+ * Conditions on an event's record. Semantics:
+ * - `field` is a dotted path into the record (`importance`, `metadata.source`, `items.0.name`).
+ * - String comparisons are case-insensitive; a number compared with a string is compared as text.
+ * - `sender` and `recipient` (and their sub-fields, e.g. `sender.email`) are matched by address: a string
+ *   as it is (`Ada <ada@example.com>` by the part in angle brackets), an object by its `email`, `address`
+ *   or `phoneNumber` (`contains` also looks at `name`), an array by any of its elements; phone numbers
+ *   also match without their spaces, dots, dashes and parentheses (`+1 415 555-0123` equals `+14155550123`).
+ * - A field holding an array matches a positive operator when one of its elements does; `not_*`
+ *   operators are the negation of their positive twin (`not_contains` holds when no element contains).
+ * - `in` takes an array of values; `gt`/`gte`/`lt`/`lte` compare numbers, or ISO 8601 date strings;
+ *   `exists` holds when the value is present and neither null nor an empty string; `exists` and
+ *   `not_exists` take no value.
+ */
+
+const PARTY_FIELDS = new Set(['sender', 'recipient']);
+const ADDRESS_KEYS = ['email', 'address', 'phoneNumber'] as const;
+const NEGATIONS: Partial<Record<ConditionOperator, ConditionOperator>> = {
+  not_equals: 'equals',
+  not_contains: 'contains',
+  not_exists: 'exists',
+};
+const MAX_DEPTH = 32;
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Follows a dotted path; numeric segments index arrays. */
+export function valueAtPath(value: unknown, path: readonly string[]): unknown {
+  let current = value;
+  for (const segment of path) {
+    if (Array.isArray(current) && /^\d+$/.test(segment)) current = current[Number(segment)];
+    else if (isRecord(current)) current = current[segment];
+    else return undefined;
+  }
+  return current;
+}
+
+/** `Ada Lovelace <ada@example.com>` → its name and address; any other string is an address. */
+function splitAddressString(s: string): { address: string; name: string | null } {
+  const m = /^\s*"?([^"<]*?)"?\s*<([^>]+)>\s*$/.exec(s);
+  if (m) return { address: m[2]!.trim(), name: m[1]!.trim() || null };
+  return { address: s.trim(), name: null };
+}
+
+/** The address and name of one party (a sender or recipient element). */
+export function partyOf(value: unknown): { address: string | null; name: string | null } {
+  if (typeof value === 'string') return splitAddressString(value);
+  if (isRecord(value)) {
+    const key = ADDRESS_KEYS.find((k) => typeof value[k] === 'string' && value[k] !== '');
+    return { address: key ? (value[key] as string) : null, name: typeof value.name === 'string' ? value.name : null };
+  }
+  return { address: null, name: null };
+}
+
+/** The values a test on `sender…`/`recipient…` compares with. */
+function partyCandidates(record: unknown, path: readonly string[], operator: ConditionOperator): unknown[] {
+  const root = valueAtPath(record, path.slice(0, 1));
+  const parties = Array.isArray(root) ? root : [root];
+  const sub = path.slice(1);
+  const out: unknown[] = [];
+  for (const party of parties) {
+    if (sub.length === 0) {
+      const { address, name } = partyOf(party);
+      if (address !== null) out.push(address);
+      if (isRecord(party)) for (const k of ADDRESS_KEYS) if (typeof party[k] === 'string' && party[k] !== address) out.push(party[k]);
+      if (name !== null && (operator === 'contains' || operator === 'starts_with' || operator === 'ends_with')) out.push(name);
+    } else if (typeof party === 'string') {
+      const split = splitAddressString(party);
+      if (sub.length === 1 && sub[0] === 'name') out.push(split.name ?? undefined);
+      else if (sub.length === 1 && (ADDRESS_KEYS as readonly string[]).includes(sub[0]!)) out.push(split.address);
+    } else {
+      out.push(valueAtPath(party, sub));
+    }
+  }
+  // Phone numbers are also compared without their spaces, dots, dashes and parentheses.
+  const phones = out.filter((c): c is string => typeof c === 'string' && PHONE_LIKE.test(c)).map((c) => c.replace(/[\s().-]/g, ''));
+  return [...out, ...phones];
+}
+
+const PHONE_LIKE = /^\+?[\d\s().-]{6,}$/;
+
+const isDateString = (s: string) => /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/i.test(s) && !Number.isNaN(Date.parse(s));
+const isScalar = (v: unknown): v is string | number | boolean => typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
+const lower = (v: string | number | boolean) => String(v).toLowerCase();
+
+function looseEquals(a: unknown, b: unknown): boolean {
+  if (isScalar(a) && isScalar(b)) {
+    if (typeof a === 'string' || typeof b === 'string') return lower(a) === lower(b);
+    return a === b;
+  }
+  if (a === null || b === null || a === undefined || b === undefined) return (a ?? null) === (b ?? null);
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function compare(a: unknown, b: unknown): number | null {
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  if (typeof a === 'number' && typeof b === 'string' && b.trim() !== '' && Number.isFinite(Number(b))) return a - Number(b);
+  if (typeof a === 'string' && typeof b === 'number' && a.trim() !== '' && Number.isFinite(Number(a))) return Number(a) - b;
+  if (typeof a === 'string' && typeof b === 'string' && isDateString(a) && isDateString(b)) return Date.parse(a) - Date.parse(b);
+  return null;
+}
+
+/** One positive operator on one scalar-or-object value. */
+function holds(operator: ConditionOperator, actual: unknown, expected: unknown): boolean {
+  switch (operator) {
+    case 'exists':
+      return actual !== undefined && actual !== null && actual !== '';
+    case 'equals':
+      return looseEquals(actual, expected);
+    case 'contains':
+      return isScalar(actual) && isScalar(expected) && lower(actual).includes(lower(expected));
+    case 'starts_with':
+      return isScalar(actual) && isScalar(expected) && lower(actual).startsWith(lower(expected));
+    case 'ends_with':
+      return isScalar(actual) && isScalar(expected) && lower(actual).endsWith(lower(expected));
+    case 'in':
+      return Array.isArray(expected) && expected.some((e) => looseEquals(actual, e));
+    case 'gt':
+    case 'gte':
+    case 'lt':
+    case 'lte': {
+      const c = compare(actual, expected);
+      if (c === null) return false;
+      return operator === 'gt' ? c > 0 : operator === 'gte' ? c >= 0 : operator === 'lt' ? c < 0 : c <= 0;
+    }
+    default:
+      return false;
+  }
+}
+
+function testHolds(test: ConditionTest, record: unknown): boolean {
+  const positive = NEGATIONS[test.operator] ?? test.operator;
+  const negate = positive !== test.operator;
+  const path = test.field.split('.');
+  let candidates: unknown[];
+  if (PARTY_FIELDS.has(path[0]!)) candidates = partyCandidates(record, path, positive);
+  else {
+    const value = valueAtPath(record, path);
+    candidates = Array.isArray(value) && positive !== 'equals' && positive !== 'exists' ? value : [value];
+    if (Array.isArray(value) && positive === 'equals') candidates = [value, ...value];
+    if (Array.isArray(value) && positive === 'exists') candidates = value.length ? [true] : [];
+  }
+  const any = candidates.some((c) => holds(positive, c, test.value));
+  return negate ? !any : any;
+}
+
+/** Whether the condition holds on the record (the event's `data`). */
+export function evaluateCondition(condition: Condition, record: unknown, depth = 0): boolean {
+  if (depth > MAX_DEPTH) return false;
+  if ('all' in condition) return condition.all.every((c) => evaluateCondition(c, record, depth + 1));
+  if ('any' in condition) return condition.any.some((c) => evaluateCondition(c, record, depth + 1));
+  if ('not' in condition) return !evaluateCondition(condition.not, record, depth + 1);
+  return testHolds(condition, record);
+}
+
+const VALUELESS = new Set<ConditionOperator>(['exists', 'not_exists']);
+const TEXTUAL = new Set<ConditionOperator>(['contains', 'not_contains', 'starts_with', 'ends_with']);
+const ORDERED = new Set<ConditionOperator>(['gt', 'gte', 'lt', 'lte']);
+
+/** What is wrong with a value meant as a Condition; an empty array means it is valid. */
+export function conditionIssues(value: unknown, at = 'condition', depth = 0): string[] {
+  if (depth > MAX_DEPTH) return [`${at}: nested deeper than ${MAX_DEPTH} levels`];
+  if (!isRecord(value)) return [`${at}: must be an object: a test {field, operator, value} or {all: [...]}, {any: [...]}, {not: {...}}`];
+  const keys = Object.keys(value);
+  for (const group of ['all', 'any'] as const) {
+    if (!(group in value)) continue;
+    if (keys.length !== 1) return [`${at}: "${group}" must be the only key of its object`];
+    const list = value[group];
+    if (!Array.isArray(list) || list.length === 0) return [`${at}.${group}: must be a non-empty array of conditions`];
+    return list.flatMap((c, i) => conditionIssues(c, `${at}.${group}[${i}]`, depth + 1));
+  }
+  if ('not' in value) {
+    if (keys.length !== 1) return [`${at}: "not" must be the only key of its object`];
+    return conditionIssues(value.not, `${at}.not`, depth + 1);
+  }
+  const issues: string[] = [];
+  const unknown = keys.filter((k) => k !== 'field' && k !== 'operator' && k !== 'value');
+  if (unknown.length) issues.push(`${at}: unknown key(s) ${unknown.map((k) => `"${k}"`).join(', ')}`);
+  const { field, operator } = value;
+  if (typeof field !== 'string' || !/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(field)) issues.push(`${at}.field: must be a dotted path such as "sender" or "metadata.source"`);
+  if (typeof operator !== 'string' || !(CONDITION_OPERATORS as readonly string[]).includes(operator)) {
+    issues.push(`${at}.operator: must be one of ${CONDITION_OPERATORS.join(', ')}`);
+    return issues;
+  }
+  const op = operator as ConditionOperator;
+  const has = 'value' in value && value.value !== undefined;
+  const v = value.value;
+  if (VALUELESS.has(op)) {
+    if (has) issues.push(`${at}.value: "${op}" takes no value`);
+  } else if (!has) issues.push(`${at}.value: "${op}" needs a value`);
+  else if (op === 'in') {
+    if (!Array.isArray(v) || v.length === 0) issues.push(`${at}.value: "in" needs a non-empty array of values`);
+  } else if (TEXTUAL.has(op)) {
+    if (!(typeof v === 'string' && v !== '') && typeof v !== 'number') issues.push(`${at}.value: "${op}" needs a non-empty string`);
+  } else if (ORDERED.has(op)) {
+    if (!(typeof v === 'number' && Number.isFinite(v)) && !(typeof v === 'string' && isDateString(v))) issues.push(`${at}.value: "${op}" needs a number or an ISO 8601 date`);
+  }
+  return issues;
+}

@@ -1,0 +1,114 @@
+import { AppError } from '../../../core/errors.js';
+import { operationCategory, operationPermission, parseInput, type Operation } from '../../../core/operation.js';
+import { hasPermission } from '../../../core/permissions.js';
+import { operations } from '../../../operations.js';
+import { isEventType, SCHEDULE_TRIGGER } from '../../events/events.catalog.js';
+import { isValidCron } from '../automations.schemas.js';
+import { conditionIssues } from '../condition.js';
+import type { Plan } from '../plan.js';
+import { parseExpression, renderTemplates, templateExpressions, templateIssues, type TemplateContext } from '../template.js';
+import { canonicalTimeZone } from './vocabulary.js';
+
+/** Areas whose operations a plan may not call: automations may not manage automations, events are read-only. */
+export const FORBIDDEN_STEP_AREAS = new Set(['automations', 'events']);
+export const MAX_STEPS = 20;
+
+const operationsById = new Map<string, Operation>(operations.map((op) => [op.id, op]));
+
+/** The operations a plan may call: the writes outside the forbidden areas. */
+export const plannableOperations = (): Operation[] => operations.filter((op) => op.method !== 'GET' && !FORBIDDEN_STEP_AREAS.has(operationCategory(op)));
+
+const SAMPLE_ID = '6f1c2b9e-8d4a-4c3e-9b7a-2e5f1d0c3a4b';
+const SAMPLE_NOW = new Date('2030-01-07T08:00:00.000Z');
+
+function sampleContext(plan: Plan, steps: number): TemplateContext {
+  return {
+    event: { id: SAMPLE_ID, type: plan.triggerEvent, resourceId: SAMPLE_ID, occurredAt: SAMPLE_NOW.toISOString(), data: { id: SAMPLE_ID, sender: { name: 'Sample Sender', email: 'sender@example.com' } } },
+    now: SAMPLE_NOW,
+    lastRunAt: null,
+    steps: Array.from({ length: steps }, () => ({ id: SAMPLE_ID })),
+    timezone: plan.timezone && canonicalTimeZone(plan.timezone) ? plan.timezone : null,
+    digest: 'Sample digest',
+  };
+}
+
+/**
+ * Expressions whose value is only known at run time (the event's record, what earlier steps answered
+ * besides their id, the sender): the schema cannot judge them before the run.
+ */
+function runtimeOnly(expr: string): boolean {
+  const parsed = parseExpression(expr);
+  if (typeof parsed === 'string') return false;
+  if (parsed.kind === 'event') return parsed.path[0] === 'data';
+  if (parsed.kind === 'step') return !(parsed.path.length === 1 && parsed.path[0] === 'id');
+  return parsed.kind === 'sender';
+}
+
+/** Issues the operation's schema finds in the rendered input, except under values known only at run time. */
+function inputIssues(op: Operation, input: Record<string, unknown>, ctx: TemplateContext): string[] {
+  const rendered = renderTemplates(input, ctx);
+  try {
+    parseInput(op, rendered);
+    return [];
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+  }
+  const skipped = templateExpressions(input)
+    .filter(({ expr }) => runtimeOnly(expr))
+    .map(({ at }) => at);
+  const parsed = op.input.safeParse(rendered);
+  if (parsed.success) return ['holds text the service refuses (NUL characters, lone surrogates or too deep nesting)'];
+  return parsed.error.issues
+    .filter((issue) => {
+      const at = issue.path.join('.');
+      return !skipped.some((s) => at === s || at.startsWith(`${s}.`));
+    })
+    .map((issue) => `${issue.path.length ? issue.path.join('.') : '(input)'}: ${issue.message}`);
+}
+
+/** What makes the plan unusable (`code_generation_failed`); an empty array means it can be stored and run. */
+export function validatePlan(plan: Plan, opts: { creatorPermissions: readonly string[] }): string[] {
+  const issues: string[] = [];
+  if (plan.triggerType === 'scheduled') {
+    if (plan.triggerEvent !== SCHEDULE_TRIGGER) issues.push(`A scheduled plan triggers on "${SCHEDULE_TRIGGER}", not "${plan.triggerEvent}"`);
+    if (!plan.cronExpression || !isValidCron(plan.cronExpression)) issues.push(`"${plan.cronExpression ?? ''}" is not a valid cron expression (5 fields: minute hour day-of-month month day-of-week)`);
+  } else if (plan.triggerType === 'event') {
+    if (!isEventType(plan.triggerEvent)) issues.push(`"${plan.triggerEvent}" is not an event type of the catalog`);
+    if (plan.cronExpression !== null) issues.push('An event-triggered plan has no cronExpression');
+  } else issues.push(`triggerType must be "event" or "scheduled"`);
+  if (plan.timezone !== null && !canonicalTimeZone(plan.timezone)) issues.push(`"${plan.timezone}" is not an IANA time zone`);
+  if (plan.condition !== null) issues.push(...conditionIssues(plan.condition));
+
+  if (!Array.isArray(plan.actions) || plan.actions.length === 0) issues.push('The plan has no actions');
+  else if (plan.actions.length > MAX_STEPS) issues.push(`The plan has more than ${MAX_STEPS} steps`);
+  else {
+    const ctx = sampleContext(plan, plan.actions.length);
+    plan.actions.forEach((step, i) => {
+      const at = `Step ${i + 1} (${step.operation})`;
+      const op = operationsById.get(step.operation);
+      if (!op) return void issues.push(`${at}: unknown operation "${step.operation}"`);
+      if (op.method === 'GET') return void issues.push(`${at}: only writes are plan steps; reads are not`);
+      if (FORBIDDEN_STEP_AREAS.has(operationCategory(op))) return void issues.push(`${at}: operations of the "${operationCategory(op)}" area are not allowed in plans`);
+      const needed = operationPermission(op);
+      if (!hasPermission(opts.creatorPermissions, needed)) issues.push(`${at}: the creator lacks the "${needed}" permission`);
+      if (step.input === null || typeof step.input !== 'object' || Array.isArray(step.input)) return void issues.push(`${at}: input must be an object`);
+      const templates = templateIssues(step.input);
+      issues.push(...templates.map((t) => `${at}: ${t}`));
+      for (const { expr } of templateExpressions(step.input)) {
+        const parsed = parseExpression(expr);
+        if (typeof parsed !== 'string' && parsed.kind === 'step' && parsed.index >= i) issues.push(`${at}: "{{${expr}}}" refers to a step that has not run yet`);
+        if (typeof parsed !== 'string' && (parsed.kind === 'event' || parsed.kind === 'sender') && plan.triggerType === 'scheduled') {
+          issues.push(`${at}: "{{${expr}}}" needs an event, and a scheduled plan has none`);
+        }
+      }
+      if (templates.length === 0) issues.push(...inputIssues(op, step.input, ctx).map((t) => `${at}: input ${t}`));
+    });
+  }
+
+  const stepOps = [...new Set((plan.actions ?? []).map((s) => s.operation))].sort();
+  const allowed = Array.isArray(plan.permissions?.operations) ? [...plan.permissions.operations].sort() : null;
+  if (!allowed || allowed.length !== stepOps.length || allowed.some((op, i) => op !== stepOps[i])) {
+    issues.push(`permissions.operations must list exactly the operations of the steps (${stepOps.join(', ') || 'none'})`);
+  }
+  return issues;
+}

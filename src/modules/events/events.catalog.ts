@@ -1,0 +1,45 @@
+/**
+ * The catalog of event types. Every successful write through the operation table records one or more
+ * of these in the same transaction as the write; automations trigger on them and webhooks deliver them.
+ * Names are dotted `resource.action`.
+ */
+const RESOURCES = [
+  'contact',
+  'contact.email',
+  'contact.phone_number',
+  'contact.address',
+  'message',
+  'customer',
+  'customer.transaction',
+  'business',
+  'folder',
+  'automation',
+  'domain',
+  'domain.registration',
+] as const;
+
+export type EventResource = (typeof RESOURCES)[number];
+export type EventAction = 'created' | 'updated' | 'deleted';
+
+const CRUD = RESOURCES.flatMap((r) => (['created', 'updated', 'deleted'] as const).map((a) => `${r}.${a}` as const));
+
+/** Every event type, in catalog order. `message.received` / `message.sent` accompany `message.created`. */
+export const EVENT_TYPES = [...CRUD, 'message.received', 'message.sent'] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+export const isEventType = (value: string): value is EventType => (EVENT_TYPES as readonly string[]).includes(value);
+
+/** One line per event type: what happened. Used by the README, the OpenAPI document and the MCP tool docs. */
+export function describeEventType(type: EventType): string {
+  if (type === 'message.received') return 'A new incoming message was recorded (alongside message.created)';
+  if (type === 'message.sent') return 'A new outgoing message was recorded (alongside message.created)';
+  const dot = type.lastIndexOf('.');
+  const resource = type.slice(0, dot).replace('.', ' ').replace('_', ' ');
+  return `A ${resource} was ${type.slice(dot + 1)}`;
+}
+
+/**
+ * The pseudo event type of scheduled automations: it names no recorded event, only the tick of the
+ * automation's `cronExpression`.
+ */
+export const SCHEDULE_TRIGGER = 'schedule.tick';

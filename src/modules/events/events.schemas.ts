@@ -1,0 +1,28 @@
+import { z } from 'zod';
+import { Pagination } from '../../core/pagination.js';
+import { IdParam, JsonValue, Timestamp, Uuid } from '../../core/schemas.js';
+import { EVENT_TYPES } from './events.catalog.js';
+
+export const EventTypeSchema = z.enum(EVENT_TYPES).describe('Event type, a dotted resource.action name (see the event catalog)');
+
+export const Event = z.object({
+  id: Uuid.describe('Unique id of the event'),
+  type: EventTypeSchema,
+  organizationId: Uuid.describe('Organization the event belongs to'),
+  resourceId: Uuid.nullable().describe('Id of the record the write touched'),
+  occurredAt: Timestamp.describe('When the write committed (ISO 8601 UTC)'),
+  actor: z
+    .object({
+      type: z.enum(['api_key', 'user', 'automation', 'system']).describe('What caused the write'),
+      id: Uuid.nullable().describe('Id of the API key, user or automation'),
+    })
+    .describe('Who caused the write'),
+  data: JsonValue.describe('The record after the write, as the operation answered it'),
+});
+
+export const EventListInput = Pagination.extend({
+  sortOrder: Pagination.shape.sortOrder.describe('Order by occurrence (ties broken by id); newest first by default'),
+  type: EventTypeSchema.optional().describe('Only events of this type'),
+}).strict();
+
+export const EventIdInput = z.strictObject({ id: IdParam('event') });

@@ -1,0 +1,23 @@
+import { describe, expect, it } from 'vitest';
+import { eventTypesOf } from '../../src/core/operation.js';
+import { EVENT_TYPES, isEventType } from '../../src/modules/events/events.catalog.js';
+import { operations } from '../../src/operations.js';
+
+describe('the operations and the event catalog', () => {
+  it('every write names event types of the catalog; no read records any', () => {
+    for (const op of operations) {
+      const sample = { id: '00000000-0000-4000-8000-000000000000', direction: 'incoming' };
+      const types = eventTypesOf(op, sample);
+      if (op.method === 'GET') expect(types, op.id).toEqual([]);
+      else {
+        expect(types.length, `${op.id} records no event`).toBeGreaterThan(0);
+        for (const type of types) expect(isEventType(type), `${op.id}: ${type}`).toBe(true);
+      }
+    }
+  });
+
+  it('every catalog type but the message arrivals is the event of some operation', () => {
+    const produced = new Set(operations.flatMap((op) => [...eventTypesOf(op, { direction: 'incoming' }), ...eventTypesOf(op, { direction: 'outgoing' })]));
+    expect(EVENT_TYPES.filter((type) => !produced.has(type))).toEqual(['domain.updated']);
+  });
+});
