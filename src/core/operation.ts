@@ -52,6 +52,8 @@ interface OperationBase<I extends z.ZodObject> {
   cost?: number;
   /** The event type recorded (in the write's transaction) when the operation succeeds; writes only. */
   event?: EventSpec;
+  /** The success status when it is not the method's default (201 for POST, 200 otherwise): e.g. 200 for an action POST that creates nothing. */
+  status?: 200 | 201;
 }
 
 export interface ItemOperation<I extends z.ZodObject = z.ZodObject, O extends z.ZodType = z.ZodType> extends OperationBase<I> {
@@ -79,7 +81,7 @@ export function defineOperation(op: Omit<Operation, 'kind'> & { kind?: 'item' | 
 export const operationCategory = (op: Pick<Operation, 'id'>) => op.id.slice(0, op.id.indexOf('.')) as Category;
 export const operationPermission = (op: Operation): Permission => requiredPermission(operationCategory(op), op.method);
 export const toolName = (op: Pick<Operation, 'id'>) => op.id.replace('.', '_');
-export const successStatus = (op: Pick<Operation, 'method'>) => (op.method === 'POST' ? 201 : 200);
+export const successStatus = (op: Pick<Operation, 'method' | 'status'>) => op.status ?? (op.method === 'POST' ? 201 : 200);
 export const pathParams = (op: Pick<Operation, 'path'>) => [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
 
 /** The response body of every operation, REST and MCP alike. */

@@ -22,6 +22,7 @@ function lifecycleOperation(action: string, to: AutomationStatus, from: readonly
   return defineOperation({
     id: `automations.${action}`,
     method: 'POST',
+    status: 200,
     event: 'automation.updated',
     path: `/automations/{id}/${action}`,
     summary,
