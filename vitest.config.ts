@@ -5,6 +5,7 @@ import { defineConfig } from 'vitest/config';
  * TEST_DATABASE_URL (or DATABASE_URL) is set. Each test file gets a fresh database.
  */
 const pgUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
+if (!pgUrl && process.env.CI === 'true') throw new Error('PostgreSQL (TEST_DATABASE_URL) is required when CI=true');
 if (pgUrl) {
   // Set here, in the main process, so both the global setup and the test workers see them.
   process.env.SB_TEST_PG_URL = pgUrl;

@@ -62,6 +62,11 @@ const SQL = {
   search: `SELECT ${MESSAGE_JSON} AS j FROM messages m
            WHERE m.organization_id = $1 AND m.deleted_at IS NULL AND m.search_vector @@ websearch_to_tsquery('simple', $2)
            ORDER BY m.created_at DESC, m.id DESC LIMIT $3 OFFSET $4`,
+  // The writes: one statement each, no event, no validation: what the service's write path is measured against.
+  createContact: `INSERT INTO contacts AS c (organization_id, name) VALUES ($1, $2) RETURNING ${CONTACT_JSON} AS j`,
+  createMessage: `INSERT INTO messages AS m (organization_id, direction, type, text) VALUES ($1, $2, $3, $4) RETURNING ${MESSAGE_JSON} AS j`,
+  updateMessage: `UPDATE messages AS m SET read_at = $3, updated_at = now()
+                  WHERE m.organization_id = $1 AND m.id = $2 AND m.deleted_at IS NULL RETURNING ${MESSAGE_JSON} AS j`,
 };
 
 const orgId = process.env.BASELINE_ORG_ID ?? '';
@@ -87,6 +92,18 @@ if (process.env.BASELINE_DATABASE_URL) {
   });
   app.get<{ Params: { id: string } }>('/v1/messages/:id', async (req, reply) => {
     const [row] = await run('message', [orgId, req.params.id]);
+    return row ? { data: row } : reply.code(404).send({ error: { code: 'NOT_FOUND', message: 'Message not found' } });
+  });
+  app.post<{ Body: { name?: string } }>('/v1/contacts', async (req, reply) => {
+    const [row] = await run('createContact', [orgId, req.body.name ?? null]);
+    return reply.code(201).send({ data: row });
+  });
+  app.post<{ Body: { direction: string; type: string; text?: string } }>('/v1/messages', async (req, reply) => {
+    const [row] = await run('createMessage', [orgId, req.body.direction, req.body.type, req.body.text ?? null]);
+    return reply.code(201).send({ data: row });
+  });
+  app.patch<{ Params: { id: string }; Body: { readAt?: string | null } }>('/v1/messages/:id', async (req, reply) => {
+    const [row] = await run('updateMessage', [orgId, req.params.id, req.body.readAt ?? null]);
     return row ? { data: row } : reply.code(404).send({ error: { code: 'NOT_FOUND', message: 'Message not found' } });
   });
   app.get<{ Querystring: Record<string, string> }>('/v1/messages/search', async (req) => {

@@ -13,6 +13,8 @@ export interface Row {
   /** e.g. 0.84 = 0.84x of `ratioOf`, or a latency ratio. */
   ratio?: number;
   ratioOf?: string;
+  /** The minimum ratio of a throughput target, for the chart. */
+  targetRatio?: number;
   /** Human-readable target, e.g. ">= 0.8x lean, p99 < 25 ms". */
   target?: string;
   /** undefined = informational row (no target). */

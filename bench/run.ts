@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import type { RequestSpec } from 'autocannon';
 import { openDatabase } from '../src/db/client.js';
 import { automationLatency } from './automation-latency.js';
+import { writeChart } from './chart.js';
 import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
 import { measure, probe, type Load, type LoadOptions, type Measurement } from './measure.js';
 import { freePort } from '../test/helpers/listen.js';
@@ -20,6 +21,7 @@ import { createMcpTokens, createTenant, sampleMessageIds, seedContacts, seedMess
 
 const ROOT = resolve(import.meta.dirname, '..');
 const RESULTS = join(ROOT, 'bench', 'results', 'latest.json');
+const CHART = join(ROOT, 'bench', 'results', 'latest.svg');
 
 const { values: args } = parseArgs({
   options: {
@@ -168,6 +170,7 @@ function throughputTarget(row: Row, base: Row | undefined, baseName: string, min
   }
   if (min === undefined) return;
   row.target = `>= ${min}x ${baseName}${p99Max ? `, p99 < ${p99Max} ms` : ''}`;
+  row.targetRatio = min;
   if (row.status === 'measured') row.pass = row.ratio !== undefined && row.ratio >= min && (p99Max === undefined || m!.p99 < p99Max);
 }
 
@@ -233,6 +236,28 @@ async function messageScenarios(database: string, service: Child, size: number, 
     p99Target(list, 25);
   }
   return { get, list };
+}
+
+/** The write path (validation, transaction, event recording) against one lean statement each, when `lean` is given. */
+async function writeScenarios(database: string, service: Child, lean: Child | undefined, messageIds: string[], auth: Record<string, string>, min?: number) {
+  const json = { 'content-type': 'application/json' };
+  const scenarios: { name: string; requests: RequestSpec[] }[] = [
+    { name: 'POST /v1/contacts', requests: [{ method: 'POST', path: '/v1/contacts', headers: json, body: JSON.stringify({ name: 'Bench contact' }) }] },
+    {
+      name: 'POST /v1/messages (incoming)',
+      requests: [{ method: 'POST', path: '/v1/messages', headers: json, body: JSON.stringify({ direction: 'incoming', type: 'email', text: 'Thanks for the quote, see you Monday' }) }],
+    },
+    {
+      name: 'PATCH /v1/messages/{id}',
+      requests: messageIds.map((id, i) => ({ method: 'PATCH', path: `/v1/messages/${id}`, headers: json, body: JSON.stringify({ readAt: i % 2 ? null : '2026-01-01T00:00:00Z' }) })),
+    },
+  ];
+  for (const scenario of scenarios) {
+    const row = await run({ database, name: scenario.name, origin: service.url, requests: scenario.requests, headers: auth });
+    if (!lean) continue;
+    const base = await run({ database, name: `  lean ${scenario.name.split(' ').slice(0, 2).join(' ')}`, origin: lean.url, requests: scenario.requests });
+    throughputTarget(row, base, 'lean', min);
+  }
 }
 
 async function benchPostgres() {
@@ -319,6 +344,8 @@ async function benchPostgres() {
     scalingRow(db, `GET message: ${scale}`, smallMessages.get, largeMessages.get, 1.5);
     scalingRow(db, `list incoming: ${scale}`, smallMessages.list, largeMessages.list, 1.5);
 
+    await writeScenarios(db, service, lean, smallIds, auth, 0.7);
+
     const peak = rss.stop();
     rows.push({ database: db, scenario: 'service RSS, peak under load', status: 'measured', rssBytes: peak, target: '< 200 MB', pass: peak > 0 ? peak < 200 * 1024 * 1024 : undefined });
   } finally {
@@ -363,6 +390,7 @@ async function benchPglite() {
     throughputTarget(list, pgRow('baseline: lean contacts page'), 'PG lean', undefined);
     await searchScenarios(db, service, undefined, profile.smallMessages, auth);
     await messageScenarios(db, service, profile.smallMessages, messageIds, auth);
+    await writeScenarios(db, service, undefined, messageIds, auth);
     const peak = rss.stop();
     rows.push({ database: db, scenario: 'service RSS, peak under load', status: 'measured', rssBytes: peak, note: 'PGlite runs PostgreSQL in WebAssembly inside the process; no RSS target' });
   } finally {
@@ -411,7 +439,8 @@ if (rows.length) {
     seedTimingsMs: timings,
     rows,
   });
-  process.stdout.write(`\nJSON: ${RESULTS}\n`);
+  writeChart(CHART, rows, `npm run bench${args.quick ? ' --quick' : ''}, ${startedAt.toISOString().slice(0, 10)}, ${cpus().length} cores`);
+  process.stdout.write(`\nJSON: ${RESULTS}\nChart: ${CHART}\n`);
 }
 if (failed) {
   log(`failed: ${failed instanceof Error ? (failed.stack ?? failed.message) : String(failed)}`);

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyAccessToken } from '../../src/oauth/grants.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/listen.js';
+import { skipWithout } from '../helpers/requirements.js';
 import { authorizeUrl, exchangeCode, pkcePair, registerClient } from '../helpers/oauth-flow.js';
 
 /** The consent page in a real browser: labels, CSP (inline style hash, form-action with the redirect), cookies. */
@@ -45,7 +46,7 @@ afterAll(async () => {
   await t?.close();
 });
 
-describe.skipIf(!hasChromium)('consent page in Chromium (skipped: /usr/bin/chromium is not installed)', () => {
+describe.skipIf(skipWithout(hasChromium, 'Chromium (/usr/bin/chromium)'))('consent page in Chromium (skipped: /usr/bin/chromium is not installed)', () => {
   it('signs in, ticks a category, approves and lands on the redirect URI with a code', async () => {
     const client = await registerClient(t.app, { redirect_uris: [callbackUrl], client_name: 'Browser test client' });
     const pkce = pkcePair();

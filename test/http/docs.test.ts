@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
+import { skipWithout } from '../helpers/requirements.js';
 
 /** The API reference page at `{base_url}/docs`: served with its assets from this server, nothing from a CDN. */
 
@@ -57,7 +58,7 @@ describe('GET /v1/docs', () => {
 
   // A real browser, where one is installed: the page renders the operations and asks no other host for anything.
   const chromium = ['/usr/bin/chromium', '/usr/bin/chromium-browser', process.env.CHROMIUM_PATH].find((p) => p && existsSync(p));
-  it.skipIf(!chromium || testDbKind !== 'pglite')('renders in a browser without any request to another host', async () => {
+  it.skipIf(skipWithout(!!chromium, 'Chromium (/usr/bin/chromium)') || testDbKind !== 'pglite')('renders in a browser without any request to another host', async () => {
     const { chromium: pw } = await import('playwright-core');
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = t.app.server.address() as AddressInfo;

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import type { Tenant } from '../helpers/app.js';
 import { freePort } from '../helpers/listen.js';
+import { skipWithout } from '../helpers/requirements.js';
 import { mintToken, startLiveApp, type LiveApp } from './helpers.js';
 
 /**
@@ -13,7 +14,7 @@ import { mintToken, startLiveApp, type LiveApp } from './helpers.js';
  */
 const redisUrl = process.env.TEST_REDIS_URL;
 
-describe.skipIf(!redisUrl)('/sse across instances (Redis relay)', () => {
+describe.skipIf(skipWithout(!!redisUrl, 'Redis (TEST_REDIS_URL)'))('/sse across instances (Redis relay)', () => {
   let first: LiveApp;
   let second: FastifyInstance;
   let secondOrigin: string;
