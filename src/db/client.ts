@@ -1,9 +1,8 @@
-import { mkdirSync } from 'node:fs';
-import { PGlite } from '@electric-sql/pglite';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import type { PGlite } from '@electric-sql/pglite';
 import { drizzle as drizzlePg, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
-import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import pg from 'pg';
 import { packagePath } from '../core/paths.js';
 import { acquireDataDirLock, type DataDirLock } from './lock.js';
@@ -82,7 +81,31 @@ function openPostgres(url: string, poolSize: number): Database {
   };
 }
 
+/**
+ * The embedded database's memory settings, for a small server: PostgreSQL's default 128 MB of shared
+ * buffers live inside this process (WebAssembly memory never shrinks), and 32 MB hold the hot pages of a
+ * small business's data. Passed at every start, never written to the data directory.
+ */
+export const PGLITE_SETTINGS = { shared_buffers: '32MB', work_mem: '4MB', maintenance_work_mem: '32MB', temp_buffers: '4MB' };
+
+/**
+ * Creates a new data directory (initdb) in a short-lived child process: initdb grows the WebAssembly heap
+ * to about 800 MB, which a process keeps for good; the service then opens the ready directory at about
+ * 180 MB. The child loads the same PGlite module as this process.
+ */
+function initPgliteDirectory(pgdata: string) {
+  if (existsSync(`${pgdata}/PG_VERSION`)) return;
+  const script = `const { PGlite } = await import(process.argv[1]); const db = await PGlite.create(process.argv[2]); await db.close();`;
+  execFileSync(process.execPath, ['--input-type=module', '-e', script, import.meta.resolve('@electric-sql/pglite'), pgdata], { stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
 async function openPglite(dataDir: string | undefined): Promise<Database> {
+  // Loaded here, not at the top: a process on PostgreSQL never loads the embedded database's code.
+  const [{ PGlite }, { drizzle: drizzlePglite }, { migrate: migratePglite }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('drizzle-orm/pglite'),
+    import('drizzle-orm/pglite/migrator'),
+  ]);
   let lock: DataDirLock | undefined;
   if (dataDir) {
     mkdirSync(dataDir, { recursive: true });
@@ -90,7 +113,10 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   }
   let client: PGlite;
   try {
-    client = await PGlite.create(dataDir ? `${dataDir}/pgdata` : 'memory://', { relaxedDurability: false });
+    const pgdata = dataDir ? `${dataDir}/pgdata` : 'memory://';
+    if (dataDir) initPgliteDirectory(pgdata);
+    const startParams = [...PGlite.defaultStartParams, ...Object.entries(PGLITE_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
+    client = await PGlite.create(pgdata, { relaxedDurability: false, startParams });
   } catch (err) {
     lock?.release();
     throw err;
