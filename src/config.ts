@@ -34,6 +34,8 @@ const Env = z.object({
   AUTOMATION_WORKER: z.enum(['true', 'false']).default('true'),
   /** How often the engine looks for work written by other processes (ms); its own writes wake it at once. */
   AUTOMATION_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(500),
+  /** Days events are kept (for GET /events and the automations); older ones are removed by the hourly cleanup. */
+  EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
 });
 
 export interface Config {
@@ -49,6 +51,7 @@ export interface Config {
   apiKeyCacheMs: number;
   trustProxy: boolean | string[] | ((address: string, hop: number) => boolean);
   automations: { llmUrl: string | undefined; llmModel: string | undefined; llmApiKey: string | undefined; worker: boolean; pollMs: number };
+  eventRetentionDays: number;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -77,6 +80,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       worker: e.AUTOMATION_WORKER === 'true',
       pollMs: e.AUTOMATION_POLL_MS,
     },
+    eventRetentionDays: e.EVENT_RETENTION_DAYS,
   };
 }
 

@@ -5,6 +5,7 @@ import { startCommandSocket, type CommandSocket } from './cli/command-socket.js'
 import { openDatabase } from './db/client.js';
 import { evaluatorFromConfig } from './modules/automations/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
+import { createCleanup } from './workers/cleanup.js';
 
 /**
  * `switchboard serve` / `npm start`: configuration -> database (+ migrations) -> app -> listen.
@@ -31,15 +32,20 @@ export async function serve(config: Config = loadConfig()) {
   }
 
   // Background work: claimed in the database, so every process may run it.
-  const engine = config.automations.worker
-    ? createAutomationEngine({
+  const workers: { start(): void; stop(): Promise<void> }[] = [
+    createCleanup({ db: database.db, clock: app.deps.clock, log: app.log, eventRetentionDays: config.eventRetentionDays }),
+  ];
+  if (config.automations.worker) {
+    workers.push(
+      createAutomationEngine({
         db: database.db,
         clock: app.deps.clock,
         log: app.log,
         pollMs: config.automations.pollMs,
         evaluator: evaluatorFromConfig({ url: config.automations.llmUrl, model: config.automations.llmModel, apiKey: config.automations.llmApiKey }),
-      })
-    : undefined;
+      }),
+    );
+  }
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -51,7 +57,7 @@ export async function serve(config: Config = loadConfig()) {
     try {
       await commandSocket?.close();
       await app.close();
-      await engine?.stop();
+      await Promise.all(workers.map((w) => w.stop()));
       await database.close();
       redis?.disconnect();
       process.exit(0);
@@ -64,7 +70,7 @@ export async function serve(config: Config = loadConfig()) {
   process.on('SIGINT', () => void stop('SIGINT'));
 
   await app.listen({ port: config.port, host: config.host });
-  engine?.start();
+  for (const w of workers) w.start();
   app.log.info(`Switchboard listening on ${config.publicUrl} (REST ${config.publicUrl}/v1, MCP ${config.publicUrl}/mcp) with ${database.kind === 'pglite' ? `the embedded database in ${config.dataDir}` : 'PostgreSQL'}`);
   return { app, database };
 }

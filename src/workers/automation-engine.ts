@@ -19,6 +19,7 @@ import { recordEvents } from '../modules/events/events.recorder.js';
 import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
 import { operations } from '../operations.js';
 import { runOperation } from '../run-operation.js';
+import { createWorkerLoop } from './loop.js';
 
 /** Runs caused by runs stop here: an event written by a run of this depth triggers nothing. */
 export const MAX_CHAIN_DEPTH = 3;
@@ -421,50 +422,8 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
     return total;
   }
 
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> | undefined;
-  let again = false;
-  let stopped = true;
-  let unsubscribe: (() => void) | undefined;
-
-  const kick = () => {
-    if (stopped) return;
-    if (running) {
-      again = true;
-      return;
-    }
-    clearTimeout(timer);
-    running = (async () => {
-      do {
-        again = false;
-        try {
-          await runOnce();
-        } catch (err) {
-          const appError = toAppError(err);
-          if (appError.code !== 'SERVICE_UNAVAILABLE') log.error({ err }, 'automation engine pass failed');
-        }
-      } while (again && !stopped);
-    })().finally(() => {
-      running = undefined;
-      if (!stopped) timer = setTimeout(kick, deps.pollMs ?? 500);
-    });
-  };
-
-  return {
-    runOnce,
-    start() {
-      if (!stopped) return;
-      stopped = false;
-      unsubscribe = onEventsCommitted(kick);
-      kick();
-    },
-    async stop() {
-      stopped = true;
-      unsubscribe?.();
-      clearTimeout(timer);
-      await running;
-    },
-  };
+  const loop = createWorkerLoop({ name: 'automation engine', pass: runOnce, intervalMs: deps.pollMs ?? 500, wake: onEventsCommitted, log });
+  return { runOnce, start: loop.start, stop: loop.stop };
 }
 
 type EvaluationRequestGiven = Parameters<typeof evaluateAutomation>[1]['given'];

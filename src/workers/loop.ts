@@ -1,0 +1,74 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { toAppError } from '../core/errors.js';
+
+export interface WorkerLoop {
+  start(): void;
+  /** Stops polling and waits for the pass under way. */
+  stop(): Promise<void>;
+  /** Runs a pass now (or right after the one under way). */
+  kick(): void;
+}
+
+export interface WorkerLoopOptions {
+  /** What the worker calls its work in the log, e.g. "automation engine". */
+  name: string;
+  /** One pass over the work at hand. */
+  pass: () => Promise<unknown>;
+  /** The pause between passes (ms). */
+  intervalMs: number;
+  /** Subscribes to a wake-up signal (e.g. events committed in this process); returns the unsubscribe. */
+  wake?: (kick: () => void) => () => void;
+  log: Pick<FastifyBaseLogger, 'error'>;
+}
+
+/**
+ * The loop every background worker runs: one pass at a time, again after `intervalMs`, at once when
+ * woken (a wake during a pass runs another pass right after it). A pass that throws is logged and the
+ * loop goes on; a database outage (503) is not logged on every pass. Work is claimed in the database by
+ * the passes themselves, so several processes may run the same loop.
+ */
+export function createWorkerLoop(opts: WorkerLoopOptions): WorkerLoop {
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let again = false;
+  let stopped = true;
+  let unsubscribe: (() => void) | undefined;
+
+  const kick = () => {
+    if (stopped) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    clearTimeout(timer);
+    running = (async () => {
+      do {
+        again = false;
+        try {
+          await opts.pass();
+        } catch (err) {
+          if (toAppError(err).code !== 'SERVICE_UNAVAILABLE') opts.log.error({ err }, `${opts.name} pass failed`);
+        }
+      } while (again && !stopped);
+    })().finally(() => {
+      running = undefined;
+      if (!stopped) timer = setTimeout(kick, opts.intervalMs);
+    });
+  };
+
+  return {
+    kick,
+    start() {
+      if (!stopped) return;
+      stopped = false;
+      unsubscribe = opts.wake?.(kick);
+      kick();
+    },
+    async stop() {
+      stopped = true;
+      unsubscribe?.();
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}

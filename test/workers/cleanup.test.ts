@@ -1,0 +1,84 @@
+import { eq, inArray } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { events, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../../src/db/schema.js';
+import { createCleanup, UNUSED_CLIENT_DAYS } from '../../src/workers/cleanup.js';
+import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
+
+const DAY = 24 * 60 * 60 * 1000;
+const now = new Date('2026-06-01T12:00:00Z');
+const ago = (days: number) => new Date(now.getTime() - days * DAY);
+const silent = { error: () => {}, info: () => {} };
+
+let t: TestApp;
+let a: Tenant;
+
+beforeAll(async () => {
+  t = await createTestApp();
+  a = await t.tenant();
+});
+afterAll(() => t?.close());
+
+const client = (id: string, createdAt: Date) => ({
+  id,
+  createdAt,
+  tokenEndpointAuthMethod: 'none',
+  redirectUris: ['http://127.0.0.1/cb'],
+  grantTypes: ['authorization_code'],
+  responseTypes: ['code'],
+});
+
+describe('cleanup', () => {
+  it('removes events past retention once dispatched, expired codes, tokens and sessions, and unapproved old clients; keeps the rest', async () => {
+    const db = t.database.db;
+    const user = await a.user();
+    const ev = (occurredAt: Date, dispatched: boolean) => ({
+      organizationId: a.orgId,
+      type: 'contact.created',
+      actorType: 'system',
+      occurredAt,
+      dispatchedAt: dispatched ? occurredAt : null,
+    });
+    const [oldEvent, undispatchedOld, recentEvent] = await db
+      .insert(events)
+      .values([ev(ago(31), true), ev(ago(31), false), ev(ago(29), true)])
+      .returning({ id: events.id });
+
+    await db.insert(oauthClients).values([client('old-unused', ago(UNUSED_CLIENT_DAYS + 1)), client('old-used', ago(UNUSED_CLIENT_DAYS + 1)), client('new-unused', ago(1))]);
+    const [grant] = await db
+      .insert(oauthGrants)
+      .values({ userId: user.id, organizationId: a.orgId, clientId: 'old-used', scopes: ['mcp'], categories: ['contacts'], resource: 'http://x/mcp' })
+      .returning();
+    const code = (hash: string, expiresAt: Date) => ({ codeHash: hash, expiresAt, grantId: grant!.id, clientId: 'old-used', redirectUri: 'http://127.0.0.1/cb', codeChallenge: 'x' });
+    await db.insert(oauthCodes).values([code('code-expired', ago(2)), code('code-just-expired', ago(0.5))]);
+    const token = (hash: string, expiresAt: Date) => ({ tokenHash: hash, kind: 'refresh' as const, expiresAt, grantId: grant!.id });
+    await db.insert(oauthTokens).values([token('token-expired', ago(2)), token('token-live', new Date(now.getTime() + DAY))]);
+    await db.insert(oauthSessions).values([
+      { idHash: 'session-expired', expiresAt: ago(0.1), userId: user.id },
+      { idHash: 'session-live', expiresAt: new Date(now.getTime() + DAY), userId: user.id },
+    ]);
+
+    const cleanup = createCleanup({ db, clock: () => now, log: silent, eventRetentionDays: 30 });
+    const counts = await cleanup.runOnce();
+    expect(counts).toEqual({ events: 1, 'oauth codes': 1, 'oauth tokens': 1, 'oauth sessions': 1, 'unused oauth clients': 1 });
+
+    const eventIds = (await db.select({ id: events.id }).from(events).where(inArray(events.id, [oldEvent!.id, undispatchedOld!.id, recentEvent!.id]))).map((r) => r.id);
+    expect(eventIds.sort()).toEqual([undispatchedOld!.id, recentEvent!.id].sort());
+    expect((await db.select({ id: oauthClients.id }).from(oauthClients)).map((r) => r.id).sort()).toEqual(expect.arrayContaining(['new-unused', 'old-used']));
+    expect(await db.select().from(oauthClients).where(eq(oauthClients.id, 'old-unused'))).toEqual([]);
+    expect((await db.select({ h: oauthCodes.codeHash }).from(oauthCodes)).map((r) => r.h)).toEqual(['code-just-expired']);
+    expect((await db.select({ h: oauthTokens.tokenHash }).from(oauthTokens)).map((r) => r.h)).toEqual(['token-live']);
+    expect((await db.select({ h: oauthSessions.idHash }).from(oauthSessions)).map((r) => r.h)).toEqual(['session-live']);
+
+    // A second pass finds nothing left to do.
+    expect(Object.values(await cleanup.runOnce()).every((n) => n === 0)).toBe(true);
+  });
+
+  it('honours the configured retention', async () => {
+    const db = t.database.db;
+    const [row] = await db.insert(events).values({ organizationId: a.orgId, type: 'contact.created', actorType: 'system', occurredAt: ago(8), dispatchedAt: ago(8) }).returning();
+    await createCleanup({ db, clock: () => now, log: silent, eventRetentionDays: 10 }).runOnce();
+    expect(await db.select().from(events).where(eq(events.id, row!.id))).toHaveLength(1);
+    await createCleanup({ db, clock: () => now, log: silent, eventRetentionDays: 7 }).runOnce();
+    expect(await db.select().from(events).where(eq(events.id, row!.id))).toHaveLength(0);
+  });
+});
