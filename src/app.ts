@@ -13,6 +13,7 @@ import { buildOpenApi } from './http/openapi.js';
 import { registerRestRoutes } from './http/rest.js';
 import { registerMcp } from './mcp/index.js';
 import { registerOAuth } from './oauth/index.js';
+import { setWebhookPolicy } from './modules/webhooks/webhooks.repository.js';
 import { operations } from './operations.js';
 import { VERSION } from './version.js';
 
@@ -36,6 +37,7 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 
 /** Builds the whole service (REST, OpenAPI, docs, OAuth, MCP) without listening; tests use `inject`. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  setWebhookPolicy({ allowInsecure: deps.config.webhookAllowInsecure });
   const app = Fastify({
     logger: deps.logger ?? false,
     bodyLimit: 1024 * 1024,

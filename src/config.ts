@@ -36,6 +36,8 @@ const Env = z.object({
   AUTOMATION_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(500),
   /** Days events are kept (for GET /events and the automations); older ones are removed by the hourly cleanup. */
   EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  /** Development and tests only: webhook endpoints may be http on a loopback host and reach private addresses. */
+  WEBHOOK_ALLOW_INSECURE: z.enum(['true', 'false']).default('false'),
 });
 
 export interface Config {
@@ -52,6 +54,7 @@ export interface Config {
   trustProxy: boolean | string[] | ((address: string, hop: number) => boolean);
   automations: { llmUrl: string | undefined; llmModel: string | undefined; llmApiKey: string | undefined; worker: boolean; pollMs: number };
   eventRetentionDays: number;
+  webhookAllowInsecure: boolean;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -81,6 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       pollMs: e.AUTOMATION_POLL_MS,
     },
     eventRetentionDays: e.EVENT_RETENTION_DAYS,
+    webhookAllowInsecure: e.WEBHOOK_ALLOW_INSECURE === 'true',
   };
 }
 

@@ -5,8 +5,9 @@ import { contactsOperations } from './modules/contacts/contacts.operations.js';
 import { customersOperations } from './modules/customers/customers.operations.js';
 import { domainsOperations } from './modules/domains/domains.operations.js';
 import { eventsOperations } from './modules/events/events.operations.js';
+import { webhooksOperations } from './modules/webhooks/webhooks.operations.js';
 import { foldersOperations } from './modules/folders/folders.operations.js';
 import { messagesOperations } from './modules/messages/messages.operations.js';
 
 /** Every operation of the service. The REST routes, the OpenAPI document and the MCP tools are built from it. */
-export const operations: Operation[] = [...contactsOperations, ...messagesOperations, ...customersOperations, ...businessesOperations, ...foldersOperations, ...automationsOperations, ...domainsOperations, ...eventsOperations];
+export const operations: Operation[] = [...contactsOperations, ...messagesOperations, ...customersOperations, ...businessesOperations, ...foldersOperations, ...automationsOperations, ...domainsOperations, ...eventsOperations, ...webhooksOperations];

@@ -46,7 +46,7 @@ function eventsOf(op: Operation, orgId: string, data: unknown): NewEvent[] {
   const record = data as { id?: unknown };
   const resourceId = typeof record?.id === 'string' ? record.id : null;
   // Plain JSON, as REST answers it: Dates become ISO strings.
-  const json = JSON.parse(JSON.stringify(data)) as unknown;
+  const json = JSON.parse(JSON.stringify(op.eventData ? op.eventData(data as Record<string, unknown>) : data)) as unknown;
   return eventTypesOf(op, data)
     .filter(isEventType)
     .map((type) => ({ type, organizationId: orgId, resourceId, data: json }));

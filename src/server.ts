@@ -6,6 +6,7 @@ import { openDatabase } from './db/client.js';
 import { evaluatorFromConfig } from './modules/automations/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
+import { createWebhookDelivery } from './workers/webhook-delivery.js';
 
 /**
  * `switchboard serve` / `npm start`: configuration -> database (+ migrations) -> app -> listen.
@@ -34,6 +35,7 @@ export async function serve(config: Config = loadConfig()) {
   // Background work: claimed in the database, so every process may run it.
   const workers: { start(): void; stop(): Promise<void> }[] = [
     createCleanup({ db: database.db, clock: app.deps.clock, log: app.log, eventRetentionDays: config.eventRetentionDays }),
+    createWebhookDelivery({ db: database.db, clock: app.deps.clock, log: app.log, allowInsecure: config.webhookAllowInsecure }),
   ];
   if (config.automations.worker) {
     workers.push(

@@ -11,6 +11,7 @@ export const CATEGORIES = [
   { id: 'automations', title: 'Automations', description: 'Event-driven and scheduled automations' },
   { id: 'domains', title: 'Domains', description: 'Domains and their registrations' },
   { id: 'events', title: 'Events', description: 'The record of every change: what was created, updated or deleted, by whom (read-only)' },
+  { id: 'webhooks', title: 'Webhooks', description: "Endpoints that receive the organization's events, their signing secrets and deliveries" },
 ] as const;
 
 export type Category = (typeof CATEGORIES)[number]['id'];

@@ -52,6 +52,8 @@ interface OperationBase<I extends z.ZodObject> {
   cost?: number;
   /** The event type recorded (in the write's transaction) when the operation succeeds; writes only. */
   event?: EventSpec;
+  /** The record the event carries when it is not the answer as it stands (e.g. the answer less a secret shown only once). */
+  eventData?: (data: Record<string, unknown>) => unknown;
   /** The success status when it is not the method's default (201 for POST, 200 otherwise): e.g. 200 for an action POST that creates nothing. */
   status?: 200 | 201;
 }

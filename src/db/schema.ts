@@ -399,6 +399,69 @@ export const events = pgTable(
   ],
 );
 
+// ---------------------------------------------------------------- webhooks
+
+/**
+ * An organization's receiver of events. The signing secret is kept as it is given out (it must sign
+ * every delivery, so it cannot be hashed); the previous secret keeps signing beside the new one until
+ * `previous_secret_expires_at` after a rotation.
+ */
+export const webhookEndpoints = pgTable(
+  'webhook_endpoints',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    url: text('url').notNull(),
+    description: text('description'),
+    /** Event types delivered; `*` for all. */
+    eventTypes: text('event_types').array().notNull(),
+    enabled: boolean('enabled').notNull().default(true),
+    /** Why the service disabled the endpoint (deliveries failing for 3 days); null otherwise. */
+    disabledReason: text('disabled_reason'),
+    metadata: jsonb('metadata').$type<Json>().notNull().default({}),
+    secret: text('secret').notNull(),
+    previousSecret: text('previous_secret'),
+    previousSecretExpiresAt: ts('previous_secret_expires_at'),
+  },
+  (t) => [listIndex('webhook_endpoints_list', t)],
+);
+
+/**
+ * One event for one endpoint: the durable delivery queue. `status` pending (waiting for
+ * `next_attempt_at`), delivering (claimed until `lease_until`), succeeded or failed (given up). One row
+ * per (endpoint, event), so an event reaches an endpoint through one delivery at a time.
+ */
+export const webhookDeliveries = pgTable(
+  'webhook_deliveries',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    organizationId: orgRef(),
+    endpointId: uuid('endpoint_id')
+      .notNull()
+      .references(() => webhookEndpoints.id),
+    /** The event delivered (no foreign key: events expire on their own schedule). */
+    eventId: uuid('event_id').notNull(),
+    eventType: text('event_type').notNull(),
+    /** The body to send when it is not a recorded event (the `webhook.test` event); null reads the event. */
+    payload: jsonb('payload').$type<unknown>(),
+    status: text('status').$type<'pending' | 'delivering' | 'succeeded' | 'failed'>().notNull().default('pending'),
+    attempt: integer('attempt').notNull().default(0),
+    nextAttemptAt: ts('next_attempt_at').notNull().defaultNow(),
+    leaseUntil: ts('lease_until'),
+    lastStatusCode: integer('last_status_code'),
+    lastDurationMs: integer('last_duration_ms'),
+    lastError: text('last_error'),
+    lastAttemptAt: ts('last_attempt_at'),
+    deliveredAt: ts('delivered_at'),
+  },
+  (t) => [
+    uniqueIndex('webhook_deliveries_endpoint_event').on(t.endpointId, t.eventId),
+    index('webhook_deliveries_list').on(t.endpointId, t.createdAt, t.id),
+    index('webhook_deliveries_due').on(t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'delivering')`),
+  ],
+);
+
 // ---------------------------------------------------------------- domains
 
 export const domains = pgTable(

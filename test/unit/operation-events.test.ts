@@ -3,12 +3,15 @@ import { eventTypesOf } from '../../src/core/operation.js';
 import { EVENT_TYPES, isEventType } from '../../src/modules/events/events.catalog.js';
 import { operations } from '../../src/operations.js';
 
+/** Writes that change no record of the organization: they queue a delivery, which is not a resource. */
+const NO_RECORD_CHANGED = ['webhooks.test', 'webhooks.retry_delivery'];
+
 describe('the operations and the event catalog', () => {
   it('every write names event types of the catalog; no read records any', () => {
     for (const op of operations) {
       const sample = { id: '00000000-0000-4000-8000-000000000000', direction: 'incoming' };
       const types = eventTypesOf(op, sample);
-      if (op.method === 'GET') expect(types, op.id).toEqual([]);
+      if (op.method === 'GET' || NO_RECORD_CHANGED.includes(op.id)) expect(types, op.id).toEqual([]);
       else {
         expect(types.length, `${op.id} records no event`).toBeGreaterThan(0);
         for (const type of types) expect(isEventType(type), `${op.id}: ${type}`).toBe(true);

@@ -16,6 +16,7 @@ const RESOURCES = [
   'automation',
   'domain',
   'domain.registration',
+  'webhook',
 ] as const;
 
 export type EventResource = (typeof RESOURCES)[number];
@@ -43,3 +44,9 @@ export function describeEventType(type: EventType): string {
  * automation's `cronExpression`.
  */
 export const SCHEDULE_TRIGGER = 'schedule.tick';
+
+/**
+ * The type of the event `POST /webhooks/{id}/test` sends: delivered to that one endpoint, never recorded
+ * and never offered to automations.
+ */
+export const WEBHOOK_TEST_EVENT = 'webhook.test';

@@ -1,6 +1,7 @@
 import type { DbOrTx } from '../../db/client.js';
 import { events } from '../../db/schema.js';
 import type { Actor } from '../../core/operation.js';
+import { enqueueWebhookDeliveries } from '../webhooks/webhooks.repository.js';
 import type { EventType } from './events.catalog.js';
 
 export type { Actor };
@@ -17,12 +18,18 @@ export type EventRecord = typeof events.$inferSelect;
 
 /**
  * Records events in the caller's transaction: a write that rolls back leaves none, an acknowledged
- * write always has its events. Dispatch (automations, webhooks) happens later from the table.
+ * write always has its events, and its webhook deliveries queued. Dispatch to the automations happens
+ * later from the table.
  */
 export async function recordEvents(tx: DbOrTx, actor: Actor, list: NewEvent[]): Promise<EventRecord[]> {
   if (list.length === 0) return [];
-  return tx
+  const rows = await tx
     .insert(events)
     .values(list.map((e) => ({ ...e, actorType: actor.type, actorId: actor.id, depth: actor.depth })))
     .returning();
+  await enqueueWebhookDeliveries(
+    tx,
+    rows.map((r) => r.id),
+  );
+  return rows;
 }

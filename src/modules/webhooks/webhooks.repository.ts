@@ -1,0 +1,207 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { and, count, eq, inArray, sql } from 'drizzle-orm';
+import { AppError, fieldError, notFound } from '../../core/errors.js';
+import type { OperationContext } from '../../core/operation.js';
+import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
+import type { DbOrTx } from '../../db/client.js';
+import { webhookDeliveries, webhookEndpoints } from '../../db/schema.js';
+import { live, scopedRepository } from '../../db/scoped.js';
+import { WEBHOOK_TEST_EVENT } from '../events/events.catalog.js';
+import { urlProblem } from './webhooks.address.js';
+import { MAX_WEBHOOKS_PER_ORGANIZATION } from './webhooks.schemas.js';
+
+export const endpointRows = scopedRepository(webhookEndpoints, 'Webhook endpoint');
+type EndpointRow = typeof webhookEndpoints.$inferSelect;
+type DeliveryRow = typeof webhookDeliveries.$inferSelect;
+
+/** How long a rotated-out secret keeps signing beside the new one. */
+export const SECRET_OVERLAP_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * Whether endpoints may be plain http on loopback and reach private addresses: set once from the
+ * server's configuration (`WEBHOOK_ALLOW_INSECURE`), for development and tests only.
+ */
+const policy = { allowInsecure: false };
+export const setWebhookPolicy = (p: { allowInsecure: boolean }) => void (policy.allowInsecure = p.allowInsecure);
+export const webhookPolicy = (): Readonly<typeof policy> => policy;
+
+/** A new Standard Webhooks secret: `whsec_` and 32 random bytes in base64. */
+const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
+
+export function toWebhook(row: EndpointRow) {
+  return {
+    id: row.id,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+    deletedAt: row.deletedAt,
+    organizationId: row.organizationId,
+    url: row.url,
+    eventTypes: row.eventTypes,
+    enabled: row.enabled,
+    disabledReason: row.disabledReason,
+    description: row.description,
+    metadata: row.metadata,
+  };
+}
+
+export function toDelivery(row: DeliveryRow) {
+  const open = row.status === 'pending' || row.status === 'delivering';
+  return {
+    id: row.id,
+    webhookId: row.endpointId,
+    eventId: row.eventId,
+    eventType: row.eventType,
+    status: row.status,
+    attempt: row.attempt,
+    statusCode: row.lastStatusCode,
+    durationMs: row.lastDurationMs,
+    error: row.lastError,
+    nextAttemptAt: open ? row.nextAttemptAt : null,
+    lastAttemptAt: row.lastAttemptAt,
+    deliveredAt: row.deliveredAt,
+    createdAt: row.createdAt,
+  };
+}
+
+function assertUrl(url: string) {
+  const problem = urlProblem(url, policy.allowInsecure);
+  if (problem) throw fieldError('url', problem);
+}
+
+export async function createWebhook(
+  ctx: OperationContext,
+  input: { url: string; eventTypes?: string[] | undefined; enabled?: boolean | undefined; description?: string | null | undefined; metadata?: Record<string, unknown> | undefined },
+) {
+  assertUrl(input.url);
+  // Serializes creations of one organization, so two at once cannot pass the cap together.
+  await ctx.db.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`webhooks:${ctx.orgId}`}, 0))`);
+  const [existing] = await ctx.db.select({ n: count() }).from(webhookEndpoints).where(live(webhookEndpoints, ctx.orgId));
+  if (Number(existing?.n ?? 0) >= MAX_WEBHOOKS_PER_ORGANIZATION) {
+    throw new AppError('VALIDATION_ERROR', `An organization may have at most ${MAX_WEBHOOKS_PER_ORGANIZATION} webhook endpoints`);
+  }
+  const row = await endpointRows.insert(ctx.db, {
+    organizationId: ctx.orgId,
+    url: input.url,
+    eventTypes: unique(input.eventTypes ?? ['*']),
+    enabled: input.enabled ?? true,
+    description: input.description ?? null,
+    metadata: input.metadata ?? {},
+    secret: newSecret(),
+  });
+  return { ...toWebhook(row), secret: row.secret };
+}
+
+const unique = (types: string[]) => (types.includes('*') ? ['*'] : [...new Set(types)]);
+
+export async function getWebhook(db: DbOrTx, orgId: string, id: string) {
+  return toWebhook(await endpointRows.get(db, orgId, id));
+}
+
+export async function listWebhooks(db: DbOrTx, orgId: string, page: PageInput): Promise<Page<ReturnType<typeof toWebhook>>> {
+  const { items } = await endpointRows.list(db, orgId, page);
+  return { items: items.map(toWebhook) };
+}
+
+export async function updateWebhook(
+  db: DbOrTx,
+  orgId: string,
+  id: string,
+  patch: { url?: string | undefined; eventTypes?: string[] | undefined; enabled?: boolean | undefined; description?: string | null | undefined; metadata?: Record<string, unknown> | undefined },
+) {
+  if (patch.url !== undefined) assertUrl(patch.url);
+  const row = await endpointRows.update(db, orgId, id, {
+    ...(patch.url !== undefined ? { url: patch.url } : {}),
+    ...(patch.eventTypes !== undefined ? { eventTypes: unique(patch.eventTypes) } : {}),
+    ...(patch.enabled !== undefined ? { enabled: patch.enabled, disabledReason: null } : {}),
+    ...(patch.description !== undefined ? { description: patch.description } : {}),
+    ...(patch.metadata !== undefined ? { metadata: patch.metadata } : {}),
+  });
+  return toWebhook(row);
+}
+
+/** Soft-deletes the endpoint; its queued deliveries are given up. */
+export async function deleteWebhook(db: DbOrTx, orgId: string, id: string) {
+  const row = await endpointRows.softDelete(db, orgId, id);
+  await db
+    .update(webhookDeliveries)
+    .set({ status: 'failed', lastError: 'The endpoint was deleted', leaseUntil: null })
+    .where(and(eq(webhookDeliveries.endpointId, id), inArray(webhookDeliveries.status, ['pending'])));
+  return toWebhook(row);
+}
+
+/** A new secret; the old one keeps signing beside it for 24 hours, so receivers can switch without losing events. */
+export async function rotateWebhookSecret(db: DbOrTx, orgId: string, id: string, now: Date) {
+  const current = await endpointRows.get(db, orgId, id);
+  const row = await endpointRows.update(db, orgId, id, {
+    secret: newSecret(),
+    previousSecret: current.secret,
+    previousSecretExpiresAt: new Date(now.getTime() + SECRET_OVERLAP_MS),
+  });
+  return { ...toWebhook(row), secret: row.secret };
+}
+
+export async function listDeliveries(db: DbOrTx, orgId: string, endpointId: string, page: PageInput): Promise<Page<ReturnType<typeof toDelivery>>> {
+  await endpointRows.get(db, orgId, endpointId);
+  const { limit, offset } = pageWindow(page);
+  const rows = await db
+    .select()
+    .from(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.organizationId, orgId), eq(webhookDeliveries.endpointId, endpointId)))
+    .orderBy(...pageOrder(page, webhookDeliveries.createdAt, webhookDeliveries.id))
+    .limit(limit)
+    .offset(offset);
+  return { items: rows.map(toDelivery) };
+}
+
+/** Queues a delivery again now (a failed one, or a succeeded one to send it once more). */
+export async function retryDelivery(db: DbOrTx, orgId: string, endpointId: string, deliveryId: string, now: Date) {
+  await endpointRows.get(db, orgId, endpointId);
+  const where = and(eq(webhookDeliveries.organizationId, orgId), eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.id, deliveryId));
+  const [row] = await db.select().from(webhookDeliveries).where(where).limit(1);
+  if (!row) throw notFound('Delivery');
+  if (row.status === 'delivering') throw fieldError('deliveryId', 'An attempt of this delivery is under way; retry once it has finished');
+  const [updated] = await db
+    .update(webhookDeliveries)
+    .set({ status: 'pending', nextAttemptAt: now, leaseUntil: null, deliveredAt: null })
+    .where(and(where, sql`${webhookDeliveries.status} <> 'delivering'`))
+    .returning();
+  if (!updated) throw fieldError('deliveryId', 'An attempt of this delivery is under way; retry once it has finished');
+  return toDelivery(updated);
+}
+
+/** Queues a `webhook.test` event for this endpoint alone (also when it is disabled: testing is how one checks it). */
+export async function sendTestEvent(db: DbOrTx, orgId: string, endpointId: string, now: Date) {
+  const endpoint = await endpointRows.get(db, orgId, endpointId);
+  const eventId = randomUUID();
+  const [row] = await db
+    .insert(webhookDeliveries)
+    .values({
+      organizationId: orgId,
+      endpointId,
+      eventId,
+      eventType: WEBHOOK_TEST_EVENT,
+      payload: { id: eventId, type: WEBHOOK_TEST_EVENT, occurredAt: now.toISOString(), data: { webhookId: endpoint.id, url: endpoint.url } },
+      nextAttemptAt: now,
+    })
+    .returning();
+  return toDelivery(row!);
+}
+
+/**
+ * Queues one delivery per (event, enabled endpoint whose types match), in the transaction that records
+ * the events: an acknowledged write has its deliveries queued, a rolled-back one has none.
+ */
+export async function enqueueWebhookDeliveries(tx: DbOrTx, eventIds: string[]) {
+  if (eventIds.length === 0) return;
+  await tx.execute(sql`
+    INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type)
+    SELECT e.organization_id, w.id, e.id, e.type
+      FROM events e
+      JOIN webhook_endpoints w ON w.organization_id = e.organization_id AND w.enabled AND w.deleted_at IS NULL
+                              AND (e.type = ANY (w.event_types) OR '*' = ANY (w.event_types))
+     WHERE e.id IN (${sql.join(
+       eventIds.map((id) => sql`${id}::uuid`),
+       sql`, `,
+     )})
+    ON CONFLICT DO NOTHING`);
+}

@@ -1,0 +1,204 @@
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import type { FastifyBaseLogger } from 'fastify';
+import { Webhook as Signer } from 'standardwebhooks';
+import type { Clock } from '../core/clock.js';
+import type { Db } from '../db/client.js';
+import { events, webhookDeliveries, webhookEndpoints } from '../db/schema.js';
+import { onEventsCommitted } from '../modules/events/events.signal.js';
+import { toEvent } from '../modules/events/events.repository.js';
+import { ForbiddenAddressError, guardedLookup } from '../modules/webhooks/webhooks.address.js';
+import { createWorkerLoop, type WorkerLoop } from './loop.js';
+
+/** A 2xx within this time counts as delivered. */
+export const DELIVERY_TIMEOUT_MS = 10_000;
+/** An attempt's claim: longer than the timeout, so a live attempt is never taken over; a crashed one is after this. */
+const LEASE_MS = 30_000;
+/** Response bodies are read up to this size (and then dropped): a receiver cannot make us buffer more. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+/** Waits before attempts 2, 3, …; after the last, every 12 hours until the delivery is 3 days old. */
+export const RETRY_DELAYS_MS = [5_000, 60_000, 10 * 60_000, 60 * 60_000, 6 * 60 * 60_000];
+const LATER_RETRY_MS = 12 * 60 * 60_000;
+export const GIVE_UP_AFTER_MS = 3 * 24 * 60 * 60_000;
+const BATCH = 32;
+
+/** The wait before the next attempt after `attempt` failures, with ±10% jitter so retries of many deliveries spread out. */
+export function retryDelay(attempt: number, random: () => number = Math.random): number {
+  const base = RETRY_DELAYS_MS[attempt - 1] ?? LATER_RETRY_MS;
+  return Math.round(base * (0.9 + 0.2 * random()));
+}
+
+export interface DeliveryResult {
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+/** POSTs one signed body; never follows redirects; reads at most 64 KiB of the answer. */
+export function postWebhook(url: string, body: string, headers: Record<string, string>, allowInsecure: boolean): Promise<DeliveryResult> {
+  const started = performance.now();
+  const done = (statusCode: number | null, error: string | null): DeliveryResult => ({ statusCode, error, durationMs: Math.round(performance.now() - started) });
+  return new Promise((resolve) => {
+    const target = new URL(url);
+    const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
+    const req = send(
+      target,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'user-agent': 'Switchboard-Webhooks/1', 'content-length': Buffer.byteLength(body), ...headers },
+        lookup: guardedLookup(allowInsecure),
+        timeout: DELIVERY_TIMEOUT_MS,
+      },
+      (res) => {
+        let read = 0;
+        res.on('data', (chunk: Buffer) => {
+          read += chunk.length;
+          if (read > MAX_RESPONSE_BYTES) res.destroy();
+        });
+        const status = res.statusCode ?? 0;
+        const finish = () => resolve(done(status, status >= 200 && status < 300 ? null : `The endpoint answered HTTP ${status}`));
+        res.on('end', finish);
+        res.on('close', finish);
+        res.on('error', finish);
+      },
+    );
+    const deadline = setTimeout(() => req.destroy(new Error(`No answer within ${DELIVERY_TIMEOUT_MS / 1000} s`)), DELIVERY_TIMEOUT_MS);
+    req.on('timeout', () => req.destroy(new Error(`No answer within ${DELIVERY_TIMEOUT_MS / 1000} s`)));
+    req.on('error', (err) => {
+      clearTimeout(deadline);
+      const reason = err instanceof ForbiddenAddressError ? err.message : `Could not deliver: ${err.message}`;
+      resolve(done(null, reason));
+    });
+    req.on('close', () => clearTimeout(deadline));
+    req.end(body);
+  });
+}
+
+export interface WebhookDeliveryDeps {
+  db: Db;
+  clock: Clock;
+  log: Pick<FastifyBaseLogger, 'error' | 'warn'>;
+  allowInsecure: boolean;
+  pollMs?: number;
+  random?: () => number;
+}
+
+type DeliveryRow = typeof webhookDeliveries.$inferSelect;
+type EndpointRow = typeof webhookEndpoints.$inferSelect;
+
+/**
+ * Delivers queued webhook events. Each pass claims due deliveries in the database (`FOR UPDATE SKIP
+ * LOCKED`, a lease), at most one per endpoint and none for an endpoint with an attempt under way, so
+ * deliveries to one endpoint go out in order where they can, and two processes never attempt the same
+ * delivery at once. An attempt that a crash interrupts is taken over when its lease runs out: delivery
+ * is at least once.
+ */
+export function createWebhookDelivery(deps: WebhookDeliveryDeps): WorkerLoop & { runOnce(): Promise<number> } {
+  const { db, clock } = deps;
+
+  async function claim(now: Date): Promise<DeliveryRow[]> {
+    return db.transaction(async (tx) => {
+      const due = await tx
+        .select()
+        .from(webhookDeliveries)
+        .where(
+          and(
+            sql`(${webhookDeliveries.status} = 'pending' OR (${webhookDeliveries.status} = 'delivering' AND ${webhookDeliveries.leaseUntil} <= ${now}))`,
+            sql`${webhookDeliveries.nextAttemptAt} <= ${now}`,
+            sql`NOT EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.endpoint_id = ${webhookDeliveries.endpointId}
+                 AND x.status = 'delivering' AND x.lease_until > ${now})`,
+          ),
+        )
+        .orderBy(webhookDeliveries.nextAttemptAt, webhookDeliveries.createdAt)
+        .limit(BATCH)
+        .for('update', { skipLocked: true });
+      const endpoints = new Set<string>();
+      const firstPerEndpoint = due.filter((d) => !endpoints.has(d.endpointId) && endpoints.add(d.endpointId));
+      if (firstPerEndpoint.length === 0) return [];
+      return tx
+        .update(webhookDeliveries)
+        .set({ status: 'delivering', leaseUntil: new Date(now.getTime() + LEASE_MS), attempt: sql`${webhookDeliveries.attempt} + 1`, lastAttemptAt: now })
+        .where(inArray(webhookDeliveries.id, firstPerEndpoint.map((d) => d.id)))
+        .returning();
+    });
+  }
+
+  async function bodyOf(d: DeliveryRow): Promise<string | undefined> {
+    if (d.payload !== null) return JSON.stringify(d.payload);
+    const [row] = await db.select().from(events).where(eq(events.id, d.eventId)).limit(1);
+    if (!row) return undefined;
+    const { id, type, occurredAt, data } = toEvent(row);
+    return JSON.stringify({ id, type, occurredAt, data });
+  }
+
+  /** `v1,<sig>` with the current secret, and with the previous one while it still signs. */
+  function signatures(endpoint: EndpointRow, msgId: string, at: Date, body: string): string {
+    const secrets = [endpoint.secret];
+    if (endpoint.previousSecret && endpoint.previousSecretExpiresAt && endpoint.previousSecretExpiresAt > at) secrets.push(endpoint.previousSecret);
+    return secrets.map((s) => new Signer(s).sign(msgId, at, body)).join(' ');
+  }
+
+  async function attempt(d: DeliveryRow): Promise<void> {
+    const now = clock();
+    const [endpoint] = await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, d.endpointId)).limit(1);
+    let result: DeliveryResult;
+    const body = endpoint && !endpoint.deletedAt ? await bodyOf(d) : undefined;
+    if (!endpoint || endpoint.deletedAt) {
+      result = { statusCode: null, error: 'The endpoint was deleted', durationMs: 0 };
+    } else if (!endpoint.enabled && d.eventType !== 'webhook.test') {
+      result = { statusCode: null, error: endpoint.disabledReason ? `The endpoint is disabled: ${endpoint.disabledReason}` : 'The endpoint is disabled', durationMs: 0 };
+    } else if (body === undefined) {
+      result = { statusCode: null, error: 'The event is no longer kept', durationMs: 0 };
+    } else {
+      const headers = { 'webhook-id': d.eventId, 'webhook-timestamp': String(Math.floor(now.getTime() / 1000)), 'webhook-signature': signatures(endpoint, d.eventId, now, body) };
+      result = await postWebhook(endpoint.url, body, headers, deps.allowInsecure);
+    }
+    await record(d, endpoint, result, body !== undefined && !!endpoint?.enabled);
+  }
+
+  async function record(d: DeliveryRow, endpoint: EndpointRow | undefined, result: DeliveryResult, retryable: boolean) {
+    const now = clock();
+    const last = { lastStatusCode: result.statusCode, lastDurationMs: result.durationMs, lastError: result.error, leaseUntil: null };
+    const mine = and(eq(webhookDeliveries.id, d.id), eq(webhookDeliveries.status, 'delivering'), eq(webhookDeliveries.attempt, d.attempt));
+    if (result.error === null) {
+      await db.update(webhookDeliveries).set({ ...last, status: 'succeeded', deliveredAt: now }).where(mine);
+      return;
+    }
+    const next = new Date(now.getTime() + retryDelay(d.attempt, deps.random));
+    const givingUp = !retryable || next.getTime() - d.createdAt.getTime() > GIVE_UP_AFTER_MS;
+    await db.transaction(async (tx) => {
+      await tx
+        .update(webhookDeliveries)
+        .set({ ...last, status: givingUp ? 'failed' : 'pending', nextAttemptAt: givingUp ? now : next })
+        .where(mine);
+      // Three days of failures: the endpoint is disabled with the reason, until its owner enables it again.
+      if (givingUp && retryable && endpoint) {
+        await tx
+          .update(webhookEndpoints)
+          .set({ enabled: false, disabledReason: `Deliveries failed for 3 days; the last error: ${result.error}`, updatedAt: now })
+          .where(and(eq(webhookEndpoints.id, endpoint.id), eq(webhookEndpoints.enabled, true)));
+      }
+    });
+  }
+
+  async function runOnce(): Promise<number> {
+    let total = 0;
+    for (let round = 0; round < 50; round++) {
+      const claimed = await claim(clock());
+      if (claimed.length === 0) break;
+      await Promise.all(
+        claimed.map((d) =>
+          attempt(d).catch((err: unknown) => {
+            deps.log.error({ err, deliveryId: d.id }, 'webhook delivery attempt failed');
+          }),
+        ),
+      );
+      total += claimed.length;
+    }
+    return total;
+  }
+
+  const loop = createWorkerLoop({ name: 'webhook delivery', pass: runOnce, intervalMs: deps.pollMs ?? 1000, wake: onEventsCommitted, log: deps.log });
+  return { ...loop, runOnce };
+}
