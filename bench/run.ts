@@ -12,6 +12,7 @@ import type { RequestSpec } from 'autocannon';
 import { openDatabase } from '../src/db/client.js';
 import { automationLatency } from './automation-latency.js';
 import { writeChart } from './chart.js';
+import { webhookThroughput } from './webhooks.js';
 import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
 import { measure, probe, type Load, type LoadOptions, type Measurement } from './measure.js';
 import { freePort } from '../test/helpers/listen.js';
@@ -100,7 +101,7 @@ async function startService(env: Record<string, string>): Promise<Child> {
   const child = await startChild(
     'service',
     [join(ROOT, 'dist/src/main.js')],
-    { PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'warn', REST_RATE_LIMIT, DATA_DIR: dataDir, DATABASE_URL: '', ...env },
+    { PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'warn', REST_RATE_LIMIT, WEBHOOK_ALLOW_INSECURE: 'true', DATA_DIR: dataDir, DATABASE_URL: '', ...env },
     port,
     '/readyz',
     120_000,
@@ -294,6 +295,8 @@ async function benchPostgres() {
 
   try {
     rows.push(await automationLatency(db, service.url, auth));
+    rows.push(await webhookThroughput(db, service.url, auth, 1, args.quick ? 300 : 1000));
+    rows.push(await webhookThroughput(db, service.url, auth, 8, args.quick ? 100 : 500));
 
     const fixed = await run({ database: db, name: 'baseline: bare Fastify, fixed JSON', origin: lean.url, requests: [{ path: '/fixed' }] });
     void fixed;
@@ -391,6 +394,7 @@ async function benchPglite() {
     await searchScenarios(db, service, undefined, profile.smallMessages, auth);
     await messageScenarios(db, service, profile.smallMessages, messageIds, auth);
     await writeScenarios(db, service, undefined, messageIds, auth);
+    rows.push(await webhookThroughput(db, service.url, auth, 1, args.quick ? 300 : 1000));
     const peak = rss.stop();
     rows.push({ database: db, scenario: 'service RSS, peak under load', status: 'measured', rssBytes: peak, note: 'PGlite runs PostgreSQL in WebAssembly inside the process; no RSS target' });
   } finally {
