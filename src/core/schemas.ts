@@ -45,6 +45,19 @@ function stringIssue(s: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Keys refused at any depth of request JSON, as the unknown fields they are: they name the prototype
+ * machinery of JavaScript objects, and code that merges objects with assignment would follow them.
+ */
+export const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** The forbidden keys an object (at any depth) holds as its own, or an empty list. */
+export function forbiddenKeysIn(value: unknown, depth = 0): string[] {
+  if (typeof value !== 'object' || value === null || depth > MAX_INPUT_DEPTH) return [];
+  const own = Object.keys(value);
+  return [...new Set([...own.filter((k) => FORBIDDEN_KEYS.has(k)), ...own.flatMap((k) => forbiddenKeysIn((value as Record<string, unknown>)[k], depth + 1))])];
+}
+
 /** How deep request JSON may nest (objects and arrays); deeper input is refused before it reaches the database. */
 export const MAX_INPUT_DEPTH = 64;
 
@@ -70,6 +83,7 @@ export function unsafeInputIssues(value: unknown, depth = 0): ErrorTree | undefi
   for (const [key, v] of Object.entries(value)) {
     const keyIssue = stringIssue(key);
     if (keyIssue) errors.push(`Key: ${keyIssue}`);
+    if (FORBIDDEN_KEYS.has(key)) errors.push(`Unrecognized key: "${key}"`);
     const issue = unsafeInputIssues(v, depth + 1);
     if (issue) properties[key] = issue;
   }

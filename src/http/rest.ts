@@ -1,3 +1,4 @@
+import { useJsonBodyParser } from './json-body.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../core/errors.js';
@@ -77,14 +78,7 @@ export interface RestDeps {
 export function registerRestRoutes(app: FastifyInstance, operations: Operation[], deps: RestDeps) {
   // Bodies are JSON only: without Fastify's built-in text/plain parser, any other type is a 415, answered as BAD_REQUEST.
   app.removeContentTypeParser('text/plain');
-  // Clients that always send `Content-Type: application/json` send it with empty bodies too (POST without
-  // fields, DELETE): read those as no body. Anything else goes to Fastify's parser, prototype poisoning refused.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
-    return parseJson(req, body as string, done);
-  });
+  useJsonBodyParser(app);
   for (const op of operations) {
     const types = queryTypes(op);
     const params = pathParams(op);

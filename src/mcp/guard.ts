@@ -1,3 +1,4 @@
+import { forbiddenKeysIn } from '../core/schemas.js';
 import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Limiter } from '../core/rate-limit.js';
@@ -28,6 +29,20 @@ export function requestIdOf(body: unknown): string | number | null {
     if (typeof id === 'string' || typeof id === 'number') return id;
   }
   return null;
+}
+
+/**
+ * The JSON-RPC error for a message whose `params` hold `__proto__`, `constructor` or `prototype` keys, or
+ * undefined. The SDK's own parsing would silently drop a `__proto__` key (it assigns keys one by one), so
+ * such messages are refused here, naming the key, before the SDK sees them.
+ */
+export function prototypeKeyError(body: unknown): ReturnType<typeof jsonRpcError> | undefined {
+  const messages = Array.isArray(body) ? body : [body];
+  for (const m of messages) {
+    const keys = m && typeof m === 'object' ? forbiddenKeysIn((m as { params?: unknown }).params) : [];
+    if (keys.length) return jsonRpcError(requestIdOf(m), -32602, `Invalid params: unrecognized key "${keys[0]}"`);
+  }
+  return undefined;
 }
 
 export interface GuardOptions {

@@ -4,7 +4,7 @@ import { parseJSONRPCMessage, type JSONRPCMessage, type MessageExtraInfo, type S
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Grant } from '../oauth/grants.js';
-import { jsonRpcError, requestIdOf, type TransportGuard } from './guard.js';
+import { jsonRpcError, prototypeKeyError, requestIdOf, type TransportGuard } from './guard.js';
 import { buildMcpServer, type McpServerDeps } from './server.js';
 
 const KEEPALIVE_MS = 25_000;
@@ -190,6 +190,9 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, deps: M
       if (typeof sessionId !== 'string' || !SESSION_ID.test(sessionId)) {
         return reply.code(400).type('application/json').send(jsonRpcError(requestId, -32000, 'Missing or malformed sessionId: open a stream with GET /sse first'));
       }
+
+      const refused = prototypeKeyError(body);
+      if (refused) return reply.code(400).type('application/json').send(refused);
 
       let messages: JSONRPCMessage[];
       try {

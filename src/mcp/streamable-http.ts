@@ -7,7 +7,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Grant } from '../oauth/grants.js';
-import { jsonRpcError, requestIdOf, type TransportGuard } from './guard.js';
+import { jsonRpcError, prototypeKeyError, requestIdOf, type TransportGuard } from './guard.js';
 import { buildMcpServer, type McpServerDeps } from './server.js';
 
 /** The grant travels to the per-request server factory inside the SDK's pass-through `authInfo`. */
@@ -88,6 +88,8 @@ export function registerStreamableHttp(app: FastifyInstance, guard: TransportGua
       if (req.method !== 'POST') {
         return reply.code(405).header('allow', 'POST, OPTIONS').type('application/json').send(jsonRpcError(null, -32000, 'Method not allowed.'));
       }
+      const refused = prototypeKeyError(body);
+      if (refused) return reply.code(400).type('application/json').send(refused);
       const token = /^Bearer\s+(.+)$/i.exec(req.headers.authorization!)![1]!.trim();
       const authInfo = authInfoFor(grant, token);
       const request = toWebRequest(req, publicUrl, raw);

@@ -1,3 +1,4 @@
+import { forbiddenKeysIn } from '../core/schemas.js';
 import { eq } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Clock } from '../core/clock.js';
@@ -90,6 +91,8 @@ export function parseRegistration(body: unknown) {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new OAuthError('invalid_client_metadata', 'The body must be a JSON object of client metadata');
   }
+  const forbidden = forbiddenKeysIn(body);
+  if (forbidden.length) throw new OAuthError('invalid_client_metadata', `Unrecognized key: "${forbidden[0]}"`);
   const parsed = RegistrationRequest.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

@@ -1,4 +1,5 @@
 import formbody from '@fastify/formbody';
+import { useJsonBodyParser } from '../http/json-body.js';
 import type { FastifyInstance } from 'fastify';
 import { registerAuthorizeRoutes } from './authorize.js';
 import { OAuthError, sendOAuthError, toOAuthError } from './errors.js';
@@ -14,6 +15,7 @@ import { errorPage } from './views.js';
  */
 export async function registerOAuth(app: FastifyInstance) {
   await app.register(formbody, { bodyLimit: 64 * 1024 });
+  useJsonBodyParser(app);
 
   app.setErrorHandler((err, req, reply) => {
     const oauthError = toOAuthError(err, req);

@@ -261,6 +261,16 @@ describe('tools', () => {
     }
   });
 
+  it('refuses __proto__ and constructor in tool arguments, naming the key, and writes nothing', async () => {
+    const { token } = await mintToken(t, a, { categories: ['contacts'] });
+    for (const args of ['{"name":"x","__proto__":{"isAdmin":true}}', '{"name":"x","data":{"constructor":{}}}']) {
+      const res = await rawMcp(t.origin, token, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"contacts_create","arguments":${args}}}`);
+      expect(res.status, res.text).toBe(400);
+      expect(res.json).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32602, message: expect.stringMatching(/unrecognized key "(__proto__|constructor)"/) } });
+    }
+    expect((await a.request('GET', '/v1/contacts?limit=100')).json.data.filter((c: { name: string }) => c.name === 'x')).toEqual([]);
+  });
+
   it('answers errors as isError results with the REST error body: validation tree, foreign-org 404', async () => {
     const { token } = await mintToken(t, a, { categories: ['contacts'] });
     const client = await v2Client(t.origin, token, 'mcp');

@@ -62,3 +62,16 @@ describe('hostile input', () => {
     expect(res.body).toContain('Incorrect email or password.');
   });
 });
+
+describe('prototype keys', () => {
+  it('a registration document with __proto__ or constructor is refused naming the key', async () => {
+    for (const [key, payload] of [
+      ['__proto__', '{"redirect_uris":["https://a.example/cb"],"__proto__":{"x":1}}'],
+      ['constructor', '{"redirect_uris":["https://a.example/cb"],"client_name":"x","constructor":{"prototype":{}}}'],
+    ] as const) {
+      const res = await t.app.inject({ method: 'POST', url: '/oauth/register', headers: { 'content-type': 'application/json' }, payload });
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json()).toMatchObject({ error: 'invalid_client_metadata', error_description: `Unrecognized key: "${key}"` });
+    }
+  });
+});
