@@ -14,14 +14,16 @@ import { createWorkerLoop, type WorkerLoop } from './loop.js';
 /** A 2xx within this time counts as delivered. */
 export const DELIVERY_TIMEOUT_MS = 10_000;
 /** An attempt's claim: longer than the timeout, so a live attempt is never taken over; a crashed one is after this. */
-const LEASE_MS = 30_000;
+const LEASE_MS = 20_000;
 /** Response bodies are read up to this size (and then dropped): a receiver cannot make us buffer more. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
 /** Waits before attempts 2, 3, …; after the last, every 12 hours until the delivery is 3 days old. */
 export const RETRY_DELAYS_MS = [5_000, 60_000, 10 * 60_000, 60 * 60_000, 6 * 60 * 60_000];
 const LATER_RETRY_MS = 12 * 60 * 60_000;
 export const GIVE_UP_AFTER_MS = 3 * 24 * 60 * 60_000;
-const BATCH = 32;
+const BATCH = 64;
+/** Due deliveries of one endpoint sent one after another in a pass (in order), before others get their turn. */
+const PER_ENDPOINT = 8;
 
 /** The wait before the next attempt after `attempt` failures, with ±10% jitter so retries of many deliveries spread out. */
 export function retryDelay(attempt: number, random: () => number = Math.random): number {
@@ -89,15 +91,15 @@ type EndpointRow = typeof webhookEndpoints.$inferSelect;
 
 /**
  * Delivers queued webhook events. Each pass claims due deliveries in the database (`FOR UPDATE SKIP
- * LOCKED`, a lease), at most one per endpoint and none for an endpoint with an attempt under way, so
- * deliveries to one endpoint go out in order where they can, and two processes never attempt the same
- * delivery at once. An attempt that a crash interrupts is taken over when its lease runs out: delivery
+ * LOCKED`, a lease): up to PER_ENDPOINT per endpoint, sent one after another in their order, and none
+ * for an endpoint with an attempt under way elsewhere, so deliveries to one endpoint go out in order where
+ * they can, endpoints are served side by side, and two processes never attempt the same delivery at once. An attempt that a crash interrupts is taken over when its lease runs out: delivery
  * is at least once.
  */
 export function createWebhookDelivery(deps: WebhookDeliveryDeps): WorkerLoop & { runOnce(): Promise<number> } {
   const { db, clock } = deps;
 
-  async function claim(now: Date): Promise<DeliveryRow[]> {
+  async function claim(now: Date): Promise<DeliveryRow[][]> {
     return db.transaction(async (tx) => {
       const due = await tx
         .select()
@@ -113,15 +115,30 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WorkerLoop & {
         .orderBy(webhookDeliveries.nextAttemptAt, webhookDeliveries.createdAt)
         .limit(BATCH)
         .for('update', { skipLocked: true });
-      const endpoints = new Set<string>();
-      const firstPerEndpoint = due.filter((d) => !endpoints.has(d.endpointId) && endpoints.add(d.endpointId));
-      if (firstPerEndpoint.length === 0) return [];
-      return tx
+      const byEndpoint = new Map<string, DeliveryRow[]>();
+      for (const d of due) {
+        const queue = byEndpoint.get(d.endpointId) ?? [];
+        if (queue.length < PER_ENDPOINT) byEndpoint.set(d.endpointId, [...queue, d]);
+      }
+      if (byEndpoint.size === 0) return [];
+      const claimed = await tx
         .update(webhookDeliveries)
         .set({ status: 'delivering', leaseUntil: new Date(now.getTime() + LEASE_MS), attempt: sql`${webhookDeliveries.attempt} + 1`, lastAttemptAt: now })
-        .where(inArray(webhookDeliveries.id, firstPerEndpoint.map((d) => d.id)))
+        .where(inArray(webhookDeliveries.id, [...byEndpoint.values()].flat().map((d) => d.id)))
         .returning();
+      const queues = new Map<string, DeliveryRow[]>();
+      for (const d of claimed.sort((x, y) => x.nextAttemptAt.getTime() - y.nextAttemptAt.getTime() || x.createdAt.getTime() - y.createdAt.getTime())) {
+        queues.set(d.endpointId, [...(queues.get(d.endpointId) ?? []), d]);
+      }
+      return [...queues.values()];
     });
+  }
+
+  async function extendLease(rest: DeliveryRow[]) {
+    await db
+      .update(webhookDeliveries)
+      .set({ leaseUntil: new Date(clock().getTime() + LEASE_MS) })
+      .where(and(inArray(webhookDeliveries.id, rest.map((d) => d.id)), eq(webhookDeliveries.status, 'delivering')));
   }
 
   async function bodyOf(d: DeliveryRow): Promise<string | undefined> {
@@ -139,9 +156,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WorkerLoop & {
     return secrets.map((s) => new Signer(s).sign(msgId, at, body)).join(' ');
   }
 
-  async function attempt(d: DeliveryRow): Promise<void> {
+  async function attempt(d: DeliveryRow, endpoint: EndpointRow | undefined): Promise<void> {
     const now = clock();
-    const [endpoint] = await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, d.endpointId)).limit(1);
     let result: DeliveryResult;
     const body = endpoint && !endpoint.deletedAt ? await bodyOf(d) : undefined;
     if (!endpoint || endpoint.deletedAt) {
@@ -185,16 +201,21 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WorkerLoop & {
   async function runOnce(): Promise<number> {
     let total = 0;
     for (let round = 0; round < 50; round++) {
-      const claimed = await claim(clock());
-      if (claimed.length === 0) break;
+      const queues = await claim(clock());
+      if (queues.length === 0) break;
       await Promise.all(
-        claimed.map((d) =>
-          attempt(d).catch((err: unknown) => {
-            deps.log.error({ err, deliveryId: d.id }, 'webhook delivery attempt failed');
-          }),
-        ),
+        queues.map(async (queue) => {
+          const [endpoint] = await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, queue[0]!.endpointId)).limit(1);
+          for (const [i, d] of queue.entries()) {
+            // The rest of the queue stays claimed while this attempt runs (a crash frees it after the lease).
+            if (i > 0) await extendLease(queue.slice(i));
+            await attempt(d, endpoint).catch((err: unknown) => {
+              deps.log.error({ err, deliveryId: d.id }, 'webhook delivery attempt failed');
+            });
+          }
+        }),
       );
-      total += claimed.length;
+      total += queues.reduce((n, q) => n + q.length, 0);
     }
     return total;
   }
