@@ -422,7 +422,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
     return total;
   }
 
-  const loop = createWorkerLoop({ name: 'automation engine', pass: runOnce, intervalMs: deps.pollMs ?? 500, wake: onEventsCommitted, log });
+  const loop = createWorkerLoop({ name: 'automation engine', pass: runOnce, intervalMs: deps.pollMs ?? 500, wake: onEventsCommitted, wakeDelayMs: 10, log });
   return { runOnce, start: loop.start, stop: loop.stop };
 }
 

@@ -18,6 +18,11 @@ export interface WorkerLoopOptions {
   intervalMs: number;
   /** Subscribes to a wake-up signal (e.g. events committed in this process); returns the unsubscribe. */
   wake?: (kick: () => void) => () => void;
+  /**
+   * How long a wake-up waits before its pass (ms), so that a burst of writes is served by one pass rather
+   * than a pass each; 0 runs at once.
+   */
+  wakeDelayMs?: number;
   log: Pick<FastifyBaseLogger, 'error'>;
 }
 
@@ -33,6 +38,7 @@ export function createWorkerLoop(opts: WorkerLoopOptions): WorkerLoop {
   let again = false;
   let stopped = true;
   let unsubscribe: (() => void) | undefined;
+  let wakeTimer: NodeJS.Timeout | undefined;
 
   const kick = () => {
     if (stopped) return;
@@ -56,18 +62,27 @@ export function createWorkerLoop(opts: WorkerLoopOptions): WorkerLoop {
     });
   };
 
+  const woken = () => {
+    if (!opts.wakeDelayMs) return kick();
+    wakeTimer ??= setTimeout(() => {
+      wakeTimer = undefined;
+      kick();
+    }, opts.wakeDelayMs);
+  };
+
   return {
     kick,
     start() {
       if (!stopped) return;
       stopped = false;
-      unsubscribe = opts.wake?.(kick);
+      unsubscribe = opts.wake?.(woken);
       kick();
     },
     async stop() {
       stopped = true;
       unsubscribe?.();
       clearTimeout(timer);
+      clearTimeout(wakeTimer);
       await running;
     },
   };
