@@ -201,6 +201,10 @@ export async function authenticateClient(db: DbOrTx, creds: PresentedCredentials
   const client = await findClient(db, creds.clientId);
   if (!client) throw new OAuthError('invalid_client', 'Unknown client', 401, challenge);
   if (client.secretHash) {
+    // The method the client registered is the only one it may use (RFC 7591 §2): a secret sent another way is refused.
+    if (creds.secret && creds.basic !== (client.tokenEndpointAuthMethod === 'client_secret_basic')) {
+      throw new OAuthError('invalid_client', `This client authenticates with ${client.tokenEndpointAuthMethod}, as it registered`, 401, challenge);
+    }
     if (!creds.secret || !safeEqual(sha256(creds.secret), client.secretHash)) {
       throw new OAuthError('invalid_client', 'Client authentication failed', 401, challenge ?? (client.tokenEndpointAuthMethod === 'client_secret_basic' ? { 'www-authenticate': 'Basic realm="OAuth"' } : {}));
     }

@@ -12,10 +12,13 @@ import { matchResource } from './resource.js';
 
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 
-/** Form fields (RFC 6749 uses application/x-www-form-urlencoded; JSON is accepted too), each at most once. */
+/** Form fields, each at most once. Only application/x-www-form-urlencoded (RFC 6749 §3.2, RFC 7009 §2.1). */
 function readBody(req: FastifyRequest): Record<string, string> {
   const body = req.body;
   if (body === undefined || body === null || body === '') return {};
+  if (!/^application\/x-www-form-urlencoded\b/i.test(req.headers['content-type'] ?? '')) {
+    throw new OAuthError('invalid_request', 'The body must be application/x-www-form-urlencoded (RFC 6749)');
+  }
   if (typeof body !== 'object' || Array.isArray(body)) throw new OAuthError('invalid_request', 'The body must be form-encoded parameters');
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(body as Record<string, unknown>)) {

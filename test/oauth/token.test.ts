@@ -185,6 +185,22 @@ describe('client authentication and request shape', () => {
     expect(res.status).toBe(200);
   });
 
+  it('a confidential client must use the authentication method it registered', async () => {
+    const basic = await authorized({ clientOverrides: { token_endpoint_auth_method: 'client_secret_basic' } });
+    const asPost = await exchangeCode(t.app, { clientId: basic.client.client_id, clientSecret: basic.client.client_secret!, code: basic.code, verifier: basic.verifier, redirectUri: basic.redirectUri });
+    expect(asPost.status).toBe(401);
+    expect(asPost.json).toMatchObject({ error: 'invalid_client', error_description: expect.stringContaining('client_secret_basic') });
+
+    const post = await authorized({ clientOverrides: { token_endpoint_auth_method: 'client_secret_post' } });
+    const fields = { grant_type: 'authorization_code', code: post.code, code_verifier: post.verifier, redirect_uri: post.redirectUri };
+    const asBasic = await tokenRequest(t.app, fields, { id: post.client.client_id, secret: post.client.client_secret! });
+    expect(asBasic.status).toBe(401);
+    expect(asBasic.json.error).toBe('invalid_client');
+    // The code was not spent by the refused attempts.
+    const ok = await exchangeCode(t.app, { clientId: post.client.client_id, clientSecret: post.client.client_secret!, code: post.code, verifier: post.verifier, redirectUri: post.redirectUri });
+    expect(ok.status).toBe(200);
+  });
+
   it('stores client secrets only as SHA-256', async () => {
     const client = await registerClient(t.app, { token_endpoint_auth_method: 'client_secret_post' });
     const { oauthClients } = await import('../../src/db/schema.js');
@@ -211,16 +227,17 @@ describe('client authentication and request shape', () => {
     expect(xml.json().error).toBe('invalid_request');
   });
 
-  it('accepts a JSON body too, and checks resource', async () => {
+  it('accepts only a form body (RFC 6749), and checks resource', async () => {
     const a = await authorized();
+    const fields = { grant_type: 'authorization_code', code: a.code, code_verifier: a.verifier, redirect_uri: a.redirectUri, client_id: a.client.client_id, resource: `${t.config.publicUrl}/mcp/` };
+    for (const url of ['/oauth/token', '/oauth/revoke']) {
+      const json = await t.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(fields) });
+      expect(json.statusCode, url).toBe(400);
+      expect(json.json()).toMatchObject({ error: 'invalid_request', error_description: expect.stringContaining('x-www-form-urlencoded') });
+    }
     const foreign = await exchangeCode(t.app, { clientId: a.client.client_id, code: a.code, verifier: a.verifier, redirectUri: a.redirectUri, resource: 'https://evil.example/mcp' });
     expect(foreign.json.error).toBe('invalid_target');
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/oauth/token',
-      headers: { 'content-type': 'application/json' },
-      payload: JSON.stringify({ grant_type: 'authorization_code', code: a.code, code_verifier: a.verifier, redirect_uri: a.redirectUri, client_id: a.client.client_id, resource: `${t.config.publicUrl}/mcp/` }),
-    });
+    const res = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: new URLSearchParams(fields).toString() });
     expect(res.statusCode).toBe(200);
     expect(res.json().access_token).toEqual(expect.any(String));
   });
