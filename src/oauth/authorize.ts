@@ -161,6 +161,9 @@ export function registerAuthorizeRoutes(app: FastifyInstance) {
 
   app.get('/oauth/authorize', async (req, reply) => {
     const checked = await checkAuthorizationRequest(db, (req.query ?? {}) as Record<string, unknown>, issuer);
+    // Before any user interaction an error is shown, never redirected: with open registration, redirecting
+    // to a registered URI would make this server an open redirector (RFC 9700 §4.11.2).
+    if (checked.kind === 'redirect') return errorPage(reply, 400, 'This request cannot be completed', `${checked.error}: ${checked.description}`);
     if (checked.kind !== 'ok') return answerFailure(reply, checked, 302);
     return showConsentOrSignIn(req, reply, checked.request);
   });

@@ -33,14 +33,13 @@ async function signedIn(u = url(), credentials = user) {
   return { res, jar, fields: res.body.includes('action="/oauth/authorize/consent"') ? hiddenFields(res.body, '/oauth/authorize/consent') : {} };
 }
 
-const expectErrorRedirect = (res: { statusCode: number; headers: Record<string, unknown> }, error: string) => {
-  expect(res.statusCode).toBe(302);
-  const loc = new URL(String(res.headers.location));
-  expect(`${loc.origin}${loc.pathname}`).toBe(REDIRECT);
-  expect(loc.searchParams.get('error')).toBe(error);
-  expect(loc.searchParams.get('state')).toBe('st-123');
-  expect(loc.searchParams.get('iss')).toBe(TEST_ORIGIN);
-  return loc;
+/** Errors before any user interaction are an error page naming the error, never a redirect (no open redirector). */
+const expectErrorPage = (res: { statusCode: number; headers: Record<string, unknown>; body: string }, error: string) => {
+  expect(res.statusCode).toBe(400);
+  expect(res.headers.location).toBeUndefined();
+  expect(res.headers['content-type']).toMatch(/^text\/html/);
+  expect(res.body).toContain(`${error}:`);
+  return res.body;
 };
 
 describe('GET /oauth/authorize: requests that are refused', () => {
@@ -60,19 +59,19 @@ describe('GET /oauth/authorize: requests that are refused', () => {
     }
   });
 
-  it('requires PKCE with S256: plain, absent method and absent challenge fail with a redirect', async () => {
+  it('requires PKCE with S256: plain, absent method and absent challenge fail with an error page', async () => {
     const plain = await get(url({ extra: { code_challenge_method: 'plain' } }));
-    expect(expectErrorRedirect(plain, 'invalid_request').searchParams.get('error_description')).toMatch(/S256/);
+    expect(expectErrorPage(plain, 'invalid_request')).toMatch(/S256/);
     const q = new URLSearchParams({ response_type: 'code', client_id: client.client_id, redirect_uri: REDIRECT, state: 'st-123' });
-    expectErrorRedirect(await get(`/oauth/authorize?${q}`), 'invalid_request');
-    expectErrorRedirect(await get(`/oauth/authorize?${q}&code_challenge=${pkcePair().challenge}`), 'invalid_request');
-    expectErrorRedirect(await get(`/oauth/authorize?${q}&code_challenge=short&code_challenge_method=S256`), 'invalid_request');
+    expectErrorPage(await get(`/oauth/authorize?${q}`), 'invalid_request');
+    expectErrorPage(await get(`/oauth/authorize?${q}&code_challenge=${pkcePair().challenge}`), 'invalid_request');
+    expectErrorPage(await get(`/oauth/authorize?${q}&code_challenge=short&code_challenge_method=S256`), 'invalid_request');
   });
 
   it('refuses other response types and foreign resources', async () => {
-    expectErrorRedirect(await get(url({ extra: { response_type: 'token' } })), 'unsupported_response_type');
+    expectErrorPage(await get(url({ extra: { response_type: 'token' } })), 'unsupported_response_type');
     for (const resource of ['https://evil.example/mcp', `${TEST_ORIGIN}/v1`, `${TEST_ORIGIN}/mcp#x`, 'not-a-url']) {
-      expectErrorRedirect(await get(url({ resource })), 'invalid_target');
+      expectErrorPage(await get(url({ resource })), 'invalid_target');
     }
   });
 

@@ -118,7 +118,7 @@ describe('oauth4webapi against a listening server', () => {
     await oauth.processRevocationResponse(await oauth.revocationRequest(as, client, auth, refreshed.access_token, insecure));
   });
 
-  it('oauth4webapi sees a refused plain PKCE request as an error response', async () => {
+  it('a plain PKCE request from an oauth4webapi client is refused on an error page', async () => {
     const issuer = new URL(origin);
     const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }));
     const registered = await oauth.processDynamicClientRegistrationResponse(
@@ -128,9 +128,9 @@ describe('oauth4webapi against a listening server', () => {
     const u = new URL(as.authorization_endpoint!);
     u.search = new URLSearchParams({ client_id: client.client_id, redirect_uri: 'http://127.0.0.1:9/cb', response_type: 'code', code_challenge: 'x'.repeat(43), code_challenge_method: 'plain', state: 's1' }).toString();
     const res = await fetch(u, { redirect: 'manual' });
-    expect(res.status).toBe(302);
-    expect(() => oauth.validateAuthResponse(as, client, new URL(res.headers.get('location')!), 's1')).toThrow(
-      expect.objectContaining({ error: 'invalid_request', error_description: expect.stringContaining('S256') }),
-    );
+    // Refused before any user interaction: an error page, not a redirect to the client (RFC 9700 §4.11.2).
+    expect(res.status).toBe(400);
+    expect(res.headers.get('location')).toBeNull();
+    expect(await res.text()).toMatch(/invalid_request: .*S256/);
   });
 });
