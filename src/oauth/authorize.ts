@@ -177,9 +177,10 @@ export function registerAuthorizeRoutes(app: FastifyInstance) {
     // Unknown email and wrong password: one message, and the same argon2 cost (authenticateUser).
     const plausible = email && password && email.length <= 320 && password.length <= 1024 && !email.includes('\0');
     const user = plausible ? await authenticateUser(db, email, password) : undefined;
-    const csrf = csrfToken(req, reply, secure);
-    if (!user) return signInPage(reply, { client: view(r), params: r.params, csrf, redirectUri: r.redirectUri, error: SIGN_IN_FAILED, email });
-    await startSession(db, reply, user.id, clock, secure);
+    if (!user) return signInPage(reply, { client: view(r), params: r.params, csrf: csrfToken(req, reply, secure), redirectUri: r.redirectUri, error: SIGN_IN_FAILED, email });
+    // A new session, and with it a new CSRF token: one seen before the sign-in is no good after it.
+    const session = await startSession(db, reply, user.id, clock, secure);
+    const csrf = csrfToken(req, reply, secure, session);
     return consentPage(reply, { client: view(r), params: r.params, csrf, redirectUri: r.redirectUri, userEmail: user.email, offline: r.scopes.includes('offline_access') });
   });
 
@@ -187,7 +188,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance) {
     const form = await checkForm(req, reply);
     if (!form) return reply;
     await endSession(db, req, reply, secure);
-    return signInPage(reply, { client: view(form.request), params: form.request.params, csrf: csrfToken(req, reply, secure), redirectUri: form.request.redirectUri });
+    return signInPage(reply, { client: view(form.request), params: form.request.params, csrf: csrfToken(req, reply, secure, null), redirectUri: form.request.redirectUri });
   });
 
   app.post('/oauth/authorize/consent', async (req, reply) => {

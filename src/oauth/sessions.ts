@@ -40,11 +40,24 @@ export function setCookie(reply: FastifyReply, name: string, value: string, opts
 
 const TOKEN_SHAPE = /^[A-Za-z0-9_-]{20,100}$/;
 
+/** The session id a browser presents (its cookie, well-formed), or undefined. */
+function presentedSession(req: FastifyRequest, secure: boolean): string | undefined {
+  const id = readCookie(req, cookieNames(secure).session);
+  return id && TOKEN_SHAPE.test(id) ? id : undefined;
+}
+
+/** The CSRF token of a signed-in browser: derived one-way from its session, so it changes at every sign-in and ends with the session. */
+const sessionCsrf = (sessionId: string) => sha256(`csrf:${sessionId}`);
+
 /**
- * The CSRF token of this browser (double-submit: an HttpOnly cookie and the same value in every form),
- * created on first sight. A cross-site page can neither read the cookie nor, with `__Host-`, overwrite it.
+ * The CSRF token for the forms of this page. A signed-in browser's is derived from its session
+ * (`session`: the id just started, `null` right after signing out, absent: the one the request presents);
+ * before sign-in it is a double-submit token (an HttpOnly cookie and the same value in the form), created
+ * on first sight. A cross-site page can neither read the cookies nor, with `__Host-`, overwrite them.
  */
-export function csrfToken(req: FastifyRequest, reply: FastifyReply, secure: boolean): string {
+export function csrfToken(req: FastifyRequest, reply: FastifyReply, secure: boolean, session?: string | null): string {
+  const sessionId = session === null ? undefined : (session ?? presentedSession(req, secure));
+  if (sessionId) return sessionCsrf(sessionId);
   const name = cookieNames(secure).csrf;
   const existing = readCookie(req, name);
   if (existing && TOKEN_SHAPE.test(existing)) return existing;
@@ -53,19 +66,23 @@ export function csrfToken(req: FastifyRequest, reply: FastifyReply, secure: bool
   return token;
 }
 
+/** With a session, only the token derived from it is valid; without one, the double-submit pair. */
 export function csrfValid(req: FastifyRequest, secure: boolean, submitted: string | undefined): boolean {
+  const sessionId = presentedSession(req, secure);
+  if (sessionId) return !!submitted && safeEqual(submitted, sessionCsrf(sessionId));
   const cookie = readCookie(req, cookieNames(secure).csrf);
   return !!cookie && !!submitted && TOKEN_SHAPE.test(cookie) && safeEqual(cookie, submitted);
 }
 
 /** Starts a session for a user who just signed in; the cookie value is stored only as its SHA-256. */
-export async function startSession(db: DbOrTx, reply: FastifyReply, userId: string, clock: Clock, secure: boolean) {
+export async function startSession(db: DbOrTx, reply: FastifyReply, userId: string, clock: Clock, secure: boolean): Promise<string> {
   const now = clock();
   const id = randomToken(32);
   // Expired sessions are swept here, so the table does not grow with abandoned sign-ins.
   await db.delete(oauthSessions).where(lt(oauthSessions.expiresAt, now));
   await db.insert(oauthSessions).values({ idHash: sha256(id), userId, createdAt: now, expiresAt: new Date(now.getTime() + SESSION_TTL_S * 1000) });
   setCookie(reply, cookieNames(secure).session, id, { secure, maxAge: SESSION_TTL_S });
+  return id;
 }
 
 /** The signed-in user's id, or undefined when there is no live session. */

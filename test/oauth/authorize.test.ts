@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CATEGORY_IDS } from '../../src/core/categories.js';
+import { oauthSessions } from '../../src/db/schema.js';
 import { verifyAccessToken } from '../../src/oauth/grants.js';
 import { createTestApp, TEST_ORIGIN, type TestApp } from '../helpers/app.js';
 import { authorizeUrl, authorizeWithForms, CookieJar, exchangeCode, formBody, hiddenFields, pkcePair, registerClient, type RegisteredClient } from '../helpers/oauth-flow.js';
@@ -188,12 +189,30 @@ describe('form posts', () => {
     expect(loc.searchParams.get('code')).toBeNull();
   });
 
-  it('consent without a session asks to sign in again', async () => {
+  it('consent after the session ended asks to sign in again', async () => {
     const { fields, jar } = await signedIn();
-    const csrfOnly = jar.header().split('; ').filter((c) => c.startsWith('sb_csrf=')).join('; ');
-    const res = await post('/oauth/authorize/consent', { ...fields, decision: 'approve' }, csrfOnly);
+    await t.database.db.delete(oauthSessions);
+    const res = await post('/oauth/authorize/consent', { ...fields, decision: 'approve' }, jar.header());
     expect(res.statusCode).toBe(401);
     expect(res.body).toContain('action="/oauth/authorize/sign-in"');
+  });
+
+  it('the CSRF token is derived from the session: new at sign-in, and no good without that session', async () => {
+    const page = await get(url());
+    const jar = new CookieJar();
+    jar.store(page);
+    const before = hiddenFields(page.body, '/oauth/authorize/sign-in');
+    const { fields, jar: signedJar } = await signedIn();
+    expect(fields.csrf).toBeDefined();
+    expect(fields.csrf).not.toBe(before.csrf);
+    // The pre-sign-in token with the session cookie: refused.
+    const stale = await post('/oauth/authorize/consent', { ...fields, csrf: before.csrf!, decision: 'approve' }, signedJar.header());
+    expect(stale.statusCode).toBe(403);
+    // The session's token without the session cookie: refused.
+    const csrfOnly = signedJar.header().split('; ').filter((c) => c.startsWith('sb_csrf=')).join('; ');
+    expect((await post('/oauth/authorize/consent', { ...fields, decision: 'approve' }, csrfOnly)).statusCode).toBe(403);
+    // A second sign-in gives another token.
+    expect((await signedIn()).fields.csrf).not.toBe(fields.csrf);
   });
 
   it('tampered hidden fields are checked again', async () => {
