@@ -33,6 +33,8 @@ export function redirectUriProblem(raw: string): string | undefined {
   const scheme = url.protocol.slice(0, -1);
   if (REFUSED_SCHEMES.has(scheme)) return `uses the refused scheme "${scheme}:"`;
   if (url.username || url.password) return 'must not contain user information';
+  // URL parsing forgives `https:///cb`, `https:cb` and backslashes (it reads a host "cb"); a registered URI must say what it means.
+  if ((scheme === 'https' || scheme === 'http') && !/^https?:\/\/[^/\\?#]/i.test(raw)) return 'is not a well-formed URL (scheme://host/path)';
   if (scheme === 'https') return url.hostname ? undefined : 'has no host';
   if (scheme === 'http') return LOOPBACK_HOSTS.has(url.hostname) ? undefined : 'uses http on a host that is not loopback (127.0.0.1, [::1] or localhost); use https';
   return /^[a-z][a-z0-9+.-]*$/.test(scheme) ? undefined : 'has an invalid scheme';

@@ -56,6 +56,10 @@ describe('POST /oauth/register', () => {
     'https://app.example.com/cb#fragment',
     'not a uri',
     '/relative/path',
+    'https:///cb',
+    'https:cb.example/x',
+    'https:\\\\evil.example\\cb',
+    'http:///127.0.0.1/cb',
   ])('refuses the redirect URI %s', async (uri) => {
     const res = await register({ redirect_uris: [uri] });
     expect(res.statusCode).toBe(400);
