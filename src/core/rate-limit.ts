@@ -32,3 +32,34 @@ export function createLimiter(spec: LimiterSpec, redis?: Redis): Limiter {
     },
   };
 }
+
+/** Counts failures only (e.g. wrong passwords): a key is refused once it has `points` failures in the window. */
+export interface FailureLimiter {
+  /** Seconds until `key` may try again; 0 when it may now. */
+  retryAfter(key: string): Promise<number>;
+  /** Counts one failure of `key`. */
+  fail(key: string): Promise<void>;
+  /** Forgets the failures of `key` (a success). */
+  reset(key: string): Promise<void>;
+}
+
+export function createFailureLimiter(spec: LimiterSpec, redis?: Redis): FailureLimiter {
+  const opts = { keyPrefix: `sb:${spec.name}`, points: spec.points, duration: spec.durationSeconds };
+  const limiter: RateLimiterAbstract = redis
+    ? new RateLimiterRedis({ ...opts, storeClient: redis, insuranceLimiter: new RateLimiterMemory(opts) })
+    : new RateLimiterMemory(opts);
+  return {
+    async retryAfter(key) {
+      const res = await limiter.get(key);
+      return res && res.consumedPoints >= spec.points ? Math.max(1, Math.ceil(res.msBeforeNext / 1000)) : 0;
+    },
+    async fail(key) {
+      await limiter.consume(key).catch((res: unknown) => {
+        if (!(res instanceof RateLimiterRes)) throw res;
+      });
+    },
+    async reset(key) {
+      await limiter.delete(key);
+    },
+  };
+}

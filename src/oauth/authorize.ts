@@ -1,3 +1,4 @@
+import { createFailureLimiter } from '../core/rate-limit.js';
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authenticateUser, getUser } from '../accounts/accounts.js';
@@ -18,6 +19,9 @@ export const CODE_TTL_S = 10 * 60;
 const PARAMS = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'code_challenge', 'code_challenge_method', 'resource'] as const;
 const MAX_PARAM_LENGTH = 4096;
 const SIGN_IN_FAILED = 'Incorrect email or password.';
+/** Failed sign-ins allowed per account (email) and per client IP in 15 minutes; then the form refuses until the window ends. */
+export const SIGN_IN_ACCOUNT_LIMIT = { points: 5, durationSeconds: 15 * 60 };
+export const SIGN_IN_IP_LIMIT = { points: 20, durationSeconds: 15 * 60 };
 
 export interface AuthorizationRequest {
   client: Client;
@@ -168,16 +172,39 @@ export function registerAuthorizeRoutes(app: FastifyInstance) {
     return showConsentOrSignIn(req, reply, checked.request);
   });
 
+  // Failed sign-ins are limited per account (the email as typed, so unknown ones count alike) and per IP.
+  const accountFailures = createFailureLimiter({ name: 'sign-in-account', ...SIGN_IN_ACCOUNT_LIMIT }, app.deps.redis);
+  const ipFailures = createFailureLimiter({ name: 'sign-in-ip', ...SIGN_IN_IP_LIMIT }, app.deps.redis);
+
   app.post('/oauth/authorize/sign-in', async (req, reply) => {
     const form = await checkForm(req, reply);
     if (!form) return reply;
     const { body, request: r } = form;
     const email = one(body.email) ?? '';
     const password = one(body.password) ?? '';
+    const accountKey = email.trim().toLowerCase().slice(0, 320);
+    const wait = Math.max(await ipFailures.retryAfter(req.ip), accountKey ? await accountFailures.retryAfter(accountKey) : 0);
+    if (wait > 0) {
+      reply.header('retry-after', String(wait));
+      const minutes = Math.ceil(wait / 60);
+      return signInPage(reply, {
+        client: view(r),
+        params: r.params,
+        csrf: csrfToken(req, reply, secure),
+        redirectUri: r.redirectUri,
+        error: `Too many failed sign-ins. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`,
+        email,
+        status: 429,
+      });
+    }
     // Unknown email and wrong password: one message, and the same argon2 cost (authenticateUser).
     const plausible = email && password && email.length <= 320 && password.length <= 1024 && !email.includes('\0');
     const user = plausible ? await authenticateUser(db, email, password) : undefined;
-    if (!user) return signInPage(reply, { client: view(r), params: r.params, csrf: csrfToken(req, reply, secure), redirectUri: r.redirectUri, error: SIGN_IN_FAILED, email });
+    if (!user) {
+      await Promise.all([ipFailures.fail(req.ip), accountKey ? accountFailures.fail(accountKey) : undefined]);
+      return signInPage(reply, { client: view(r), params: r.params, csrf: csrfToken(req, reply, secure), redirectUri: r.redirectUri, error: SIGN_IN_FAILED, email });
+    }
+    await accountFailures.reset(accountKey);
     // A new session, and with it a new CSRF token: one seen before the sign-in is no good after it.
     const session = await startSession(db, reply, user.id, clock, secure);
     const csrf = csrfToken(req, reply, secure, session);

@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SIGN_IN_ACCOUNT_LIMIT, SIGN_IN_IP_LIMIT } from '../../src/oauth/authorize.js';
+import { createTestApp, type TestApp } from '../helpers/app.js';
+import { authorizeUrl, CookieJar, formBody, hiddenFields, pkcePair, registerClient, type RegisteredClient } from '../helpers/oauth-flow.js';
+
+/** Failed sign-ins are limited per account and per IP; a success resets the account's count. */
+
+let t: TestApp;
+let client: RegisteredClient;
+let user: { id: string; email: string; password: string };
+const REDIRECT = 'http://127.0.0.1:8976/callback';
+
+beforeAll(async () => {
+  t = await createTestApp();
+  user = await (await t.tenant()).user();
+  client = await registerClient(t.app, { redirect_uris: [REDIRECT] });
+});
+afterAll(() => t.close());
+
+/** One sign-in attempt from `ip` (the test app trusts X-Forwarded-For): status and page. */
+async function signIn(email: string, password: string, ip: string) {
+  const headers = { 'x-forwarded-for': ip };
+  const page = await t.app.inject({ method: 'GET', url: authorizeUrl({ clientId: client.client_id, redirectUri: REDIRECT, challenge: pkcePair().challenge, state: 's' }), headers });
+  const jar = new CookieJar();
+  jar.store(page);
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/oauth/authorize/sign-in',
+    headers: { ...headers, 'content-type': 'application/x-www-form-urlencoded', cookie: jar.header() },
+    payload: formBody({ ...hiddenFields(page.body, '/oauth/authorize/sign-in'), email, password }),
+  });
+  return { status: res.statusCode, body: res.body, retryAfter: res.headers['retry-after'], consent: res.body.includes('action="/oauth/authorize/consent"') };
+}
+
+describe('sign-in limits', () => {
+  it('locks an account after its failures, whatever the IP, and the correct password too, until the window ends', async () => {
+    for (let i = 0; i < SIGN_IN_ACCOUNT_LIMIT.points; i++) {
+      const res = await signIn(user.email, 'wrong password', `10.0.0.${i + 1}`);
+      expect(res.status).toBe(200);
+      expect(res.body).toContain('Incorrect email or password.');
+    }
+    const locked = await signIn(user.email, user.password, '10.0.1.1');
+    expect(locked.status).toBe(429);
+    expect(Number(locked.retryAfter)).toBeGreaterThan(0);
+    expect(locked.body).toContain('Too many failed sign-ins');
+    expect(locked.consent).toBe(false);
+    // An unknown email is counted the same way: nothing tells the two apart.
+    for (let i = 0; i < SIGN_IN_ACCOUNT_LIMIT.points; i++) await signIn('nobody@example.test', 'x', `10.0.2.${i + 1}`);
+    expect((await signIn('nobody@example.test', 'x', '10.0.2.99')).status).toBe(429);
+  });
+
+  it('a success resets the account count', async () => {
+    const other = await (await t.tenant()).user();
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < SIGN_IN_ACCOUNT_LIMIT.points - 1; i++) expect((await signIn(other.email, 'wrong', '10.1.0.1')).status).toBe(200);
+      expect((await signIn(other.email, other.password, '10.1.0.2')).consent).toBe(true);
+    }
+  });
+
+  it('limits failures per IP across accounts', async () => {
+    const ip = '10.2.0.1';
+    for (let i = 0; i < SIGN_IN_IP_LIMIT.points; i++) expect((await signIn(`guess${i}@example.test`, 'x', ip)).status).toBe(200);
+    const fresh = await (await t.tenant()).user();
+    expect((await signIn(fresh.email, fresh.password, ip)).status).toBe(429);
+    expect((await signIn(fresh.email, fresh.password, '10.2.0.2')).consent).toBe(true);
+  });
+});
