@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Redis } from 'ioredis';
 import { AppError } from './core/errors.js';
@@ -35,6 +37,21 @@ declare module 'fastify' {
 /** A client's own X-Request-ID is kept when it is a sane token; otherwise a UUID is made. */
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 
+/**
+ * What Node's HTTP parser refuses (a malformed header, a request line or headers too long) never reaches
+ * Fastify: it is answered here, on the socket, in the API's error shape and with an X-Request-ID.
+ */
+function answerMalformedHttp(err: NodeJS.ErrnoException, socket: Duplex) {
+  if (err.code === 'ECONNRESET' || !socket.writable) return socket.destroy();
+  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+  const body = new AppError('BAD_REQUEST', tooLarge ? 'The request headers are too large' : 'The request could not be read (malformed HTTP)').toBody();
+  const json = JSON.stringify(body);
+  const status = 400; // BAD_REQUEST's status, as everywhere else in the API
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nX-Request-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${json}`,
+  );
+}
+
 /** Builds the whole service (REST, OpenAPI, docs, OAuth, MCP) without listening; tests use `inject`. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   setWebhookPolicy({ allowInsecure: deps.config.webhookAllowInsecure });
@@ -51,6 +68,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     routerOptions: { maxParamLength: 200 },
     // Errors Fastify raises before routing (an undecodable URL) get the API's error shape too.
     frameworkErrors: (err, req, reply) => sendError(err, req, reply),
+    clientErrorHandler: answerMalformedHttp,
   });
 
   const apiKeys = createApiKeyAuth(database(deps).db, deps.config.apiKeyCacheMs);
