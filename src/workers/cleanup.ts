@@ -1,4 +1,4 @@
-import { and, isNotNull, lt, notExists, sql, type SQL } from 'drizzle-orm';
+import { and, inArray, isNotNull, lt, notExists, sql, type SQL } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
@@ -10,7 +10,9 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 /** Rows deleted per statement: short transactions, no long locks. */
 const BATCH = 1000;
 /** A registered OAuth client that no user approved within this time is removed (clients register again on `invalid_client`). */
-export const UNUSED_CLIENT_DAYS = 30;
+export const UNUSED_CLIENT_HOURS = 24;
+/** A revoked grant (and what hangs off it) is kept this long for the record, then removed. */
+export const REVOKED_GRANT_DAYS = 30;
 /** Expired codes, tokens and sessions are kept this long after expiry (for support questions), then removed. */
 const EXPIRED_GRACE_MS = DAY_MS;
 
@@ -54,7 +56,7 @@ export function createCleanup(deps: CleanupDeps): WorkerLoop & { runOnce(): Prom
       key: oauthClients.id,
       where: (now) =>
         and(
-          lt(oauthClients.createdAt, new Date(now.getTime() - UNUSED_CLIENT_DAYS * DAY_MS)),
+          lt(oauthClients.createdAt, new Date(now.getTime() - UNUSED_CLIENT_HOURS * 60 * 60 * 1000)),
           notExists(deps.db.select({ one: sql`1` }).from(oauthGrants).where(sql`${oauthGrants.clientId} = ${oauthClients.id}`)),
         ),
     },
@@ -70,9 +72,23 @@ export function createCleanup(deps: CleanupDeps): WorkerLoop & { runOnce(): Prom
     }
   }
 
+  /** Grants revoked more than REVOKED_GRANT_DAYS ago, with their codes and tokens (which reference them). */
+  async function purgeRevokedGrants(now: Date): Promise<number> {
+    const old = deps.db
+      .select({ id: oauthGrants.id })
+      .from(oauthGrants)
+      .where(lt(oauthGrants.revokedAt, new Date(now.getTime() - REVOKED_GRANT_DAYS * DAY_MS)));
+    return deps.db.transaction(async (tx) => {
+      await tx.delete(oauthCodes).where(inArray(oauthCodes.grantId, old));
+      await tx.delete(oauthTokens).where(inArray(oauthTokens.grantId, old));
+      const deleted = await tx.delete(oauthGrants).where(inArray(oauthGrants.id, old)).returning({ id: oauthGrants.id });
+      return deleted.length;
+    });
+  }
+
   async function runOnce() {
     const now = deps.clock();
-    const counts: Record<string, number> = {};
+    const counts: Record<string, number> = { 'revoked oauth grants': await purgeRevokedGrants(now) };
     for (const p of purges) counts[p.name] = await purge(p, now);
     const removed = Object.entries(counts).filter(([, n]) => n > 0);
     if (removed.length) deps.log.info({ removed: Object.fromEntries(removed) }, 'cleanup removed expired rows');

@@ -1,7 +1,7 @@
 import { eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { events, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../../src/db/schema.js';
-import { createCleanup, UNUSED_CLIENT_DAYS } from '../../src/workers/cleanup.js';
+import { createCleanup, REVOKED_GRANT_DAYS, UNUSED_CLIENT_HOURS } from '../../src/workers/cleanup.js';
 import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -43,7 +43,9 @@ describe('cleanup', () => {
       .values([ev(ago(31), true), ev(ago(31), false), ev(ago(29), true)])
       .returning({ id: events.id });
 
-    await db.insert(oauthClients).values([client('old-unused', ago(UNUSED_CLIENT_DAYS + 1)), client('old-used', ago(UNUSED_CLIENT_DAYS + 1)), client('new-unused', ago(1))]);
+    await db
+      .insert(oauthClients)
+      .values([client('old-unused', ago(UNUSED_CLIENT_HOURS / 24 + 0.1)), client('old-used', ago(40)), client('new-unused', ago(UNUSED_CLIENT_HOURS / 24 - 0.1))]);
     const [grant] = await db
       .insert(oauthGrants)
       .values({ userId: user.id, organizationId: a.orgId, clientId: 'old-used', scopes: ['mcp'], categories: ['contacts'], resource: 'http://x/mcp' })
@@ -59,7 +61,7 @@ describe('cleanup', () => {
 
     const cleanup = createCleanup({ db, clock: () => now, log: silent, eventRetentionDays: 30 });
     const counts = await cleanup.runOnce();
-    expect(counts).toEqual({ events: 1, 'oauth codes': 1, 'oauth tokens': 1, 'oauth sessions': 1, 'unused oauth clients': 1 });
+    expect(counts).toEqual({ 'revoked oauth grants': 0, events: 1, 'oauth codes': 1, 'oauth tokens': 1, 'oauth sessions': 1, 'unused oauth clients': 1 });
 
     const eventIds = (await db.select({ id: events.id }).from(events).where(inArray(events.id, [oldEvent!.id, undispatchedOld!.id, recentEvent!.id]))).map((r) => r.id);
     expect(eventIds.sort()).toEqual([undispatchedOld!.id, recentEvent!.id].sort());
@@ -71,6 +73,22 @@ describe('cleanup', () => {
 
     // A second pass finds nothing left to do.
     expect(Object.values(await cleanup.runOnce()).every((n) => n === 0)).toBe(true);
+  });
+
+  it('removes grants revoked more than 30 days ago, with their tokens and codes; keeps recently revoked ones', async () => {
+    const db = t.database.db;
+    const user = await a.user();
+    await db.insert(oauthClients).values(client('revoking', ago(100)));
+    const grant = (revokedAt: Date) => ({ userId: user.id, organizationId: a.orgId, clientId: 'revoking', scopes: ['mcp'], categories: ['contacts'], resource: 'http://x/mcp', revokedAt });
+    const [old, recent] = await db.insert(oauthGrants).values([grant(ago(REVOKED_GRANT_DAYS + 1)), grant(ago(REVOKED_GRANT_DAYS - 1))]).returning();
+    await db.insert(oauthTokens).values([
+      { tokenHash: 'old-grant-token', kind: 'refresh', expiresAt: new Date(now.getTime() + DAY), grantId: old!.id },
+      { tokenHash: 'recent-grant-token', kind: 'refresh', expiresAt: new Date(now.getTime() + DAY), grantId: recent!.id },
+    ]);
+    const counts = await createCleanup({ db, clock: () => now, log: silent, eventRetentionDays: 30 }).runOnce();
+    expect(counts['revoked oauth grants']).toBe(1);
+    expect((await db.select({ id: oauthGrants.id }).from(oauthGrants).where(eq(oauthGrants.clientId, 'revoking'))).map((g) => g.id)).toEqual([recent!.id]);
+    expect((await db.select({ h: oauthTokens.tokenHash }).from(oauthTokens).where(inArray(oauthTokens.tokenHash, ['old-grant-token', 'recent-grant-token']))).map((r) => r.h)).toEqual(['recent-grant-token']);
   });
 
   it('honours the configured retention', async () => {
