@@ -19,6 +19,10 @@ export const ERROR_STATUS = {
   NOT_FOUND: 404,
   /** The body is larger than the limit (1 MiB). */
   PAYLOAD_TOO_LARGE: 413,
+  /** An `Idempotency-Key` already used with another request (method, path or body). */
+  IDEMPOTENCY_KEY_REUSED: 400,
+  /** A request with the same `Idempotency-Key` is still running; `Retry-After` says when to try again. */
+  IDEMPOTENCY_IN_PROGRESS: 409,
   /** Too many requests for this key in the current window; `Retry-After` says when to try again. */
   RATE_LIMITED: 429,
   /** A fault of ours; nothing about it is disclosed. */

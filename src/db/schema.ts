@@ -15,6 +15,7 @@ import {
   jsonb,
   numeric,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
@@ -397,6 +398,27 @@ export const events = pgTable(
     index('events_type').on(t.organizationId, t.type, t.occurredAt, t.id),
     index('events_undispatched').on(t.occurredAt).where(sql`${t.dispatchedAt} IS NULL`),
   ],
+);
+
+// ---------------------------------------------------------------- idempotency
+
+/**
+ * `Idempotency-Key` of REST POSTs, per API key: the request's hash and, once it has run, its answer.
+ * `response_status` null means the first request is still running (since `locked_at`). Kept 24 hours.
+ */
+export const idempotencyKeys = pgTable(
+  'idempotency_keys',
+  {
+    apiKeyId: uuid('api_key_id').notNull(),
+    key: text('key').notNull(),
+    organizationId: orgRef(),
+    requestHash: text('request_hash').notNull(),
+    responseStatus: integer('response_status'),
+    responseBody: jsonb('response_body').$type<unknown>(),
+    lockedAt: ts('locked_at').notNull().defaultNow(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.apiKeyId, t.key] }), index('idempotency_keys_created').on(t.createdAt)],
 );
 
 // ---------------------------------------------------------------- webhooks

@@ -34,15 +34,25 @@ const toSchema = (schema: z.ZodType, io: 'input' | 'output'): JsonSchema => {
 const COMMON_ERRORS: ErrorCode[] = ['VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'];
 
 const ERROR_TEXT: Record<number, string> = {
-  400: 'Validation error (`VALIDATION_ERROR`, with `details`) or malformed request (`BAD_REQUEST`)',
+  400: 'Validation error (`VALIDATION_ERROR`, with `details`), malformed request (`BAD_REQUEST`) or an `Idempotency-Key` used with another request (`IDEMPOTENCY_KEY_REUSED`)',
   401: 'Missing or invalid API key (`UNAUTHORIZED`)',
   402: 'Insufficient credits for the operation (`INSUFFICIENT_CREDITS`)',
   403: 'The API key lacks the permission the operation needs (`FORBIDDEN`)',
   404: 'The resource does not exist, is soft-deleted or belongs to another organization (`NOT_FOUND`)',
+  409: 'A request with the same `Idempotency-Key` is still running (`IDEMPOTENCY_IN_PROGRESS`); see `Retry-After`',
   413: 'The body is larger than 1 MiB (`PAYLOAD_TOO_LARGE`)',
   429: 'Too many requests for this API key (`RATE_LIMITED`); see `Retry-After`',
   500: 'Unexpected server error (`INTERNAL_ERROR`)',
   503: 'Temporarily unavailable, e.g. the database is unreachable (`SERVICE_UNAVAILABLE`); see `Retry-After`',
+};
+
+const IDEMPOTENCY_KEY_PARAMETER = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description:
+    'Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID.',
+  schema: { type: 'string', minLength: 1, maxLength: 255 },
 };
 
 const ErrorTreeSchema: JsonSchema = {
@@ -81,7 +91,7 @@ function operationObject(op: Operation) {
   const props = input.properties ?? {};
   const required = new Set(input.required ?? []);
   const inQuery = op.method === 'GET' || op.method === 'DELETE';
-  const parameters = Object.entries(props)
+  const parameters: unknown[] = Object.entries(props)
     .filter(([name]) => params.includes(name) || inQuery)
     .map(([name, schema]) => ({
       name,
@@ -90,24 +100,29 @@ function operationObject(op: Operation) {
       ...(schema.description ? { description: schema.description } : {}),
       schema,
     }));
+  if (op.method === 'POST') parameters.push(IDEMPOTENCY_KEY_PARAMETER);
 
   const codes = new Set<ErrorCode>([...COMMON_ERRORS, ...(op.errors ?? [])]);
   if ((op.cost ?? 0) > 0) codes.add('INSUFFICIENT_CREDITS');
   if (params.length) codes.add('NOT_FOUND');
   if (!inQuery) codes.add('BAD_REQUEST').add('PAYLOAD_TOO_LARGE');
+  if (op.method === 'POST') codes.add('IDEMPOTENCY_KEY_REUSED').add('IDEMPOTENCY_IN_PROGRESS');
   const statuses = [...new Set([...codes].map((c) => ERROR_STATUS[c]))].sort();
 
   const responses: Record<string, unknown> = {
     [successStatus(op)]: {
       description: op.kind === 'list' ? 'One page of results' : 'Success',
-      headers: { 'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' } },
+      headers: {
+        'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' },
+        ...(op.method === 'POST' ? { 'Idempotent-Replayed': { description: '`true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key`', schema: { type: 'string', enum: ['true'] } } } : {}),
+      },
       content: { 'application/json': { schema: toSchema(envelopeSchema(op), 'output') } },
     },
   };
   for (const s of statuses) {
     responses[s] = {
       description: ERROR_TEXT[s],
-      headers: { 'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' }, ...(s === 429 || s === 503 ? { 'Retry-After': { schema: { type: 'integer' } } } : {}) },
+      headers: { 'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' }, ...(s === 409 || s === 429 || s === 503 ? { 'Retry-After': { schema: { type: 'integer' } } } : {}) },
       content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
     };
   }

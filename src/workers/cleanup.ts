@@ -3,7 +3,8 @@ import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
-import { events, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../db/schema.js';
+import { events, idempotencyKeys, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../db/schema.js';
+import { expiredIdempotencyKeys } from '../http/idempotency.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -28,8 +29,8 @@ export interface CleanupDeps {
 interface Purge {
   name: string;
   table: PgTable;
-  /** The key column the batch selects by. */
-  key: PgColumn;
+  /** The key the batch selects by: the primary key column, or `ctid` for a composite key. */
+  key: PgColumn | SQL;
   where: (now: Date) => SQL | undefined;
 }
 
@@ -50,6 +51,7 @@ export function createCleanup(deps: CleanupDeps): WorkerLoop & { runOnce(): Prom
     { name: 'oauth codes', table: oauthCodes, key: oauthCodes.codeHash, where: (now) => lt(oauthCodes.expiresAt, new Date(now.getTime() - EXPIRED_GRACE_MS)) },
     { name: 'oauth tokens', table: oauthTokens, key: oauthTokens.tokenHash, where: (now) => lt(oauthTokens.expiresAt, new Date(now.getTime() - EXPIRED_GRACE_MS)) },
     { name: 'oauth sessions', table: oauthSessions, key: oauthSessions.idHash, where: (now) => lt(oauthSessions.expiresAt, now) },
+    { name: 'idempotency keys', table: idempotencyKeys, key: sql`ctid`, where: expiredIdempotencyKeys },
     {
       name: 'unused oauth clients',
       table: oauthClients,

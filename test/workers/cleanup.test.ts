@@ -1,6 +1,6 @@
 import { eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { events, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../../src/db/schema.js';
+import { events, idempotencyKeys, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../../src/db/schema.js';
 import { createCleanup, REVOKED_GRANT_DAYS, UNUSED_CLIENT_HOURS } from '../../src/workers/cleanup.js';
 import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
 
@@ -59,9 +59,13 @@ describe('cleanup', () => {
       { idHash: 'session-live', expiresAt: new Date(now.getTime() + DAY), userId: user.id },
     ]);
 
+    const idem = (key: string, createdAt: Date) => ({ apiKeyId: a.keyId, key, organizationId: a.orgId, requestHash: 'h', createdAt });
+    await db.insert(idempotencyKeys).values([idem('day-old', ago(1.01)), idem('fresh', ago(0.9))]);
+
     const cleanup = createCleanup({ db, clock: () => now, log: silent, eventRetentionDays: 30 });
     const counts = await cleanup.runOnce();
-    expect(counts).toEqual({ 'revoked oauth grants': 0, events: 1, 'oauth codes': 1, 'oauth tokens': 1, 'oauth sessions': 1, 'unused oauth clients': 1 });
+    expect(counts).toEqual({ 'revoked oauth grants': 0, events: 1, 'oauth codes': 1, 'oauth tokens': 1, 'oauth sessions': 1, 'idempotency keys': 1, 'unused oauth clients': 1 });
+    expect((await db.select({ k: idempotencyKeys.key }).from(idempotencyKeys)).map((r) => r.k)).toEqual(['fresh']);
 
     const eventIds = (await db.select({ id: events.id }).from(events).where(inArray(events.id, [oldEvent!.id, undispatchedOld!.id, recentEvent!.id]))).map((r) => r.id);
     expect(eventIds.sort()).toEqual([undispatchedOld!.id, recentEvent!.id].sort());
