@@ -36,6 +36,8 @@ const Env = z.object({
   AUTOMATION_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(500),
   /** Days events are kept (for GET /events and the automations); older ones are removed by the hourly cleanup. */
   EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  /** PostgreSQL: how long a statement may run or wait for a lock before the request answers 503 (ms). */
+  DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
   /** Development and tests only: webhook endpoints may be http on a loopback host and reach private addresses. */
   WEBHOOK_ALLOW_INSECURE: z.enum(['true', 'false']).default('false'),
 });
@@ -55,6 +57,7 @@ export interface Config {
   automations: { llmUrl: string | undefined; llmModel: string | undefined; llmApiKey: string | undefined; worker: boolean; pollMs: number };
   eventRetentionDays: number;
   webhookAllowInsecure: boolean;
+  dbStatementTimeoutMs: number;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -85,6 +88,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     eventRetentionDays: e.EVENT_RETENTION_DAYS,
     webhookAllowInsecure: e.WEBHOOK_ALLOW_INSECURE === 'true',
+    dbStatementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
   };
 }
 

@@ -13,7 +13,7 @@ import { createWebhookDelivery } from './workers/webhook-delivery.js';
  * SIGTERM and SIGINT stop accepting connections, let in-flight requests finish, then exit 0.
  */
 export async function serve(config: Config = loadConfig()) {
-  const database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir });
+  const database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir, statementTimeoutMs: config.dbStatementTimeoutMs });
   await database.migrate();
   const redis = config.redisUrl ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
   redis?.on('error', () => {}); // rate limits fall back to memory while Redis is away

@@ -75,7 +75,8 @@ export function fieldError(field: string, issue: string): AppError {
 }
 
 // node-postgres / PostgreSQL conditions that mean "the database is not reachable right now".
-const UNAVAILABLE_PG_CLASSES = ['08', '53', '57P'];
+// 57014: a statement cancelled by statement_timeout; 55P03: lock_timeout (a lock held elsewhere too long).
+const UNAVAILABLE_PG_CLASSES = ['08', '53', '57P', '57014', '55P03'];
 const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH']);
 const UNAVAILABLE_MESSAGES = [/timeout exceeded when trying to connect/i, /Connection terminated/i, /Query read timeout/i, /connection is closed/i, /Client has encountered a connection error/i];
 

@@ -33,6 +33,12 @@ export interface DatabaseOptions {
   dataDir?: string | undefined;
   /** Largest number of pooled PostgreSQL connections. */
   poolSize?: number;
+  /**
+   * PostgreSQL only: the longest a statement may run or wait for a lock before it is cancelled (and the
+   * request answers 503); the client also gives up on a connection that stops answering soon after.
+   * Unset: 15 s on the client side only (the command line, whose seed and migrations may run long).
+   */
+  statementTimeoutMs?: number | undefined;
 }
 
 const migrationsFolder = packagePath('drizzle');
@@ -40,16 +46,20 @@ const migrationsFolder = packagePath('drizzle');
 const MIGRATION_LOCK = 7_345_001;
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
-  return options.url ? openPostgres(options.url, options.poolSize ?? 20) : openPglite(options.dataDir);
+  return options.url ? openPostgres(options.url, options.poolSize ?? 20, options.statementTimeoutMs) : openPglite(options.dataDir);
 }
 
-function openPostgres(url: string, poolSize: number): Database {
+function openPostgres(url: string, poolSize: number, statementTimeoutMs: number | undefined): Database {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
     // A dead database must turn into a quick 503, never a hanging request.
     connectionTimeoutMillis: 2000,
-    query_timeout: 15_000,
+    // A lock held elsewhere or a slow statement is cancelled by the server; a database that stops answering
+    // altogether (a stalled network) is given up by the client a moment later.
+    ...(statementTimeoutMs
+      ? { options: `-c statement_timeout=${statementTimeoutMs} -c lock_timeout=${statementTimeoutMs}`, query_timeout: statementTimeoutMs + 500 }
+      : { query_timeout: 15_000 }),
     idleTimeoutMillis: 30_000,
     application_name: 'switchboard',
   });
@@ -65,6 +75,8 @@ function openPostgres(url: string, poolSize: number): Database {
     async migrate() {
       const client = await pool.connect();
       try {
+        // Migrations may build indexes on large tables: no statement timeout for them.
+        await client.query('SET statement_timeout = 0; SET lock_timeout = 0');
         await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
         try {
           await migratePg(drizzlePg(client, { schema }), { migrationsFolder });

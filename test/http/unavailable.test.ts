@@ -1,4 +1,5 @@
 import { createServer, connect, type Server, type Socket, type AddressInfo } from 'node:net';
+import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey, createOrganization } from '../../src/accounts/accounts.js';
@@ -18,6 +19,8 @@ class TcpProxy {
   private server: Server | undefined;
   private sockets = new Set<Socket>();
   port = 0;
+  /** While true, bytes are swallowed both ways: connections stay open and nothing is answered. */
+  stalled = false;
   constructor(
     private readonly targetHost: string,
     private readonly targetPort: number,
@@ -34,7 +37,8 @@ class TcpProxy {
           upstream.destroy();
         });
       }
-      client.pipe(upstream).pipe(client);
+      client.on('data', (d: Buffer) => void (this.stalled || upstream.write(d)));
+      upstream.on('data', (d: Buffer) => void (this.stalled || client.write(d)));
     });
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
@@ -54,6 +58,8 @@ class TcpProxy {
 }
 
 const pgUrl = process.env.SB_TEST_PG_URL;
+/** The test's statement timeout (the service's default is 5 s): short, so the test does not wait long. */
+const STATEMENT_TIMEOUT_MS = 1500;
 
 describe.skipIf(testDbKind !== 'postgres' || !pgUrl)('database outage (PostgreSQL behind a proxy)', () => {
   let direct: Database & { url?: string };
@@ -70,7 +76,7 @@ describe.skipIf(testDbKind !== 'postgres' || !pgUrl)('database outage (PostgreSQ
     const viaProxy = new URL(direct.url!);
     viaProxy.hostname = '127.0.0.1';
     viaProxy.port = String(proxy.port);
-    proxied = await openDatabase({ url: viaProxy.toString(), poolSize: 4 });
+    proxied = await openDatabase({ url: viaProxy.toString(), poolSize: 4, statementTimeoutMs: STATEMENT_TIMEOUT_MS });
     // API_KEY_CACHE_MS=0: every request looks its key up, so the outage hits authentication too.
     app = await buildApp({ config: loadConfig({ PUBLIC_URL: 'http://127.0.0.1:3999', LOG_LEVEL: 'silent', API_KEY_CACHE_MS: '0' }), database: proxied });
     await app.ready();
@@ -128,5 +134,42 @@ describe.skipIf(testDbKind !== 'postgres' || !pgUrl)('database outage (PostgreSQ
     expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
     const names = (await timed('GET', '/v1/contacts?limit=100')).res.json().data.map((c: { name: string }) => c.name);
     expect(names.sort()).toEqual(['After', 'Before']);
+  });
+
+  it('a row lock held elsewhere answers 503 after the statement timeout, not a hanging request', async () => {
+    const created = await timed('POST', '/v1/contacts', { name: 'Locked' });
+    const id = created.res.json().data.id as string;
+    const holder = new pg.Client({ connectionString: direct.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM contacts WHERE id = $1 FOR UPDATE', [id]);
+      expect((await timed('POST', '/v1/contacts', { name: 'Unrelated' })).res.statusCode).toBe(201); // other rows are not held up
+      const patched = await app.inject({ method: 'PATCH', url: `/v1/contacts/${id}`, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, payload: '{"name":"Waits"}' });
+      expect(patched.statusCode, patched.body).toBe(503);
+      expect(patched.json().error.code).toBe('SERVICE_UNAVAILABLE');
+      expect(patched.headers['retry-after']).toBeDefined();
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      await holder.end();
+    }
+    expect((await timed('GET', `/v1/contacts/${id}`)).res.json().data.name).toBe('Locked');
+  });
+
+  it('a database that stops answering (a stalled connection) answers 503 soon after the statement timeout', async () => {
+    await timed('GET', '/v1/contacts'); // connections are open and idle
+    proxy.stalled = true;
+    try {
+      const { res, ms } = await timed('GET', '/v1/contacts');
+      expect(res.statusCode, res.body).toBe(503);
+      expect(res.json().error.code).toBe('SERVICE_UNAVAILABLE');
+      expect(ms, `took ${Math.round(ms)} ms`).toBeLessThan(STATEMENT_TIMEOUT_MS + 2500);
+    } finally {
+      proxy.stalled = false;
+    }
+    // The stalled connections are given up; fresh ones serve the next requests.
+    let after = await timed('GET', '/v1/contacts');
+    for (let i = 0; i < 5 && after.res.statusCode !== 200; i++) after = await timed('GET', '/v1/contacts');
+    expect(after.res.statusCode).toBe(200);
   });
 });
