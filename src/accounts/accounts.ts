@@ -90,12 +90,34 @@ export async function authenticateUser(db: DbOrTx, email: string, password: stri
     return undefined;
   }
   const ok = await verify(user.passwordHash, password).catch(() => false);
-  return ok ? user : undefined;
+  // A disabled user fails like a wrong password, after the same work.
+  return ok && !user.disabledAt ? user : undefined;
 }
 
+/** A live, enabled user, or undefined. */
 export async function getUser(db: DbOrTx, id: string) {
-  const [user] = await db.select().from(users).where(and(eq(users.id, id), isNull(users.deletedAt)));
+  const [user] = await db.select().from(users).where(and(eq(users.id, id), isNull(users.deletedAt), isNull(users.disabledAt)));
   return user;
+}
+
+/** The live user with this email (case-insensitive), enabled or not; 404 when there is none. */
+export async function findUserByEmail(db: DbOrTx, email: string) {
+  const [user] = await db
+    .select()
+    .from(users)
+    .where(and(sql`lower(${users.email}) = lower(${email.trim()})`, isNull(users.deletedAt)))
+    .limit(1);
+  if (!user) throw notFound('User');
+  return user;
+}
+
+/** Sets `disabledAt` (or clears it); the caller revokes the user's grants and sessions. */
+export async function setUserDisabled(db: DbOrTx, id: string, disabled: boolean) {
+  await db.update(users).set({ disabledAt: disabled ? new Date() : null, updatedAt: new Date() }).where(eq(users.id, id));
+}
+
+export async function setUserPassword(db: DbOrTx, id: string, password: string) {
+  await db.update(users).set({ passwordHash: await hashPassword(password), updatedAt: new Date() }).where(eq(users.id, id));
 }
 
 const KEY_PREFIX = 'sb_';

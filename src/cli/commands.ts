@@ -1,5 +1,10 @@
 import { z } from 'zod';
-import { addCredits, createApiKey, createOrganization, createUser, revokeApiKey } from '../accounts/accounts.js';
+import { eq } from 'drizzle-orm';
+import { addCredits, createApiKey, createOrganization, createUser, findUserByEmail, revokeApiKey, setUserDisabled, setUserPassword } from '../accounts/accounts.js';
+import { systemClock } from '../core/clock.js';
+import { notFound } from '../core/errors.js';
+import { oauthGrants } from '../db/schema.js';
+import { listUserGrants, revokeGrant, revokeUserAccess } from '../oauth/grants.js';
 import type { Db } from '../db/client.js';
 import { emailFlag, intFlag, listFlag, textFlag, uuidFlag } from './flags.js';
 import { SEED_DEFAULTS, SEED_MAX, type SeedProgress } from './seed-counts.js';
@@ -43,6 +48,11 @@ export interface Command {
 }
 
 const flag = (schema: z.ZodType, placeholder: string, description: string): Flag => ({ schema, placeholder, description });
+
+const PASSWORD = z
+  .string({ error: (i) => (i.input === undefined ? 'is required' : 'must be text') })
+  .min(8, 'must be at least 8 characters')
+  .max(1024, 'must be at most 1024 characters');
 
 /** Largest value of an `integer` column. */
 const INT_MAX = 2_147_483_647;
@@ -98,19 +108,67 @@ export const COMMANDS: Command[] = [
     flags: {
       org: flag(uuidFlag(), 'ID', 'Organization id'),
       email: flag(emailFlag(), 'EMAIL', 'Sign-in email (unique across the service, case-insensitive)'),
-      password: flag(
-        z
-          .string({ error: (i) => (i.input === undefined ? 'is required' : 'must be text') })
-          .min(8, 'must be at least 8 characters')
-          .max(1024, 'must be at most 1024 characters'),
-        'PASSWORD',
-        'Sign-in password (8 to 1024 characters; stored as an argon2id hash)',
-      ),
+      password: flag(PASSWORD, 'PASSWORD', 'Sign-in password (8 to 1024 characters; stored as an argon2id hash)'),
       name: flag(textFlag().optional(), 'NAME', 'Display name'),
     },
     run: (input, ctx) => {
       const { org, ...rest } = input as { org: string; email: string; password: string; name?: string };
       return createUser(ctx.db, { orgId: org, ...rest });
+    },
+  },
+  {
+    name: 'user grants',
+    summary: "List a person's OAuth grants: the assistants they approved, with their tool categories",
+    flags: { email: flag(emailFlag(), 'EMAIL', "The person's sign-in email") },
+    run: async (input, ctx) => {
+      const user = await findUserByEmail(ctx.db, (input as { email: string }).email);
+      return { userId: user.id, email: user.email, disabled: user.disabledAt !== null, grants: await listUserGrants(ctx.db, user.id) };
+    },
+  },
+  {
+    name: 'user revoke-grant',
+    summary: 'Revoke one OAuth grant: its access and refresh tokens stop working at once',
+    flags: { grant: flag(uuidFlag(), 'ID', 'Grant id (from `user grants`)') },
+    run: async (input, ctx) => {
+      const id = (input as { grant: string }).grant;
+      const [row] = await ctx.db.select({ id: oauthGrants.id, revokedAt: oauthGrants.revokedAt }).from(oauthGrants).where(eq(oauthGrants.id, id));
+      if (!row) throw notFound('Grant');
+      await revokeGrant(ctx.db, id, systemClock);
+      return { id, revoked: true };
+    },
+  },
+  {
+    name: 'user disable',
+    summary: 'Disable a person: they cannot sign in, and every grant they gave stops at once',
+    flags: { email: flag(emailFlag(), 'EMAIL', "The person's sign-in email") },
+    run: async (input, ctx) => {
+      const user = await findUserByEmail(ctx.db, (input as { email: string }).email);
+      await setUserDisabled(ctx.db, user.id, true);
+      return { userId: user.id, email: user.email, disabled: true, revokedGrants: await revokeUserAccess(ctx.db, user.id, systemClock) };
+    },
+  },
+  {
+    name: 'user enable',
+    summary: 'Let a disabled person sign in again (the grants revoked when they were disabled stay revoked)',
+    flags: { email: flag(emailFlag(), 'EMAIL', "The person's sign-in email") },
+    run: async (input, ctx) => {
+      const user = await findUserByEmail(ctx.db, (input as { email: string }).email);
+      await setUserDisabled(ctx.db, user.id, false);
+      return { userId: user.id, email: user.email, disabled: false };
+    },
+  },
+  {
+    name: 'user password',
+    summary: "Set a person's password; every grant they gave is revoked and their sign-ins end",
+    flags: {
+      email: flag(emailFlag(), 'EMAIL', "The person's sign-in email"),
+      password: flag(PASSWORD, 'PASSWORD', 'The new password (8 to 1024 characters; stored as an argon2id hash)'),
+    },
+    run: async (input, ctx) => {
+      const { email, password } = input as { email: string; password: string };
+      const user = await findUserByEmail(ctx.db, email);
+      await setUserPassword(ctx.db, user.id, password);
+      return { userId: user.id, email: user.email, revokedGrants: await revokeUserAccess(ctx.db, user.id, systemClock) };
     },
   },
   {

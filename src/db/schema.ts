@@ -61,6 +61,8 @@ export const users = pgTable(
     email: text('email').notNull(),
     name: text('name'),
     passwordHash: text('password_hash').notNull(),
+    /** Set by an operator (`user disable`): the user cannot sign in and holds no live grant. */
+    disabledAt: ts('disabled_at'),
   },
   (t) => [uniqueIndex('users_email_live').on(sql`lower(${t.email})`).where(sql`${t.deletedAt} IS NULL`)],
 );

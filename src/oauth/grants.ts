@@ -1,9 +1,9 @@
-import { and, eq, gt, isNull, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, isNull, sql } from 'drizzle-orm';
 import type { Category } from '../core/categories.js';
 import type { Clock } from '../core/clock.js';
 import { randomToken, sha256 } from '../core/secrets.js';
 import type { DbOrTx } from '../db/client.js';
-import { oauthGrants, oauthTokens } from '../db/schema.js';
+import { oauthClients, oauthGrants, oauthSessions, oauthTokens } from '../db/schema.js';
 
 /** Token lifetimes of the spec. */
 export const ACCESS_TOKEN_TTL_S = 60 * 60;
@@ -129,6 +129,36 @@ export async function revokeGrant(db: DbOrTx, grantId: string, clock: Clock) {
   await db.update(oauthGrants).set({ revokedAt: now, updatedAt: now }).where(and(eq(oauthGrants.id, grantId), isNull(oauthGrants.revokedAt)));
   await db.update(oauthTokens).set({ revokedAt: now }).where(and(eq(oauthTokens.grantId, grantId), isNull(oauthTokens.revokedAt)));
   forgetGrant(grantId);
+}
+
+/** Every grant a user gave, newest first, with the client's name and whether it still stands. */
+export async function listUserGrants(db: DbOrTx, userId: string) {
+  const rows = await db
+    .select({ grant: oauthGrants, clientName: oauthClients.clientName })
+    .from(oauthGrants)
+    .innerJoin(oauthClients, eq(oauthClients.id, oauthGrants.clientId))
+    .where(eq(oauthGrants.userId, userId))
+    .orderBy(desc(oauthGrants.createdAt));
+  return rows.map(({ grant, clientName }) => ({
+    id: grant.id,
+    clientId: grant.clientId,
+    clientName,
+    categories: grant.categories,
+    scopes: grant.scopes,
+    createdAt: grant.createdAt.toISOString(),
+    revokedAt: grant.revokedAt?.toISOString() ?? null,
+  }));
+}
+
+/** Revokes every live grant of a user (their tokens stop at once) and ends their sign-in sessions; answers how many grants. */
+export async function revokeUserAccess(db: DbOrTx, userId: string, clock: Clock): Promise<number> {
+  const live = await db
+    .select({ id: oauthGrants.id })
+    .from(oauthGrants)
+    .where(and(eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)));
+  for (const g of live) await revokeGrant(db, g.id, clock);
+  await db.delete(oauthSessions).where(eq(oauthSessions.userId, userId));
+  return live.length;
 }
 
 /** Changes the tool categories of a grant; the next request of any of its tokens sees the change. */
