@@ -24,7 +24,13 @@ export async function serve(config: Config = loadConfig()) {
     try {
       commandSocket = await startCommandSocket({
         dataDir: config.dataDir,
-        context: { db: database.db, databaseKind: database.kind, migrate: () => database.migrate(), forgetApiKey: (keyHash) => app.deps.apiKeys.forget(keyHash) },
+        context: {
+          db: database.db,
+          databaseKind: database.kind,
+          migrate: () => database.migrate(),
+          forgetApiKey: (keyHash) => app.deps.apiKeys.forget(keyHash),
+          ...(database.backup ? { backup: () => database.backup!() } : {}),
+        },
         log: app.log,
       });
     } catch (err) {

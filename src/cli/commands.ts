@@ -1,8 +1,10 @@
 import { z } from 'zod';
+import { rename, writeFile } from 'node:fs/promises';
+import { resolve as resolvePath } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { addCredits, createApiKey, createOrganization, createUser, findUserByEmail, revokeApiKey, setUserDisabled, setUserPassword } from '../accounts/accounts.js';
 import { systemClock } from '../core/clock.js';
-import { notFound } from '../core/errors.js';
+import { AppError, notFound } from '../core/errors.js';
 import { oauthGrants } from '../db/schema.js';
 import { listUserGrants, revokeGrant, revokeUserAccess } from '../oauth/grants.js';
 import type { Db } from '../db/client.js';
@@ -26,6 +28,8 @@ export interface CommandContext {
   forgetApiKey?: (keyHash: string) => void;
   /** Seed progress: one call per batch. */
   progress?: (event: SeedProgress) => void;
+  /** The embedded database's consistent dump (see `Database.backup`); absent on PostgreSQL. */
+  backup?: () => Promise<Uint8Array>;
 }
 
 export interface Flag {
@@ -197,6 +201,31 @@ export const COMMANDS: Command[] = [
       const { keyHash, ...revoked } = await revokeApiKey(ctx.db, (input as { id: string }).id);
       ctx.forgetApiKey?.(keyHash);
       return revoked;
+    },
+  },
+  {
+    name: 'backup',
+    summary: 'Write a consistent backup of the embedded database to a file, also while the server runs',
+    flags: { out: flag(textFlag(4096), 'FILE', 'Where to write the backup (a gzipped tarball; written with mode 0600)') },
+    note: (r) => `Wrote ${String(r.bytes)} bytes to ${String(r.out)}. Restore with: switchboard restore --in ${String(r.out)} (into an empty DATA_DIR).`,
+    run: async (input, ctx) => {
+      if (!ctx.backup) throw new AppError('BAD_REQUEST', 'With PostgreSQL, back up with pg_dump (see the README); backup covers the embedded database');
+      const out = resolvePath((input as { out: string }).out);
+      const bytes = await ctx.backup();
+      // Written next to the target, then renamed: a crash never leaves a half-written backup under its name.
+      const partial = `${out}.partial-${process.pid}`;
+      await writeFile(partial, bytes, { mode: 0o600 });
+      await rename(partial, out);
+      return { out, bytes: bytes.byteLength, database: 'embedded' };
+    },
+  },
+  {
+    name: 'restore',
+    summary: 'Restore a backup into an empty DATA_DIR (embedded database; no server may run on it)',
+    flags: { in: flag(textFlag(4096), 'FILE', 'The backup file written by `switchboard backup`') },
+    localOnly: true,
+    run: async () => {
+      throw new Error('restore is run by the entry point');
     },
   },
   {

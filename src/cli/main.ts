@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+import { resolve as resolvePath } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig, type Config } from '../config.js';
 import { AppError } from '../core/errors.js';
@@ -40,8 +42,11 @@ export async function runCli(argv: readonly string[], env: NodeJS.ProcessEnv = p
     return undefined;
   }
 
+  if (invocation.command.name === 'restore') return emit(await restore(invocation, config));
+
   const bar = progressBar();
-  const outcome = await dispatch(invocation, config, argv, bar.update);
+  // A running server may handle the command in its own working directory: file paths go as absolute paths.
+  const outcome = await dispatch(invocation, config, absolutePaths(argv), bar.update);
   bar.stop();
   return emit(outcome);
 }
@@ -70,9 +75,43 @@ async function runDirect(invocation: Run, config: Config, progress: Progress): P
   try {
     // Every command needs the tables; migrating an up-to-date database is a cheap no-op.
     if (invocation.command.name !== 'migrate') await database.migrate();
-    return await runInvocation(invocation, { db: database.db, databaseKind: database.kind, migrate: () => database.migrate(), progress });
+    return await runInvocation(invocation, {
+      db: database.db,
+      databaseKind: database.kind,
+      migrate: () => database.migrate(),
+      progress,
+      ...(database.backup ? { backup: () => database.backup!() } : {}),
+    });
   } finally {
     await database.close();
+  }
+}
+
+/** `--out FILE` / `--in FILE` with FILE made absolute. */
+function absolutePaths(argv: readonly string[]): string[] {
+  return argv.map((arg, i) => {
+    if (['--out', '--in'].includes(argv[i - 1] ?? '')) return resolvePath(arg);
+    const eq = /^(--(?:out|in))=(.*)$/.exec(arg);
+    return eq ? `${eq[1]}=${resolvePath(eq[2]!)}` : arg;
+  });
+}
+
+/** `restore --in FILE`: into an empty DATA_DIR, in this process (never through a server, which would hold the directory). */
+async function restore(invocation: Run, config: Config): Promise<Outcome> {
+  const file = resolvePath((invocation.input as { in: string }).in);
+  try {
+    if (config.databaseUrl) throw new AppError('BAD_REQUEST', 'With PostgreSQL, restore with pg_restore or psql (see the README); restore fills the embedded database only');
+    const holder = dataDirHolder(config.dataDir);
+    if (holder !== undefined) throw new AppError('BAD_REQUEST', `A server (pid ${holder}) holds ${config.dataDir}: stop it and restore into an empty DATA_DIR`);
+    const { restorePglite, openDatabase } = await import('../db/client.js');
+    await restorePglite(config.dataDir, new Uint8Array(await readFile(file)));
+    // Opened once, migrated to this version's schema, and closed: the directory is ready to serve.
+    const database = await openDatabase({ dataDir: config.dataDir });
+    await database.migrate();
+    await database.close();
+    return { exitCode: 0, body: { restored: true, from: file, dataDir: config.dataDir }, message: `Restored ${file} into ${config.dataDir}. Start the server with npm start.` };
+  } catch (err) {
+    return errorOutcome(err instanceof AppError ? err : new AppError('BAD_REQUEST', `Could not restore ${file}: ${(err as Error).message}`));
   }
 }
 

@@ -24,6 +24,8 @@ export interface Database {
   ping(): Promise<void>;
   migrate(): Promise<void>;
   close(): Promise<void>;
+  /** The embedded database only: a consistent gzipped tarball of its data directory (PGlite's own dump). */
+  backup?(): Promise<Uint8Array>;
 }
 
 export interface DatabaseOptions {
@@ -111,6 +113,24 @@ function initPgliteDirectory(pgdata: string) {
   execFileSync(process.execPath, ['--input-type=module', '-e', script, import.meta.resolve('@electric-sql/pglite'), pgdata], { stdio: ['ignore', 'ignore', 'inherit'] });
 }
 
+/**
+ * Restores a backup (`Database.backup`) into DATA_DIR, which must not hold a database yet; the service
+ * then opens it as usual. Runs in the process that asks (the command line), never beside a server.
+ */
+export async function restorePglite(dataDir: string, backup: Uint8Array) {
+  const pgdata = `${dataDir}/pgdata`;
+  if (existsSync(`${pgdata}/PG_VERSION`)) throw new Error(`${dataDir} already holds a database: restore into an empty DATA_DIR`);
+  mkdirSync(dataDir, { recursive: true });
+  const lock = acquireDataDirLock(dataDir);
+  try {
+    const { PGlite } = await import('@electric-sql/pglite');
+    const client = await PGlite.create(pgdata, { loadDataDir: new Blob([backup]) });
+    await client.close();
+  } finally {
+    lock.release();
+  }
+}
+
 async function openPglite(dataDir: string | undefined): Promise<Database> {
   // Loaded here, not at the top: a process on PostgreSQL never loads the embedded database's code.
   const [{ PGlite }, { drizzle: drizzlePglite }, { migrate: migratePglite }] = await Promise.all([
@@ -142,6 +162,11 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
     },
     async migrate() {
       await migratePglite(drizzlePglite(client, { schema }), { migrationsFolder });
+    },
+    async backup() {
+      // PGlite runs one statement at a time: the dump sees no half-done transaction.
+      const file = await client.dumpDataDir('gzip');
+      return new Uint8Array(await file.arrayBuffer());
     },
     async close() {
       try {
