@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { useStore, send, startServer } from './server-process.js';
+import { killAll as stopAll, send, startServer, useStore } from './server-process.js';
 
 /**
  * kill -9 in the middle of a stream of writes: every write the server acknowledged (201) is there after a
@@ -9,7 +9,8 @@ import { useStore, send, startServer } from './server-process.js';
 const store = useStore();
 
 describe(`kill -9 (${process.env.SB_TEST_DB ?? 'pglite'})`, () => {
-  it('loses no acknowledged write', async () => {
+  // Three kill points: early (pools and caches still warming), mid-stream and later under a longer stream.
+  it.each([30, 200, 600])('loses no acknowledged write when killed after %i acknowledgements', async (killAfter) => {
     const server = await startServer(store.env);
     const acknowledged: string[] = [];
     const unexpected: string[] = [];
@@ -34,8 +35,8 @@ describe(`kill -9 (${process.env.SB_TEST_DB ?? 'pglite'})`, () => {
     const writers = Array.from({ length: 16 }, (_, w) => writer(w));
 
     // Kill once enough writes are acknowledged (or after 5 s), with requests still in flight.
-    const deadline = Date.now() + 5000;
-    while (acknowledged.length < 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const deadline = Date.now() + 10_000;
+    while (acknowledged.length < killAfter && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     dying = true;
     server.proc.kill('SIGKILL');
     const exit = await server.exited;
@@ -53,5 +54,7 @@ describe(`kill -9 (${process.env.SB_TEST_DB ?? 'pglite'})`, () => {
       answers.forEach((a, j) => a.status !== 200 && missing.push(`${batch[j]} -> ${a.status}`));
     }
     expect(missing).toEqual([]);
+    process.stdout.write(`kill -9 (${store.kind}) after ${killAfter}: acknowledged ${acknowledged.length}, lost ${missing.length}\n`);
+    await stopAll();
   }, 120_000);
 });
