@@ -35,7 +35,8 @@ async function snapshot(dataDir: string) {
   const database = await openDatabase({ dataDir });
   try {
     const out: Record<string, string> = {};
-    for (const table of Object.values(schema).filter((v): v is PgTable => v instanceof PgTable)) {
+    const tables = (Object.values(schema) as unknown[]).filter((v): v is PgTable => v instanceof PgTable);
+    for (const table of tables) {
       const name = getTableName(table);
       const rows = await database.db.execute(sql.raw(`SELECT * FROM "${name}" ORDER BY 1, 2`));
       out[name] = JSON.stringify((rows as unknown as { rows: unknown[] }).rows);
