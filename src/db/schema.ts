@@ -405,13 +405,15 @@ export const events = pgTable(
 // ---------------------------------------------------------------- idempotency
 
 /**
- * `Idempotency-Key` of REST POSTs, per API key: the request's hash and, once it has run, its answer.
- * `response_status` null means the first request is still running (since `locked_at`). Kept 24 hours.
+ * Idempotency keys of creating calls, per caller (a REST API key, or an MCP client's grant): the request's
+ * hash and, once it has run, its answer. `response_status` null means the first request is still running
+ * (since `locked_at`). Kept 24 hours.
  */
 export const idempotencyKeys = pgTable(
   'idempotency_keys',
   {
-    apiKeyId: uuid('api_key_id').notNull(),
+    /** The API key (REST) or OAuth grant (MCP) the key belongs to. */
+    callerId: uuid('caller_id').notNull(),
     key: text('key').notNull(),
     organizationId: orgRef(),
     requestHash: text('request_hash').notNull(),
@@ -420,7 +422,7 @@ export const idempotencyKeys = pgTable(
     lockedAt: ts('locked_at').notNull().defaultNow(),
     createdAt: ts('created_at').notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.apiKeyId, t.key] }), index('idempotency_keys_created').on(t.createdAt)],
+  (t) => [primaryKey({ columns: [t.callerId, t.key] }), index('idempotency_keys_created').on(t.createdAt)],
 );
 
 // ---------------------------------------------------------------- webhooks

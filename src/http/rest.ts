@@ -1,5 +1,5 @@
 import { notifyEventsCommitted } from '../modules/events/events.signal.js';
-import { idempotencyKeyOf, requestHash, runIdempotent } from './idempotency.js';
+import { idempotencyKeyOf, requestHash, runIdempotent } from '../idempotency.js';
 import { useJsonBodyParser } from './json-body.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -105,7 +105,7 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
         const input = rawInput(op, req, types, params);
         const caller = { orgId: principal.orgId, actor: { type: 'api_key' as const, id: principal.keyId, depth: 0 }, permissions: principal.permissions, db: deps.db };
         if (!key) return reply.code(status).send(await runOperation(op, input, caller));
-        const scope = { apiKeyId: principal.keyId, orgId: principal.orgId, key, hash: requestHash(op.method, req.url.split('?')[0]!, input) };
+        const scope = { callerId: principal.keyId, orgId: principal.orgId, key, hash: requestHash(op.method, req.url.split('?')[0]!, input) };
         const answer = await runIdempotent(deps.db, scope, status, (tx) => runOperation(op, input, caller, tx));
         if (answer.replayed) reply.header('idempotent-replayed', 'true');
         else notifyEventsCommitted(); // runOperation leaves the nudge to whoever owns the transaction

@@ -1,6 +1,9 @@
+import { idempotencyArgument, requestHash, runIdempotent } from '../idempotency.js';
+import { notifyEventsCommitted } from '../modules/events/events.signal.js';
 import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@modelcontextprotocol/server';
 import type { FastifyBaseLogger } from 'fastify';
 import { toAppError } from '../core/errors.js';
+import { successStatus } from '../core/operation.js';
 import { categoryPermissions } from '../core/permissions.js';
 import type { Db } from '../db/client.js';
 import type { Grant } from '../oauth/grants.js';
@@ -55,12 +58,17 @@ export function buildMcpServer(grantSource: GrantSource, deps: McpServerDeps): S
     const g = grant();
     let result: CallToolResult;
     try {
-      const envelope = await runOperation(entry.op, request.params.arguments ?? {}, {
-        orgId: g.organizationId,
-        actor: { type: 'user', id: g.userId, depth: 0 },
-        permissions: categoryPermissions(g.categories),
-        db: deps.db,
-      });
+      const caller = { orgId: g.organizationId, actor: { type: 'user' as const, id: g.userId, depth: 0 }, permissions: categoryPermissions(g.categories), db: deps.db };
+      const { idempotencyKey, ...args } = request.params.arguments ?? {};
+      const key = entry.op.method === 'POST' ? idempotencyArgument(idempotencyKey) : undefined;
+      let envelope: unknown;
+      if (key === undefined) {
+        envelope = await runOperation(entry.op, entry.op.method === 'POST' ? args : (request.params.arguments ?? {}), caller);
+      } else {
+        const scope = { callerId: g.id, orgId: g.organizationId, key, hash: requestHash('TOOL', name, args) };
+        envelope = (await runIdempotent(deps.db, scope, successStatus(entry.op), (tx) => runOperation(entry.op, args, caller, tx))).body;
+        notifyEventsCommitted();
+      }
       // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST).
       const text = JSON.stringify(envelope);
       result = { content: [{ type: 'text', text }], structuredContent: JSON.parse(text) as Record<string, unknown> };

@@ -1,3 +1,4 @@
+import { IDEMPOTENCY_ARGUMENT_SCHEMA } from '../idempotency.js';
 import { z } from 'zod';
 import type { Category } from '../core/categories.js';
 import { envelopeSchema, operationCategory, toolName, type HttpMethod, type Operation } from '../core/operation.js';
@@ -77,13 +78,18 @@ export function toolAnnotations(method: HttpMethod, title: string): ToolAnnotati
   };
 }
 
+const withIdempotencyArgument = (schema: JsonSchema & { type: 'object' }) => ({
+  ...schema,
+  properties: { ...((schema.properties as Record<string, unknown> | undefined) ?? {}), idempotencyKey: IDEMPOTENCY_ARGUMENT_SCHEMA },
+});
+
 export function toolDefinition(op: Operation): ToolDefinition {
   const description = op.description ? `${op.summary}.\n\n${op.description}` : `${op.summary}.`;
   return {
     name: toolName(op),
     title: op.summary,
     description,
-    inputSchema: jsonSchema(op.input, 'input'),
+    inputSchema: op.method === 'POST' ? withIdempotencyArgument(jsonSchema(op.input, 'input')) : jsonSchema(op.input, 'input'),
     outputSchema: jsonSchema(envelopeSchema(op), 'output'),
     annotations: toolAnnotations(op.method, op.summary),
   };

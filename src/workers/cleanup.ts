@@ -4,7 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
 import { events, idempotencyKeys, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../db/schema.js';
-import { expiredIdempotencyKeys } from '../http/idempotency.js';
+import { expiredIdempotencyKeys } from '../idempotency.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;

@@ -43,11 +43,11 @@ describe('Idempotency-Key', () => {
   });
 
   it('a request still running with the key is a 409 with Retry-After', async () => {
-    await t.database.db.insert(idempotencyKeys).values({ apiKeyId: a.keyId, key: 'running', organizationId: a.orgId, requestHash: 'x' });
+    await t.database.db.insert(idempotencyKeys).values({ callerId: a.keyId, key: 'running', organizationId: a.orgId, requestHash: 'x' });
     const res = await post(a, '/v1/contacts', { name: 'Waits' }, 'running');
     // The hash differs from the stored one: reuse is reported first, as Stripe does.
     expect(res.json.error.code).toBe('IDEMPOTENCY_KEY_REUSED');
-    await t.database.db.update(idempotencyKeys).set({ requestHash: (await import('../../src/http/idempotency.js')).requestHash('POST', '/v1/contacts', { name: 'Waits' }) }).where(and(eq(idempotencyKeys.apiKeyId, a.keyId), eq(idempotencyKeys.key, 'running')));
+    await t.database.db.update(idempotencyKeys).set({ requestHash: (await import('../../src/idempotency.js')).requestHash('POST', '/v1/contacts', { name: 'Waits' }) }).where(and(eq(idempotencyKeys.callerId, a.keyId), eq(idempotencyKeys.key, 'running')));
     const busy = await post(a, '/v1/contacts', { name: 'Waits' }, 'running');
     expect(busy.status).toBe(409);
     expect(busy.json.error.code).toBe('IDEMPOTENCY_IN_PROGRESS');

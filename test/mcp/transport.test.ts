@@ -261,6 +261,28 @@ describe('tools', () => {
     }
   });
 
+  it('creating tools take an idempotencyKey: a retry returns the first result and creates nothing twice', async () => {
+    const { token } = await mintToken(t, a, { categories: ['contacts'] });
+    const client = await v2Client(t.origin, token, 'mcp');
+    const textOf = (r: unknown) => JSON.parse((r as { content: { text: string }[] }).content[0]!.text);
+    const name = `Once ${Math.random()}`;
+    const first = await client.callTool({ name: 'contacts_create', arguments: { name, idempotencyKey: 'assistant-retry-1' } });
+    const again = await client.callTool({ name: 'contacts_create', arguments: { name, idempotencyKey: 'assistant-retry-1' } });
+    expect(first.isError).toBeFalsy();
+    expect(textOf(again)).toEqual(textOf(first));
+    const listed = (await a.request('GET', '/v1/contacts?limit=100')).json.data.filter((c: { name: string }) => c.name === name);
+    expect(listed).toHaveLength(1);
+    const reused = await client.callTool({ name: 'contacts_create', arguments: { name: 'Other', idempotencyKey: 'assistant-retry-1' } });
+    expect(reused.isError).toBe(true);
+    expect(textOf(reused).error.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    const bad = await client.callTool({ name: 'contacts_create', arguments: { name, idempotencyKey: '' } });
+    expect(textOf(bad).error.code).toBe('VALIDATION_ERROR');
+    // Reads have no such argument: it is an unknown field there.
+    const read = await client.callTool({ name: 'contacts_list', arguments: { idempotencyKey: 'x' } });
+    expect(read.isError).toBe(true);
+    await client.close();
+  });
+
   it('refuses __proto__ and constructor in tool arguments, naming the key, and writes nothing', async () => {
     const { token } = await mintToken(t, a, { categories: ['contacts'] });
     for (const args of ['{"name":"x","__proto__":{"isAdmin":true}}', '{"name":"x","data":{"constructor":{}}}']) {

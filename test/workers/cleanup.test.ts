@@ -59,7 +59,7 @@ describe('cleanup', () => {
       { idHash: 'session-live', expiresAt: new Date(now.getTime() + DAY), userId: user.id },
     ]);
 
-    const idem = (key: string, createdAt: Date) => ({ apiKeyId: a.keyId, key, organizationId: a.orgId, requestHash: 'h', createdAt });
+    const idem = (key: string, createdAt: Date) => ({ callerId: a.keyId, key, organizationId: a.orgId, requestHash: 'h', createdAt });
     await db.insert(idempotencyKeys).values([idem('day-old', ago(1.01)), idem('fresh', ago(0.9))]);
 
     const cleanup = createCleanup({ db, clock: () => now, log: silent, eventRetentionDays: 30 });

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { and, eq, lt, sql } from 'drizzle-orm';
-import { AppError } from '../core/errors.js';
-import type { Envelope } from '../core/operation.js';
-import type { Db, DbOrTx } from '../db/client.js';
-import { idempotencyKeys } from '../db/schema.js';
+import { AppError } from './core/errors.js';
+import type { Envelope } from './core/operation.js';
+import type { Db, DbOrTx } from './db/client.js';
+import { idempotencyKeys } from './db/schema.js';
 
 /** How long a key is remembered. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -27,6 +27,24 @@ export function idempotencyKeyOf(header: string | string[] | undefined): string 
   return header;
 }
 
+/** The `idempotencyKey` argument of an MCP tool call, or undefined; a malformed one is a validation error. */
+export function idempotencyArgument(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !KEY_SHAPE.test(value)) {
+    throw new AppError('VALIDATION_ERROR', 'The request is invalid', { errors: [], properties: { idempotencyKey: { errors: ['Must be 1 to 255 visible ASCII characters'] } } });
+  }
+  return value;
+}
+
+/** The JSON Schema of that argument, added to the tools of creating operations. */
+export const IDEMPOTENCY_ARGUMENT_SCHEMA = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 255,
+  description:
+    'Optional. Makes a retry safe: a second call with the same key (per authorization, kept 24 hours) and the same arguments returns the first result without creating twice; with other arguments it is an IDEMPOTENCY_KEY_REUSED error. E.g. a UUID per intended creation.',
+};
+
 /** What makes two requests "the same": method, path and input. */
 export const requestHash = (method: string, path: string, input: unknown) => createHash('sha256').update(`${method} ${path}\n${JSON.stringify(input)}`).digest('hex');
 
@@ -41,15 +59,15 @@ export const requestHash = (method: string, path: string, input: unknown) => cre
  */
 export async function runIdempotent(
   db: Db,
-  scope: { apiKeyId: string; orgId: string; key: string; hash: string },
+  scope: { callerId: string; orgId: string; key: string; hash: string },
   status: number,
   run: (tx: DbOrTx) => Promise<Envelope>,
 ): Promise<IdempotentAnswer> {
   const now = new Date();
-  const mine = and(eq(idempotencyKeys.apiKeyId, scope.apiKeyId), eq(idempotencyKeys.key, scope.key));
+  const mine = and(eq(idempotencyKeys.callerId, scope.callerId), eq(idempotencyKeys.key, scope.key));
   const claimed = await db
     .insert(idempotencyKeys)
-    .values({ apiKeyId: scope.apiKeyId, key: scope.key, organizationId: scope.orgId, requestHash: scope.hash, lockedAt: now, createdAt: now })
+    .values({ callerId: scope.callerId, key: scope.key, organizationId: scope.orgId, requestHash: scope.hash, lockedAt: now, createdAt: now })
     .onConflictDoNothing()
     .returning({ key: idempotencyKeys.key });
   if (claimed.length === 0) {

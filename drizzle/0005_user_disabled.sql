@@ -1,1 +1,0 @@
-ALTER TABLE "users" ADD COLUMN "disabled_at" timestamp (3) with time zone;
