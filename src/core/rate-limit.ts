@@ -14,12 +14,14 @@ export interface LimiterSpec {
   durationSeconds: number;
 }
 
-export function createLimiter(spec: LimiterSpec, redis?: Redis): Limiter {
+/** The store of a limit: memory, or Redis with memory as its stand-in while Redis is unreachable (an outage never blocks requests). */
+function limiterStore(spec: LimiterSpec, redis?: Redis): RateLimiterAbstract {
   const opts = { keyPrefix: `sb:${spec.name}`, points: spec.points, duration: spec.durationSeconds };
-  // When Redis is unreachable the in-memory limiter takes over, so a Redis outage never blocks requests.
-  const limiter: RateLimiterAbstract = redis
-    ? new RateLimiterRedis({ ...opts, storeClient: redis, insuranceLimiter: new RateLimiterMemory(opts) })
-    : new RateLimiterMemory(opts);
+  return redis ? new RateLimiterRedis({ ...opts, storeClient: redis, insuranceLimiter: new RateLimiterMemory(opts) }) : new RateLimiterMemory(opts);
+}
+
+export function createLimiter(spec: LimiterSpec, redis?: Redis): Limiter {
+  const limiter = limiterStore(spec, redis);
   return {
     async consume(key) {
       try {
@@ -44,10 +46,7 @@ export interface FailureLimiter {
 }
 
 export function createFailureLimiter(spec: LimiterSpec, redis?: Redis): FailureLimiter {
-  const opts = { keyPrefix: `sb:${spec.name}`, points: spec.points, duration: spec.durationSeconds };
-  const limiter: RateLimiterAbstract = redis
-    ? new RateLimiterRedis({ ...opts, storeClient: redis, insuranceLimiter: new RateLimiterMemory(opts) })
-    : new RateLimiterMemory(opts);
+  const limiter = limiterStore(spec, redis);
   return {
     async retryAfter(key) {
       const res = await limiter.get(key);
