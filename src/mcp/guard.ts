@@ -14,7 +14,16 @@ const isLoopbackHost = (hostname: string) => LOOPBACK_HOSTS.has(hostname.toLower
 
 /** Headers a browser client must be able to read on transport responses (401s and 429s included). */
 const EXPOSED_HEADERS = 'WWW-Authenticate, Mcp-Session-Id, Mcp-Protocol-Version, Retry-After, X-Request-ID';
-const ALLOWED_HEADERS = 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, X-Request-ID';
+const ALLOWED_HEADERS = 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, X-Request-ID';
+/** Request headers of the 2026-07-28 revision that name tool parameters: `Mcp-Param-<name>`, any name. */
+const MCP_PARAM_HEADER = /^mcp-param-[a-z0-9_.-]{1,128}$/i;
+
+/** The allowed request headers for a preflight: the fixed list, plus the `Mcp-Param-*` headers it asks for. */
+function allowedHeaders(requested: string | string[] | undefined): string {
+  const asked = typeof requested === 'string' ? requested.split(',').map((h) => h.trim()) : [];
+  const params = asked.filter((h) => MCP_PARAM_HEADER.test(h));
+  return params.length ? `${ALLOWED_HEADERS}, ${params.join(', ')}` : ALLOWED_HEADERS;
+}
 const ALLOWED_METHODS = 'GET, POST, DELETE, OPTIONS';
 
 const INVALID_TOKEN = { error: 'invalid_token', error_description: 'Missing or invalid access token' } as const;
@@ -116,7 +125,7 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
       }
       if (req.method === 'OPTIONS') {
         reply.header('access-control-allow-methods', ALLOWED_METHODS);
-        reply.header('access-control-allow-headers', ALLOWED_HEADERS);
+        reply.header('access-control-allow-headers', allowedHeaders(req.headers['access-control-request-headers']));
         reply.header('access-control-max-age', '86400');
         void reply.code(204).send();
         return false;

@@ -118,58 +118,61 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, deps: M
     if (subscriber) subscriber.disconnect();
   });
 
-  app.route({
-    method: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-    url: '/sse',
-    onRequest: guard.authHook('/sse'),
-    handler: async (req, reply) => {
-      const grant = guard.grantOf(req);
-      if (!(await guard.consume(grant, reply, null))) return reply;
-      if (req.method !== 'GET') {
-        return reply.code(405).header('allow', 'GET, OPTIONS').type('application/json').send(jsonRpcError(null, -32000, 'Method not allowed: open the stream with GET /sse, then POST to the endpoint it names.'));
-      }
-
-      const id = randomUUID();
-      const res = reply.raw;
-      const transport = new SseServerTransport(id, res);
-      const server = buildMcpServer(() => session.grant, deps);
-      const session: SseSession = { id, userId: grant.userId, clientId: grant.clientId, grant, transport, server };
-      sessions.set(id, session);
-      // First beat after KEEPALIVE_MS, long after the head below is written.
-      const keepalive = setInterval(() => {
-        transport.write(': keep-alive\n\n');
-        if (redis) void redis.expire(ownerKey(id), OWNER_TTL_S).catch(() => {});
-      }, KEEPALIVE_MS);
-      keepalive.unref();
-      res.on('close', () => {
-        clearInterval(keepalive);
-        void closeSession(session);
-      });
-
-      if (redis && subscriber) {
-        try {
-          await redis.set(ownerKey(id), JSON.stringify({ userId: grant.userId, clientId: grant.clientId }), 'EX', OWNER_TTL_S);
-          await subscriber.subscribe(relayChannel(id));
-        } catch (err) {
-          // Without Redis the session still works for POSTs that reach this instance.
-          deps.log.warn({ err }, 'redis unavailable: mcp sse session not shared with other instances');
+  // A URL pasted with a trailing slash is the same endpoint (clients do not all normalise it).
+  for (const url of ['/sse', '/sse/']) {
+    app.route({
+      method: ['GET', 'POST', 'DELETE', 'OPTIONS'],
+      url,
+      onRequest: guard.authHook('/sse'),
+      handler: async (req, reply) => {
+        const grant = guard.grantOf(req);
+        if (!(await guard.consume(grant, reply, null))) return reply;
+        if (req.method !== 'GET') {
+          return reply.code(405).header('allow', 'GET, OPTIONS').type('application/json').send(jsonRpcError(null, -32000, 'Method not allowed: open the stream with GET /sse, then POST to the endpoint it names.'));
         }
-      }
-      await server.connect(transport);
 
-      reply.hijack();
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = String(value);
-      res.writeHead(200, {
-        ...headers,
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
-      transport.write(`event: endpoint\ndata: /sse/messages?sessionId=${id}\n\n`);
-    },
-  });
+        const id = randomUUID();
+        const res = reply.raw;
+        const transport = new SseServerTransport(id, res);
+        const server = buildMcpServer(() => session.grant, deps);
+        const session: SseSession = { id, userId: grant.userId, clientId: grant.clientId, grant, transport, server };
+        sessions.set(id, session);
+        // First beat after KEEPALIVE_MS, long after the head below is written.
+        const keepalive = setInterval(() => {
+          transport.write(': keep-alive\n\n');
+          if (redis) void redis.expire(ownerKey(id), OWNER_TTL_S).catch(() => {});
+        }, KEEPALIVE_MS);
+        keepalive.unref();
+        res.on('close', () => {
+          clearInterval(keepalive);
+          void closeSession(session);
+        });
+
+        if (redis && subscriber) {
+          try {
+            await redis.set(ownerKey(id), JSON.stringify({ userId: grant.userId, clientId: grant.clientId }), 'EX', OWNER_TTL_S);
+            await subscriber.subscribe(relayChannel(id));
+          } catch (err) {
+            // Without Redis the session still works for POSTs that reach this instance.
+            deps.log.warn({ err }, 'redis unavailable: mcp sse session not shared with other instances');
+          }
+        }
+        await server.connect(transport);
+
+        reply.hijack();
+        const headers: Record<string, string> = {};
+        for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = String(value);
+        res.writeHead(200, {
+          ...headers,
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache, no-transform',
+          connection: 'keep-alive',
+          'x-accel-buffering': 'no',
+        });
+        transport.write(`event: endpoint\ndata: /sse/messages?sessionId=${id}\n\n`);
+      },
+    });
+  }
 
   app.route({
     method: ['POST', 'OPTIONS'],

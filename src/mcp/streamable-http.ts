@@ -76,25 +76,28 @@ export function registerStreamableHttp(app: FastifyInstance, guard: TransportGua
     }
   };
 
-  app.route({
-    method: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-    url: '/mcp',
-    onRequest: guard.authHook('/mcp'),
-    handler: async (req, reply) => {
-      const grant = guard.grantOf(req);
-      const raw = typeof req.body === 'string' ? req.body : undefined;
-      const body = parseJson(raw);
-      if (!(await guard.consume(grant, reply, requestIdOf(body)))) return reply;
-      if (req.method !== 'POST') {
-        return reply.code(405).header('allow', 'POST, OPTIONS').type('application/json').send(jsonRpcError(null, -32000, 'Method not allowed.'));
-      }
-      const refused = prototypeKeyError(body);
-      if (refused) return reply.code(400).type('application/json').send(refused);
-      const token = /^Bearer\s+(.+)$/i.exec(req.headers.authorization!)![1]!.trim();
-      const authInfo = authInfoFor(grant, token);
-      const request = toWebRequest(req, publicUrl, raw);
-      const response = (await isLegacyRequest(request, body)) ? await legacy(request, authInfo, body) : await modern.fetch(request, { authInfo, ...(body !== undefined ? { parsedBody: body } : {}) });
-      return sendWebResponse(reply, response);
-    },
-  });
+  // A URL pasted with a trailing slash is the same endpoint (clients do not all normalise it).
+  for (const url of ['/mcp', '/mcp/']) {
+    app.route({
+      method: ['GET', 'POST', 'DELETE', 'OPTIONS'],
+      url,
+      onRequest: guard.authHook('/mcp'),
+      handler: async (req, reply) => {
+        const grant = guard.grantOf(req);
+        const raw = typeof req.body === 'string' ? req.body : undefined;
+        const body = parseJson(raw);
+        if (!(await guard.consume(grant, reply, requestIdOf(body)))) return reply;
+        if (req.method !== 'POST') {
+          return reply.code(405).header('allow', 'POST, OPTIONS').type('application/json').send(jsonRpcError(null, -32000, 'Method not allowed.'));
+        }
+        const refused = prototypeKeyError(body);
+        if (refused) return reply.code(400).type('application/json').send(refused);
+        const token = /^Bearer\s+(.+)$/i.exec(req.headers.authorization!)![1]!.trim();
+        const authInfo = authInfoFor(grant, token);
+        const request = toWebRequest(req, publicUrl, raw);
+        const response = (await isLegacyRequest(request, body)) ? await legacy(request, authInfo, body) : await modern.fetch(request, { authInfo, ...(body !== undefined ? { parsedBody: body } : {}) });
+        return sendWebResponse(reply, response);
+      },
+    });
+  }
 }

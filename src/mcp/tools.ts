@@ -64,16 +64,18 @@ function slim(node: unknown): unknown {
 }
 
 /**
- * GET reads only; DELETE destroys (a soft delete, still gone for the client); PUT is idempotent.
- * POST and PATCH change data without removing any. Every tool acts on this service's own data only.
+ * GET reads only. DELETE removes (a soft delete, still gone for the client); PATCH and PUT overwrite
+ * fields (and can clear them, or replace `data` whole): all three are destructive, and repeating them with
+ * the same arguments changes nothing more (idempotent). POST adds without overwriting, and twice adds
+ * twice. Every tool acts on this service's own data only.
  */
 export function toolAnnotations(method: HttpMethod, title: string): ToolAnnotations {
   if (method === 'GET') return { title, readOnlyHint: true, openWorldHint: false };
   return {
     title,
     readOnlyHint: false,
-    destructiveHint: method === 'DELETE',
-    idempotentHint: method === 'PUT',
+    destructiveHint: method !== 'POST',
+    idempotentHint: method !== 'POST',
     openWorldHint: false,
   };
 }

@@ -127,6 +127,29 @@ describe('HTTP behaviour of /mcp', () => {
     expect(anon.headers.get('access-control-expose-headers')).toMatch(/Retry-After/);
   });
 
+  it('a preflight allows the 2026-07-28 headers: Mcp-Method, Mcp-Name and the Mcp-Param-* asked for', async () => {
+    const res = await fetch(`${t.origin}/mcp`, {
+      method: 'OPTIONS',
+      headers: { origin: t.origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, mcp-method, mcp-name, mcp-param-query' },
+    });
+    expect(res.status).toBe(204);
+    const allowed = res.headers.get('access-control-allow-headers')!.toLowerCase().split(/,\s*/);
+    for (const h of ['authorization', 'content-type', 'mcp-method', 'mcp-name', 'mcp-param-query', 'mcp-protocol-version']) expect(allowed, h).toContain(h);
+  });
+
+  it('accepts /mcp/ and /sse/ (a pasted trailing slash) as the same endpoints', async () => {
+    await expect401(await fetch(`${t.origin}/mcp/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }), '/mcp');
+    await expect401(await fetch(`${t.origin}/sse/`), '/sse');
+    const { token } = await mintToken(t, a);
+    const res = await fetch(`${t.origin}/mcp/`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { result: { tools: unknown[] } }).result.tools.length).toBeGreaterThan(0);
+  });
+
   it('refuses a non-loopback Host (DNS rebinding) while the service runs on loopback', async () => {
     const { token } = await mintToken(t, a);
     const status = (host: string) =>
@@ -350,12 +373,20 @@ describe('tools', () => {
       const tool = byName.get(toolName(op))!;
       expect(tool.title).toBe(op.summary);
       expect(tool.description).toContain(op.summary);
-      expect(tool.annotations.readOnlyHint).toBe(op.method === 'GET');
-      if (op.method !== 'GET') {
-        expect(tool.annotations.destructiveHint).toBe(op.method === 'DELETE');
-        expect(tool.annotations.idempotentHint).toBe(op.method === 'PUT');
-      }
     }
+    // Reads are read-only; creations add (not destructive, twice adds twice); updates overwrite and deletes
+    // remove (destructive, and repeating them changes nothing more).
+    const expected: [string, Record<string, boolean>][] = [
+      ['contacts_get', { readOnlyHint: true }],
+      ['messages_search', { readOnlyHint: true }],
+      ['contacts_create', { readOnlyHint: false, destructiveHint: false, idempotentHint: false }],
+      ['automations_approve', { readOnlyHint: false, destructiveHint: false, idempotentHint: false }],
+      ['contacts_update', { readOnlyHint: false, destructiveHint: true, idempotentHint: true }],
+      ['messages_update', { readOnlyHint: false, destructiveHint: true, idempotentHint: true }],
+      ['contacts_delete', { readOnlyHint: false, destructiveHint: true, idempotentHint: true }],
+      ['webhooks_delete', { readOnlyHint: false, destructiveHint: true, idempotentHint: true }],
+    ];
+    for (const [name, hints] of expected) expect(byName.get(name)!.annotations, name).toMatchObject({ ...hints, openWorldHint: false });
   });
 
   it('keeps the tool list (names, annotations, schemas) in a snapshot', async () => {
