@@ -38,6 +38,8 @@ const Env = z.object({
   EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   /** PostgreSQL: how long a statement may run or wait for a lock before the request answers 503 (ms). */
   DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
+  /** Whether /mcp and /sse also accept a REST API key as the bearer token (its permissions decide the tools). */
+  MCP_API_KEYS: z.enum(['true', 'false']).default('false'),
   /** Development and tests only: webhook endpoints may be http on a loopback host and reach private addresses. */
   WEBHOOK_ALLOW_INSECURE: z.enum(['true', 'false']).default('false'),
 });
@@ -58,6 +60,7 @@ export interface Config {
   eventRetentionDays: number;
   webhookAllowInsecure: boolean;
   dbStatementTimeoutMs: number;
+  mcpApiKeys: boolean;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -89,6 +92,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     eventRetentionDays: e.EVENT_RETENTION_DAYS,
     webhookAllowInsecure: e.WEBHOOK_ALLOW_INSECURE === 'true',
     dbStatementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
+    mcpApiKeys: e.MCP_API_KEYS === 'true',
   };
 }
 

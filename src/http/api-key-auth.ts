@@ -42,6 +42,10 @@ export function createApiKeyAuth(db: Db, ttlMs: number) {
       if (!principal) throw new AppError('UNAUTHORIZED', 'Invalid or revoked API key');
       return principal;
     },
+    /** The principal of a presented key (not the header), or undefined; the same cache as `authenticate`. */
+    verify(key: string): Promise<ApiKeyPrincipal | undefined> {
+      return lookup(sha256(key));
+    },
     /** Drops a key from the cache (after it is revoked through this process). */
     forget(keyHash: string) {
       cache.delete(keyHash);

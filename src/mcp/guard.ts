@@ -1,3 +1,5 @@
+import { CATEGORY_IDS } from '../core/categories.js';
+import type { ApiKeyAuth, ApiKeyPrincipal } from '../http/api-key-auth.js';
 import { forbiddenKeysIn } from '../core/schemas.js';
 import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { Clock } from '../core/clock.js';
@@ -59,6 +61,23 @@ export interface GuardOptions {
   db: Db;
   clock: Clock;
   limiter: Limiter | undefined;
+  /** Set when API keys are accepted as bearer tokens too (`MCP_API_KEYS=true`). */
+  apiKeys?: Pick<ApiKeyAuth, 'verify'> | undefined;
+}
+
+/** The grant an API key stands for on the MCP transports: its organization, its permissions' categories. */
+function apiKeyGrant(principal: ApiKeyPrincipal, publicUrl: string): Grant {
+  const categories = CATEGORY_IDS.filter((c) => principal.permissions.includes('*') || principal.permissions.some((p) => p.startsWith(`${c}:`)));
+  return {
+    id: principal.keyId,
+    userId: principal.keyId,
+    organizationId: principal.orgId,
+    clientId: 'api-key',
+    scopes: ['mcp'],
+    categories,
+    resource: publicUrl,
+    apiKey: { id: principal.keyId, permissions: principal.permissions },
+  };
 }
 
 export interface TransportGuard {
@@ -139,6 +158,8 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
       const grant = match ? await verifyAccessToken(opts.db, match[1]!, opts.clock) : undefined;
       // A token is good for both transports when it is bound to the origin, /mcp or /sse (RFC 8707).
       if (grant && grant.scopes.includes('mcp') && matchResource(grant.resource, opts.publicUrl)) return grant;
+      const principal = match && !grant && opts.apiKeys ? await opts.apiKeys.verify(match[1]!) : undefined;
+      if (principal) return apiKeyGrant(principal, opts.publicUrl);
       void reply.code(401).header('www-authenticate', challenges[path]).type('application/json').send(INVALID_TOKEN);
       return undefined;
     },

@@ -3,8 +3,8 @@ import { notifyEventsCommitted } from '../modules/events/events.signal.js';
 import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@modelcontextprotocol/server';
 import type { FastifyBaseLogger } from 'fastify';
 import { toAppError } from '../core/errors.js';
-import { successStatus } from '../core/operation.js';
-import { categoryPermissions } from '../core/permissions.js';
+import { operationPermission, successStatus } from '../core/operation.js';
+import { categoryPermissions, hasPermission } from '../core/permissions.js';
 import type { Db } from '../db/client.js';
 import type { Grant } from '../oauth/grants.js';
 import { runOperation } from '../run-operation.js';
@@ -37,16 +37,20 @@ export function buildMcpServer(grantSource: GrantSource, deps: McpServerDeps): S
   const grant = typeof grantSource === 'function' ? grantSource : () => grantSource;
   const server = new Server({ name: 'switchboard', version: VERSION }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
 
-  /** The tool, when it exists and its category is on the grant; a tool outside the grant does not exist. */
+  /** What the grant may do: read and write in its categories, or an API key's own permissions. */
+  const permissionsOf = (g: Grant) => g.apiKey?.permissions ?? categoryPermissions(g.categories);
+  const offered = (entry: ToolEntry, g: Grant) => g.categories.includes(entry.category) && hasPermission(permissionsOf(g), operationPermission(entry.op));
+
+  /** The tool, when it exists and the grant allows it; a tool outside the grant does not exist. */
   const allowedTool = (name: string): ToolEntry | undefined => {
     const entry = deps.catalog.get(name);
-    return entry && grant().categories.includes(entry.category) ? entry : undefined;
+    return entry && offered(entry, grant()) ? entry : undefined;
   };
 
   server.setRequestHandler('tools/list', () => {
-    const categories = grant().categories;
+    const g = grant();
     const tools = [];
-    for (const entry of deps.catalog.values()) if (categories.includes(entry.category)) tools.push(entry.definition);
+    for (const entry of deps.catalog.values()) if (offered(entry, g)) tools.push(entry.definition);
     return { tools };
   });
 
@@ -58,7 +62,8 @@ export function buildMcpServer(grantSource: GrantSource, deps: McpServerDeps): S
     const g = grant();
     let result: CallToolResult;
     try {
-      const caller = { orgId: g.organizationId, actor: { type: 'user' as const, id: g.userId, depth: 0 }, permissions: categoryPermissions(g.categories), db: deps.db };
+      const actor = g.apiKey ? { type: 'api_key' as const, id: g.apiKey.id, depth: 0 } : { type: 'user' as const, id: g.userId, depth: 0 };
+      const caller = { orgId: g.organizationId, actor, permissions: permissionsOf(g), db: deps.db };
       const { idempotencyKey, ...args } = request.params.arguments ?? {};
       const key = entry.op.method === 'POST' ? idempotencyArgument(idempotencyKey) : undefined;
       let envelope: unknown;

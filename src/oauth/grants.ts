@@ -21,6 +21,11 @@ export interface Grant {
   categories: Category[];
   /** The protected resource the tokens are bound to (normalised, no trailing slash). */
   resource: string;
+  /**
+   * MCP with an API key (`MCP_API_KEYS=true`): the key's id and permissions, which decide the tools
+   * (`contacts:read` alone gives the read tools of contacts only). Absent for OAuth grants.
+   */
+  apiKey?: { id: string; permissions: readonly string[] };
 }
 
 export interface TokenResponse {

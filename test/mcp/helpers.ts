@@ -18,10 +18,10 @@ export interface LiveApp extends TestApp {
 }
 
 /** The whole app listening on 127.0.0.1 with PUBLIC_URL set to its own origin. */
-export async function startLiveApp(overrides: Partial<AppDeps> = {}): Promise<LiveApp> {
+export async function startLiveApp(overrides: Partial<AppDeps> & { env?: Record<string, string> } = {}): Promise<LiveApp> {
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const t = await createTestApp({ ...overrides, env: { PUBLIC_URL: origin } });
+  const t = await createTestApp({ ...overrides, env: { ...overrides.env, PUBLIC_URL: origin } });
   await t.app.listen({ port, host: '127.0.0.1' });
   return Object.assign(t, { origin });
 }
