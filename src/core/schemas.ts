@@ -3,6 +3,13 @@ import type { ErrorTree } from './errors.js';
 
 /** Building blocks shared by every module's schemas. */
 
+/**
+ * The named schemas of the OpenAPI document: each module adds its resources (`components.add(Contact, {
+ * id: 'Contact' })`), and the document refers to them by `$ref` instead of repeating them. Response
+ * schemas only: an id names one shape.
+ */
+export const components = z.registry<{ id: string }>();
+
 export const Uuid = z.uuid().describe('UUID');
 export const IdParam = (what: string) => z.uuid().describe(`Id of the ${what}`);
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { CATEGORIES } from '../core/categories.js';
 import { ERROR_STATUS, type ErrorCode } from '../core/errors.js';
-import { MAX_INPUT_DEPTH } from '../core/schemas.js';
+import { components, MAX_INPUT_DEPTH } from '../core/schemas.js';
 import { envelopeSchema, operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
 
 type JsonSchema = Record<string, unknown>;
@@ -24,11 +24,31 @@ function tidy(node: unknown, io: 'input' | 'output'): void {
   for (const value of Object.values(schema)) tidy(value, io);
 }
 
-const toSchema = (schema: z.ZodType, io: 'input' | 'output'): JsonSchema => {
-  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
+/** `#/$defs/X` (where Zod puts a named schema) becomes `#/components/schemas/X`, at any depth. */
+function pointToComponents(node: unknown): void {
+  if (Array.isArray(node)) return node.forEach(pointToComponents);
+  if (typeof node !== 'object' || node === null) return;
+  const schema = node as JsonSchema;
+  if (typeof schema.$ref === 'string') schema.$ref = schema.$ref.replace(/^#\/\$defs\//, '#/components/schemas/');
+  for (const value of Object.values(schema)) pointToComponents(value);
+}
+
+/**
+ * A Zod schema as JSON Schema for the document. Schemas named in `components` are referred to by `$ref`;
+ * their definitions go to `named` (the document's components/schemas).
+ */
+function toSchema(schema: z.ZodType, io: 'input' | 'output', named?: Record<string, JsonSchema>): JsonSchema {
+  const converted = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any', metadata: components }) as JsonSchema;
+  const { $schema: _drop, $defs, ...rest } = converted as JsonSchema & { $defs?: Record<string, JsonSchema> };
+  for (const [id, def] of Object.entries($defs ?? {})) {
+    tidy(def, io);
+    pointToComponents(def);
+    if (named) named[id] ??= def;
+  }
   tidy(rest, io);
+  pointToComponents(rest);
   return rest;
-};
+}
 
 /** Errors every authenticated operation can answer. */
 const COMMON_ERRORS: ErrorCode[] = ['VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'];
@@ -85,9 +105,9 @@ const ErrorSchema: JsonSchema = {
   additionalProperties: false,
 };
 
-function operationObject(op: Operation) {
+function operationObject(op: Operation, named: Record<string, JsonSchema>) {
   const params = pathParams(op);
-  const input = toSchema(op.input, 'input') as { properties?: Record<string, JsonSchema>; required?: string[] };
+  const input = toSchema(op.input, 'input', named) as { properties?: Record<string, JsonSchema>; required?: string[] };
   const props = input.properties ?? {};
   const required = new Set(input.required ?? []);
   const inQuery = op.method === 'GET' || op.method === 'DELETE';
@@ -116,16 +136,10 @@ function operationObject(op: Operation) {
         'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' },
         ...(op.method === 'POST' ? { 'Idempotent-Replayed': { description: '`true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key`', schema: { type: 'string', enum: ['true'] } } } : {}),
       },
-      content: { 'application/json': { schema: toSchema(envelopeSchema(op), 'output') } },
+      content: { 'application/json': { schema: toSchema(envelopeSchema(op), 'output', named) } },
     },
   };
-  for (const s of statuses) {
-    responses[s] = {
-      description: ERROR_TEXT[s],
-      headers: { 'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' }, ...(s === 409 || s === 429 || s === 503 ? { 'Retry-After': { schema: { type: 'integer' } } } : {}) },
-      content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-    };
-  }
+  for (const s of statuses) responses[s] = { $ref: `#/components/responses/Error${s}` };
 
   let requestBody: unknown;
   if (!inQuery) {
@@ -158,11 +172,27 @@ function operationObject(op: Operation) {
   };
 }
 
+/** One named response per error status: the error shape, X-Request-ID, and Retry-After where it applies. */
+const ERROR_RESPONSES = Object.fromEntries(
+  Object.keys(ERROR_TEXT).map((status) => [
+    `Error${status}`,
+    {
+      description: ERROR_TEXT[Number(status)],
+      headers: {
+        'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' },
+        ...(['409', '429', '503'].includes(status) ? { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } } : {}),
+      },
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+    },
+  ]),
+);
+
 /** The OpenAPI 3.1 document of the REST interface, built from the operation table. */
 export function buildOpenApi(operations: Operation[], opts: { serverUrl: string; version: string }) {
   const paths: Record<string, Record<string, unknown>> = {};
+  const named: Record<string, JsonSchema> = {};
   for (const op of operations) {
-    (paths[op.path] ??= {})[op.method.toLowerCase()] = operationObject(op);
+    (paths[op.path] ??= {})[op.method.toLowerCase()] = operationObject(op, named);
   }
   return {
     openapi: '3.1.0',
@@ -189,8 +219,9 @@ export function buildOpenApi(operations: Operation[], opts: { serverUrl: string;
     paths,
     components: {
       securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <API_KEY>`' } },
+      responses: ERROR_RESPONSES,
       headers: { 'X-Request-ID': { description: 'Identifier of the request (echoes a client-sent X-Request-ID when it is a sane token)', schema: { type: 'string' } } },
-      schemas: { Error: ErrorSchema, ErrorTree: ErrorTreeSchema },
+      schemas: { ...Object.fromEntries(Object.entries(named).sort(([x], [y]) => x.localeCompare(y))), Error: ErrorSchema, ErrorTree: ErrorTreeSchema },
     },
   };
 }

@@ -93,10 +93,12 @@ describe('GET /v1/openapi.json', () => {
       if (op.method !== 'GET' && op.method !== 'DELETE') expect(errors).toContain('413');
       if (op.cost) expect(errors).toContain('402');
       for (const s of errors) {
-        expect(o.responses[s].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
-        expect(o.responses[s].headers['X-Request-ID']).toBeDefined();
+        const named = o.responses[s].$ref.replace('#/components/responses/', '');
+        const response = doc.components.responses[named];
+        expect(response.content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
+        expect(response.headers['X-Request-ID']).toBeDefined();
       }
-      expect(o.responses['429'].headers['Retry-After']).toBeDefined();
+      expect(doc.components.responses[o.responses['429'].$ref.replace('#/components/responses/', '')].headers['Retry-After']).toBeDefined();
     }
     expect(new Set(ids).size).toBe(operations.length);
     const documented = Object.values(doc.paths).reduce((n: number, p) => n + Object.keys(p as Json).length, 0);
@@ -104,12 +106,15 @@ describe('GET /v1/openapi.json', () => {
   });
 
   it('uses uuid and date-time formats and marks server-set resource fields readOnly', () => {
-    const contact = doc.paths['/contacts/{id}'].get.responses['200'].content['application/json'].schema.properties.data;
+    // Resources are named components, referred to by $ref.
+    expect(doc.paths['/contacts/{id}'].get.responses['200'].content['application/json'].schema.properties.data).toEqual({ $ref: '#/components/schemas/Contact' });
+    const contact = doc.components.schemas.Contact;
+    expect(contact.properties.emails.items).toEqual({ $ref: '#/components/schemas/ContactEmail' });
     expect(contact.properties.id).toMatchObject({ type: 'string', format: 'uuid', readOnly: true });
     expect(contact.properties.organizationId).toMatchObject({ format: 'uuid', readOnly: true });
     expect(contact.properties.createdAt).toMatchObject({ type: 'string', format: 'date-time', readOnly: true });
     expect(contact.properties.deletedAt.readOnly).toBe(true);
-    expect(contact.properties.emails.items.properties.id.readOnly).toBe(true);
+    expect(doc.components.schemas.ContactEmail.properties.id.readOnly).toBe(true);
     // Formats carry the meaning; Zod's long regular expressions for them are left out.
     expect(JSON.stringify(contact)).not.toContain('"pattern"');
     // Request bodies are not marked readOnly (their fields are written by the client).

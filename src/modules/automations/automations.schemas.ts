@@ -1,6 +1,6 @@
 import { CronExpressionParser } from 'cron-parser';
 import { z } from 'zod';
-import { AuditFields, DateTimeInput, IdParam, JsonObject, LongText, ShortText, Uuid } from '../../core/schemas.js';
+import { AuditFields, components, DateTimeInput, IdParam, JsonObject, LongText, ShortText, Uuid } from '../../core/schemas.js';
 
 export const AUTOMATION_STATUSES = [
   'draft',
@@ -151,3 +151,7 @@ export const AutomationExecution = z.object({
   startedAt: z.iso.datetime().nullable(),
   finishedAt: z.iso.datetime().nullable(),
 });
+
+// Named schemas of the OpenAPI document (components/schemas).
+components.add(Automation, { id: 'Automation' });
+components.add(AutomationExecution, { id: 'AutomationExecution' });

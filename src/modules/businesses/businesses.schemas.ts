@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AuditFields, IdParam, JsonObject, ShortText, Uuid } from '../../core/schemas.js';
+import { AuditFields, components, IdParam, JsonObject, ShortText, Uuid } from '../../core/schemas.js';
 
 export const Business = z.object({
   ...AuditFields,
@@ -22,3 +22,6 @@ export const BusinessUpdateInput = z.strictObject({
   name: name.optional(),
   data: JsonObject.optional().describe('Free-form JSON object; replaces the stored one'),
 });
+
+// Named schemas of the OpenAPI document (components/schemas).
+components.add(Business, { id: 'Business' });

@@ -1,6 +1,6 @@
 import { isValidPhoneNumber } from 'libphonenumber-js/max';
 import { z } from 'zod';
-import { AuditFields, IdParam, JsonObject, LongText, ShortText, Uuid } from '../../core/schemas.js';
+import { AuditFields, components, IdParam, JsonObject, LongText, ShortText, Uuid } from '../../core/schemas.js';
 
 const nullableText = (max: number, what: string) => ShortText(max).nullable().optional().describe(what);
 
@@ -114,3 +114,9 @@ export const partialFields = <S extends Record<string, z.ZodType>>(fields: S) =>
 export const ContactEmailUpdate = partialFields(emailFields);
 export const ContactPhoneNumberUpdate = partialFields(phoneFields);
 export const ContactAddressUpdate = partialFields(addressFields);
+
+// Named schemas of the OpenAPI document (components/schemas).
+components.add(ContactEmail, { id: 'ContactEmail' });
+components.add(ContactPhoneNumber, { id: 'ContactPhoneNumber' });
+components.add(ContactAddress, { id: 'ContactAddress' });
+components.add(Contact, { id: 'Contact' });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AuditFields, DateTimeInput, IdParam, JsonObject, LongText, NullableTimestamp, ShortText, Uuid } from '../../core/schemas.js';
+import { AuditFields, components, DateTimeInput, IdParam, JsonObject, LongText, NullableTimestamp, ShortText, Uuid } from '../../core/schemas.js';
 
 const open = (what: string, examples: string) => `${what}; any string up to 64 characters (the set of values is open), e.g. ${examples}`;
 
@@ -109,3 +109,7 @@ export const TransactionUpdateInput = z.strictObject({
   description: transactionFields.description,
   transactionDate: transactionFields.transactionDate,
 });
+
+// Named schemas of the OpenAPI document (components/schemas).
+components.add(Customer, { id: 'Customer' });
+components.add(CustomerTransaction, { id: 'CustomerTransaction' });

@@ -1,6 +1,6 @@
 import { domainToASCII } from 'node:url';
 import { z } from 'zod';
-import { AuditFields, IdParam, ShortText, Uuid } from '../../core/schemas.js';
+import { AuditFields, components, IdParam, ShortText, Uuid } from '../../core/schemas.js';
 
 /** A label: letters, digits and inner hyphens, 1 to 63 characters. */
 const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
@@ -87,3 +87,7 @@ export const DomainRegistration = z.object({
 
 export const DomainIdParam = { id: IdParam('domain') };
 export const RegistrationIds = { ...DomainIdParam, registrationId: IdParam('domain registration') };
+
+// Named schemas of the OpenAPI document (components/schemas).
+components.add(Domain, { id: 'Domain' });
+components.add(DomainRegistration, { id: 'DomainRegistration' });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Pagination } from '../../core/pagination.js';
-import { IdParam, JsonValue, Timestamp, Uuid } from '../../core/schemas.js';
+import { components, IdParam, JsonValue, Timestamp, Uuid } from '../../core/schemas.js';
 import { EVENT_TYPES } from './events.catalog.js';
 
 export const EventTypeSchema = z.enum(EVENT_TYPES).describe('Event type, a dotted resource.action name (see the event catalog)');
@@ -26,3 +26,6 @@ export const EventListInput = Pagination.extend({
 }).strict();
 
 export const EventIdInput = z.strictObject({ id: IdParam('event') });
+
+// Named schemas of the OpenAPI document (components/schemas).
+components.add(Event, { id: 'Event' });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AuditFields, IdParam, JsonObject, Uuid } from '../../core/schemas.js';
+import { AuditFields, components, IdParam, JsonObject, Uuid } from '../../core/schemas.js';
 
 /** Length in characters (code points), as the spec counts it, not UTF-16 units. */
 const chars = (s: string) => [...s].length;
@@ -45,3 +45,6 @@ export const Folder = z.object({
   fileCount: z.number().int().describe('Number of live files directly in the folder'),
   subfolderCount: z.number().int().describe('Number of live folders directly inside the folder'),
 });
+
+// Named schemas of the OpenAPI document (components/schemas).
+components.add(Folder, { id: 'Folder' });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Pagination } from '../../core/pagination.js';
-import { AuditFields, DateTimeInput, IdParam, JsonValue, LongText, NullableTimestamp, ShortText, Timestamp, Uuid } from '../../core/schemas.js';
+import { AuditFields, components, DateTimeInput, IdParam, JsonValue, LongText, NullableTimestamp, ShortText, Timestamp, Uuid } from '../../core/schemas.js';
 
 export const DIRECTIONS = ['incoming', 'outgoing'] as const;
 
@@ -99,3 +99,6 @@ export const MessageSearchInput = Pagination.extend({
   });
 
 export const searchTextOf = (input: { q?: string | undefined; query?: string | undefined }) => (input.q ?? input.query)!;
+
+// Named schemas of the OpenAPI document (components/schemas).
+components.add(Message, { id: 'Message' });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Pagination } from '../../core/pagination.js';
-import { AuditFields, IdParam, JsonObject, NullableTimestamp, ShortText, Timestamp, Uuid } from '../../core/schemas.js';
+import { AuditFields, components, IdParam, JsonObject, NullableTimestamp, ShortText, Timestamp, Uuid } from '../../core/schemas.js';
 import { EVENT_TYPES, WEBHOOK_TEST_EVENT } from '../events/events.catalog.js';
 
 /** Endpoints an organization may have (deleted ones do not count). */
@@ -78,3 +78,8 @@ export const DeliveryListInput = Pagination.extend({
 }).strict();
 
 export const DeliveryRetryInput = z.strictObject({ id: IdParam('webhook endpoint'), deliveryId: IdParam('delivery') });
+
+// Named schemas of the OpenAPI document (components/schemas).
+components.add(Webhook, { id: 'Webhook' });
+components.add(WebhookWithSecret, { id: 'WebhookWithSecret' });
+components.add(WebhookDelivery, { id: 'WebhookDelivery' });
