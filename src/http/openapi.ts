@@ -199,6 +199,7 @@ export function buildOpenApi(operations: Operation[], opts: { serverUrl: string;
     info: {
       title: 'Switchboard REST API',
       version: opts.version,
+      license: { name: 'MIT', identifier: 'MIT' },
       description:
         'Business communication data: messages, contacts, customers and transactions, businesses, folders, automations and domains. ' +
         'Every response is `{ "data": …, "meta"?: { "pagination": … } }`; errors are `{ "error": { "code", "message", "details"? } }`. ' +
