@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'data/', 'coverage/', 'drizzle/meta/'] },
+  { ignores: ['dist/', 'node_modules/', 'data/', 'coverage/', 'drizzle/meta/', 'clients/typescript/dist/', 'clients/typescript/src/openapi.ts'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
