@@ -1,7 +1,6 @@
-import { createFailureLimiter } from '../core/rate-limit.js';
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { authenticateUser, getUser } from '../accounts/accounts.js';
+import { getUser } from '../accounts/accounts.js';
 import { isCategory, type Category } from '../core/categories.js';
 import { randomToken, sha256 } from '../core/secrets.js';
 import type { DbOrTx } from '../db/client.js';
@@ -9,6 +8,7 @@ import { oauthCodes } from '../db/schema.js';
 import { findClient, redirectUriMatches, type Client } from './clients.js';
 import { createGrant } from './grants.js';
 import { matchResource } from './resource.js';
+import type { SignIn } from './sign-in.js';
 import { csrfToken, csrfValid, endSession, sessionUserId, startSession } from './sessions.js';
 import { clientView, consentPage, errorPage, signInPage } from './views.js';
 
@@ -18,10 +18,6 @@ export const CODE_TTL_S = 10 * 60;
 /** The parameters of an authorization request that the forms carry along (everything else is ignored). */
 const PARAMS = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'code_challenge', 'code_challenge_method', 'resource'] as const;
 const MAX_PARAM_LENGTH = 4096;
-const SIGN_IN_FAILED = 'Incorrect email or password.';
-/** Failed sign-ins allowed per account (email) and per client IP in 15 minutes; then the form refuses until the window ends. */
-export const SIGN_IN_ACCOUNT_LIMIT = { points: 5, durationSeconds: 15 * 60 };
-export const SIGN_IN_IP_LIMIT = { points: 20, durationSeconds: 15 * 60 };
 
 export interface AuthorizationRequest {
   client: Client;
@@ -123,7 +119,7 @@ export function redirectTarget(redirectUri: string, values: Record<string, strin
 /** S256: BASE64URL(SHA-256(code_verifier)) (RFC 7636 §4.2). */
 export const s256 = (verifier: string) => createHash('sha256').update(verifier).digest('base64url');
 
-export function registerAuthorizeRoutes(app: FastifyInstance) {
+export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
   const { config, clock, database } = app.deps;
   const db = database.db;
   const issuer = config.publicUrl;
@@ -172,39 +168,18 @@ export function registerAuthorizeRoutes(app: FastifyInstance) {
     return showConsentOrSignIn(req, reply, checked.request);
   });
 
-  // Failed sign-ins are limited per account (the email as typed, so unknown ones count alike) and per IP.
-  const accountFailures = createFailureLimiter({ name: 'sign-in-account', ...SIGN_IN_ACCOUNT_LIMIT }, app.deps.redis);
-  const ipFailures = createFailureLimiter({ name: 'sign-in-ip', ...SIGN_IN_IP_LIMIT }, app.deps.redis);
-
   app.post('/oauth/authorize/sign-in', async (req, reply) => {
     const form = await checkForm(req, reply);
     if (!form) return reply;
     const { body, request: r } = form;
     const email = one(body.email) ?? '';
-    const password = one(body.password) ?? '';
-    const accountKey = email.trim().toLowerCase().slice(0, 320);
-    const wait = Math.max(await ipFailures.retryAfter(req.ip), accountKey ? await accountFailures.retryAfter(accountKey) : 0);
-    if (wait > 0) {
-      reply.header('retry-after', String(wait));
-      const minutes = Math.ceil(wait / 60);
-      return signInPage(reply, {
-        client: view(r),
-        params: r.params,
-        csrf: csrfToken(req, reply, secure),
-        redirectUri: r.redirectUri,
-        error: `Too many failed sign-ins. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`,
-        email,
-        status: 429,
-      });
+    const outcome = await signIn(req.ip, email, one(body.password) ?? '');
+    if (outcome.kind !== 'ok') {
+      if (outcome.kind === 'wait') reply.header('retry-after', String(outcome.seconds));
+      const status = outcome.kind === 'wait' ? 429 : 200;
+      return signInPage(reply, { client: view(r), params: r.params, csrf: csrfToken(req, reply, secure), redirectUri: r.redirectUri, error: outcome.message, email, status });
     }
-    // Unknown email and wrong password: one message, and the same argon2 cost (authenticateUser).
-    const plausible = email && password && email.length <= 320 && password.length <= 1024 && !email.includes('\0');
-    const user = plausible ? await authenticateUser(db, email, password) : undefined;
-    if (!user) {
-      await Promise.all([ipFailures.fail(req.ip), accountKey ? accountFailures.fail(accountKey) : undefined]);
-      return signInPage(reply, { client: view(r), params: r.params, csrf: csrfToken(req, reply, secure), redirectUri: r.redirectUri, error: SIGN_IN_FAILED, email });
-    }
-    await accountFailures.reset(accountKey);
+    const user = outcome.user;
     // A new session, and with it a new CSRF token: one seen before the sign-in is no good after it.
     const session = await startSession(db, reply, user.id, clock, secure);
     const csrf = csrfToken(req, reply, secure, session);

@@ -5,6 +5,7 @@ import { registerAuthorizeRoutes } from './authorize.js';
 import { OAuthError, sendOAuthError, toOAuthError } from './errors.js';
 import { preflight, registerMetadataRoutes } from './metadata.js';
 import { registerRegistrationRoute } from './register.js';
+import { createSignIn } from './sign-in.js';
 import { registerTokenRoutes } from './token.js';
 import { errorPage } from './views.js';
 
@@ -28,7 +29,8 @@ export async function registerOAuth(app: FastifyInstance) {
 
   registerMetadataRoutes(app);
   registerRegistrationRoute(app);
-  registerAuthorizeRoutes(app);
+  const signIn = createSignIn(app.deps.database.db, app.deps.redis);
+  registerAuthorizeRoutes(app, signIn);
   registerTokenRoutes(app);
 
   // Browser-based clients call these cross-origin; they carry no cookies, so any origin may.

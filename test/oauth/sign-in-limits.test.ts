@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SIGN_IN_ACCOUNT_LIMIT, SIGN_IN_IP_LIMIT } from '../../src/oauth/authorize.js';
+import { SIGN_IN_ACCOUNT_LIMIT, SIGN_IN_IP_LIMIT } from '../../src/oauth/sign-in.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { authorizeUrl, CookieJar, formBody, hiddenFields, pkcePair, registerClient, type RegisteredClient } from '../helpers/oauth-flow.js';
 
