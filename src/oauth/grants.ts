@@ -139,18 +139,28 @@ export async function revokeGrant(db: DbOrTx, grantId: string, clock: Clock) {
 /** Every grant a user gave, newest first, with the client's name and whether it still stands. */
 export async function listUserGrants(db: DbOrTx, userId: string) {
   const rows = await db
-    .select({ grant: oauthGrants, clientName: oauthClients.clientName })
+    .select({
+      grant: oauthGrants,
+      clientName: oauthClients.clientName,
+      redirectUris: oauthClients.redirectUris,
+      lastTokenAt: sql<Date | null>`(SELECT max(t.created_at) FROM oauth_tokens t WHERE t.grant_id = ${oauthGrants.id})`.mapWith((v: string | Date | null) =>
+        v === null ? null : new Date(v),
+      ),
+    })
     .from(oauthGrants)
     .innerJoin(oauthClients, eq(oauthClients.id, oauthGrants.clientId))
     .where(eq(oauthGrants.userId, userId))
     .orderBy(desc(oauthGrants.createdAt));
-  return rows.map(({ grant, clientName }) => ({
+  return rows.map(({ grant, clientName, redirectUris, lastTokenAt }) => ({
     id: grant.id,
     clientId: grant.clientId,
     clientName,
+    redirectUris,
     categories: grant.categories,
     scopes: grant.scopes,
     createdAt: grant.createdAt.toISOString(),
+    /** When the client last obtained a token (at approval, and at every refresh). */
+    lastTokenAt: lastTokenAt?.toISOString() ?? null,
     revokedAt: grant.revokedAt?.toISOString() ?? null,
   }));
 }

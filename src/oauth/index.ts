@@ -1,6 +1,7 @@
 import formbody from '@fastify/formbody';
 import { useJsonBodyParser } from '../http/json-body.js';
 import type { FastifyInstance } from 'fastify';
+import { registerAccountRoutes } from './account.js';
 import { registerAuthorizeRoutes } from './authorize.js';
 import { OAuthError, sendOAuthError, toOAuthError } from './errors.js';
 import { preflight, registerMetadataRoutes } from './metadata.js';
@@ -21,7 +22,7 @@ export async function registerOAuth(app: FastifyInstance) {
   app.setErrorHandler((err, req, reply) => {
     const oauthError = toOAuthError(err, req);
     // The browser pages answer in HTML; machine endpoints in RFC 6749 §5.2 JSON.
-    if (req.url.startsWith('/oauth/authorize')) {
+    if (req.url.startsWith('/oauth/authorize') || req.url.startsWith('/account/')) {
       return errorPage(reply, oauthError.status, oauthError.status >= 500 ? 'Something went wrong' : 'This request cannot be completed', oauthError.description);
     }
     return sendOAuthError(reply, oauthError);
@@ -31,6 +32,7 @@ export async function registerOAuth(app: FastifyInstance) {
   registerRegistrationRoute(app);
   const signIn = createSignIn(app.deps.database.db, app.deps.redis);
   registerAuthorizeRoutes(app, signIn);
+  registerAccountRoutes(app, signIn);
   registerTokenRoutes(app);
 
   // Browser-based clients call these cross-origin; they carry no cookies, so any origin may.

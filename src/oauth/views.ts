@@ -133,7 +133,7 @@ export function consentPage(
   const hidden = hiddenFields({ ...opts.params, csrf: opts.csrf });
   const body = `<h1>Allow access?</h1>
 <p><strong>${escapeHtml(opts.client.name)}</strong> wants to use Switchboard tools on your behalf.</p>
-<p class="muted">After your answer you will be sent to <code>${escapeHtml(opts.client.redirectHost)}</code>. Only continue if you started this from that application.${
+<p class="muted">After your answer you will be sent to <code>${escapeHtml(opts.client.redirectHost)}</code>. Anyone can register an application here under any name: only continue if you started this from that application, at that address.${
     opts.offline ? ' It asks to stay connected: it may renew its access for up to 90 days without asking again.' : ''
   }</p>
 <form method="post" action="/oauth/authorize/consent">
@@ -159,4 +159,69 @@ export function errorPage(reply: FastifyReply, status: number, title: string, me
 <p role="alert">${escapeHtml(message)}</p>
 <p class="muted">Return to the application you came from and start again.</p>`;
   return sendPage(reply, status, layout(title, body));
+}
+
+/** The sign-in of the account pages (no client involved): posts to /account/sign-in. */
+export function accountSignInPage(reply: FastifyReply, opts: { csrf: string; formOrigin: string; error?: string; email?: string; status?: number }) {
+  const body = `<h1>Connected apps</h1>
+<p>Sign in to see and control the applications and assistants you connected to Switchboard.</p>
+${opts.error ? `<p class="alert" role="alert" id="sign-in-error">${escapeHtml(opts.error)}</p>` : ''}
+<form method="post" action="/account/sign-in">
+${hiddenFields({ csrf: opts.csrf })}
+<div class="field"><label for="email">Email</label>
+<input id="email" name="email" type="email" autocomplete="username" required autofocus value="${escapeHtml(opts.email ?? '')}"></div>
+<div class="field"><label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required></div>
+<div class="actions"><button class="primary" type="submit">Sign in</button></div>
+</form>`;
+  return sendPage(reply, opts.status ?? 200, layout('Connected apps', body), opts.formOrigin);
+}
+
+export interface ConnectedApp {
+  grantId: string;
+  client: ClientView;
+  categories: readonly string[];
+  approvedAt: string;
+  lastTokenAt: string | null;
+}
+
+const day = (iso: string) => iso.slice(0, 10);
+
+/** The signed-in person's connected apps: categories to change, a revoke button each, and a sign-out. */
+export function appsPage(reply: FastifyReply, opts: { csrf: string; formOrigin: string; userEmail: string; apps: ConnectedApp[]; notice?: string; status?: number }) {
+  const csrf = hiddenFields({ csrf: opts.csrf });
+  const apps = opts.apps.length
+    ? opts.apps
+        .map((app) => {
+          const boxes = CATEGORIES.map(
+            (c) =>
+              `<div class="category"><input type="checkbox" id="c-${app.grantId}-${c.id}" name="categories" value="${c.id}"${app.categories.includes(c.id) ? ' checked' : ''}>
+<label for="c-${app.grantId}-${c.id}">${c.id}</label></div>`,
+          ).join('\n');
+          return `<section aria-label="${escapeHtml(app.client.name)}">
+<h2>${escapeHtml(app.client.name)}</h2>
+<p class="muted">Sends you back to <code>${escapeHtml(app.client.redirectHost)}</code> · approved ${day(app.approvedAt)} · last connected ${app.lastTokenAt ? day(app.lastTokenAt) : 'never'}</p>
+<form method="post" action="/account/apps/${app.grantId}/categories">
+${csrf}
+<fieldset><legend>Tool categories it may use</legend>
+${boxes}
+</fieldset>
+<div class="actions"><button class="primary" type="submit">Save categories</button></div>
+</form>
+<form method="post" action="/account/apps/${app.grantId}/revoke">
+${csrf}
+<div class="actions"><button type="submit">Revoke access</button></div>
+</form>
+</section>`;
+        })
+        .join('\n')
+    : '<p>No application is connected.</p>';
+  const body = `<h1>Connected apps</h1>
+${opts.notice ? `<p class="alert" role="status">${escapeHtml(opts.notice)}</p>` : ''}
+${apps}
+<form method="post" action="/account/sign-out">
+${csrf}
+<p class="muted">Signed in as ${escapeHtml(opts.userEmail)}. <button class="link" type="submit">Sign out</button></p>
+</form>`;
+  return sendPage(reply, opts.status ?? 200, layout('Connected apps', body), opts.formOrigin);
 }

@@ -1,0 +1,66 @@
+import { existsSync } from 'node:fs';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/core/clock.js';
+import { verifyAccessToken } from '../../src/oauth/grants.js';
+import { createTestApp, type TestApp } from '../helpers/app.js';
+import { freePort } from '../helpers/listen.js';
+import { obtainTokens } from '../helpers/oauth-flow.js';
+import { skipWithout } from '../helpers/requirements.js';
+
+/** The connected-apps page in a real browser: sign in, change an app's categories, revoke it. */
+
+const CHROMIUM = '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM);
+
+let t: TestApp;
+let browser: Browser;
+let origin: string;
+
+beforeAll(async () => {
+  if (!hasChromium) return;
+  const port = await freePort();
+  origin = `http://127.0.0.1:${port}`;
+  t = await createTestApp({ env: { PUBLIC_URL: origin } });
+  await t.app.listen({ port, host: '127.0.0.1' });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+});
+afterAll(async () => {
+  await browser?.close();
+  await t?.close();
+});
+
+describe.skipIf(skipWithout(hasChromium, 'Chromium (/usr/bin/chromium)'))('connected apps page in Chromium', () => {
+  it('lists the approved app, changes its categories and revokes it', async () => {
+    const user = await (await t.tenant()).user();
+    const { tokens } = await obtainTokens(t.app, { ...user, categories: ['contacts', 'messages'], clientOverrides: { client_name: 'Desk Assistant' } });
+    const works = async () => (await verifyAccessToken(t.database.db, tokens.access_token, systemClock)) !== undefined;
+    expect(await works()).toBe(true);
+
+    const page = await (await browser.newContext()).newPage();
+    const cspViolations: string[] = [];
+    page.on('console', (msg) => void (/Content Security Policy/i.test(msg.text()) && cspViolations.push(msg.text())));
+    await page.goto(`${origin}/account/apps`);
+    await page.getByLabel('Email').fill(user.email);
+    await page.getByLabel('Password').fill(user.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+
+    const app = page.getByRole('region', { name: 'Desk Assistant' });
+    await expect(app.getByRole('heading', { name: 'Desk Assistant' }).isVisible()).resolves.toBe(true);
+    await expect(app.getByLabel('contacts').isChecked()).resolves.toBe(true);
+    await expect(app.getByLabel('messages').isChecked()).resolves.toBe(true);
+
+    await app.getByLabel('messages').uncheck();
+    await app.getByRole('button', { name: 'Save categories' }).click();
+    await expect(page.getByRole('region', { name: 'Desk Assistant' }).getByLabel('messages').isChecked()).resolves.toBe(false);
+    expect((await verifyAccessToken(t.database.db, tokens.access_token, systemClock))?.categories).toEqual(['contacts']);
+
+    await page.getByRole('region', { name: 'Desk Assistant' }).getByRole('button', { name: 'Revoke access' }).click();
+    await expect(page.getByText('No application is connected.').isVisible()).resolves.toBe(true);
+    expect(await works()).toBe(false);
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await expect(page.getByRole('button', { name: 'Sign in' }).isVisible()).resolves.toBe(true);
+    expect(cspViolations).toEqual([]);
+  });
+});
