@@ -3,12 +3,32 @@ import type { ErrorTree } from './errors.js';
 
 /** Building blocks shared by every module's schemas. */
 
+const componentIds = new WeakMap<z.ZodType, string>();
+
 /**
  * The named schemas of the OpenAPI document: each module adds its resources (`components.add(Contact, {
  * id: 'Contact' })`), and the document refers to them by `$ref` instead of repeating them. Response
- * schemas only: an id names one shape.
+ * schemas only: an id names one shape. Kept apart from Zod's global registry so that the MCP tool schemas
+ * stay self-contained (no `$ref`).
  */
-export const components = z.registry<{ id: string }>();
+export const components = {
+  add(schema: z.ZodType, meta: { id: string }) {
+    componentIds.set(schema, meta.id);
+  },
+};
+
+/**
+ * The `metadata` of `z.toJSONSchema` for the OpenAPI document: each schema's own metadata (descriptions,
+ * examples, from the global registry) plus the component id of a named one. `toJSONSchema` only calls
+ * `get` on it, hence the cast.
+ */
+export const documentMetadata = {
+  get(schema: z.ZodType) {
+    const own = z.globalRegistry.get(schema);
+    const id = componentIds.get(schema);
+    return id ? { ...own, id } : own;
+  },
+} as unknown as typeof z.globalRegistry;
 
 export const Uuid = z.uuid().describe('UUID');
 export const IdParam = (what: string) => z.uuid().describe(`Id of the ${what}`);

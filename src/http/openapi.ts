@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { CATEGORIES } from '../core/categories.js';
 import { ERROR_STATUS, type ErrorCode } from '../core/errors.js';
-import { components, MAX_INPUT_DEPTH } from '../core/schemas.js';
+import { documentMetadata, MAX_INPUT_DEPTH } from '../core/schemas.js';
+import { exampleOf } from './examples.js';
 import { envelopeSchema, operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
 
 type JsonSchema = Record<string, unknown>;
@@ -38,7 +39,7 @@ function pointToComponents(node: unknown): void {
  * their definitions go to `named` (the document's components/schemas).
  */
 function toSchema(schema: z.ZodType, io: 'input' | 'output', named?: Record<string, JsonSchema>): JsonSchema {
-  const converted = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any', metadata: components }) as JsonSchema;
+  const converted = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any', metadata: documentMetadata }) as JsonSchema;
   const { $schema: _drop, $defs, ...rest } = converted as JsonSchema & { $defs?: Record<string, JsonSchema> };
   for (const [id, def] of Object.entries($defs ?? {})) {
     tidy(def, io);
@@ -105,6 +106,9 @@ const ErrorSchema: JsonSchema = {
   additionalProperties: false,
 };
 
+/** A media type object: the schema, and an example made from it (a whole answer, or a request's usual fields). */
+const withExample = (schema: JsonSchema, named: Record<string, JsonSchema>, full: boolean) => ({ schema, example: exampleOf(schema, named, { full }) });
+
 function operationObject(op: Operation, named: Record<string, JsonSchema>) {
   const params = pathParams(op);
   const input = toSchema(op.input, 'input', named) as { properties?: Record<string, JsonSchema>; required?: string[] };
@@ -136,7 +140,7 @@ function operationObject(op: Operation, named: Record<string, JsonSchema>) {
         'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' },
         ...(op.method === 'POST' ? { 'Idempotent-Replayed': { description: '`true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key`', schema: { type: 'string', enum: ['true'] } } } : {}),
       },
-      content: { 'application/json': { schema: toSchema(envelopeSchema(op), 'output', named) } },
+      content: { 'application/json': withExample(toSchema(envelopeSchema(op), 'output', named), named, true) },
     },
   };
   for (const s of statuses) responses[s] = { $ref: `#/components/responses/Error${s}` };
@@ -148,9 +152,7 @@ function operationObject(op: Operation, named: Record<string, JsonSchema>) {
     requestBody = {
       required: bodyRequired.length > 0,
       content: {
-        'application/json': {
-          schema: { type: 'object', properties: bodyProps, ...(bodyRequired.length ? { required: bodyRequired } : {}), additionalProperties: false },
-        },
+        'application/json': withExample({ type: 'object', properties: bodyProps, ...(bodyRequired.length ? { required: bodyRequired } : {}), additionalProperties: false }, named, false),
       },
     };
   }

@@ -148,3 +148,20 @@ describe('GET /v1/openapi.json', () => {
     }
   });
 });
+
+describe('examples', () => {
+  it('every operation has an example answer, and every example request passes the operation’s own input schema', () => {
+    const doc = buildOpenApi(operations, { serverUrl: 'https://switchboard.example.com/v1', version: VERSION }) as unknown as Json;
+    const refused: string[] = [];
+    for (const op of operations) {
+      const o = doc.paths[op.path][op.method.toLowerCase()];
+      expect(o.responses[String(successStatus(op))].content['application/json'].example, op.id).toBeDefined();
+      const example = o.requestBody?.content['application/json'].example;
+      if (!example) continue;
+      const input = { ...example, ...Object.fromEntries(pathParams(op).map((p) => [p, '3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f'])) };
+      const parsed = op.input.safeParse(input);
+      if (!parsed.success) refused.push(`${op.id}: ${JSON.stringify(example)} ${parsed.error.message.slice(0, 200)}`);
+    }
+    expect(refused).toEqual([]);
+  });
+});

@@ -1105,380 +1105,750 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         Automation: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
             name: string;
             description: string | null;
+            /** @description Event type that triggers the automation ("automation.pending" until it is inferred) */
             triggerEvent: string;
+            /** @description Cron schedule of a scheduled automation, else null */
             cronExpression: string | null;
             condition: {
                 [key: string]: unknown;
             } | null;
             instructions: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description API key or user that created the automation
+             */
             createdBy: string;
             enabled: boolean;
+            /** @description What the plan may do: `{ "operations": [operation ids] }`, set by evaluation; `{}` before */
             permissions: {
                 [key: string]: unknown;
             };
             groupId: string | null;
             groupName: string | null;
             groupMetadata: {
+                /** @description Why the automations of the group exist */
                 purpose?: string;
+                /** @description Who or what created the group */
                 createdBy?: string;
+                /** @description Id of the assistant task that created the group */
                 aiTaskId?: string;
+                /** @description Tags of the group */
                 tags?: string[];
             } | null;
+            /** @description Largest number of runs; null means unlimited */
             maxExecutions: number | null;
+            /** @description Runs so far */
             currentExecutions: number;
+            /** @description When the automation stops running; null means never */
             expiresAt: string | null;
             /** @enum {string} */
             status: "draft" | "pending_evaluation" | "evaluation_failed" | "code_generation_failed" | "pending_approval" | "active" | "paused" | "completed" | "expired" | "failed" | "archived";
+            /** @description Why evaluation or the last runs failed; null otherwise */
             statusReason: string | null;
+            /** @description Next cron tick of an active scheduled automation; null otherwise */
             nextRunAt: string | null;
+            /** @description When the last successful run finished; null before the first */
             lastRunAt: string | null;
+            /** @description IANA time zone `cronExpression` is read in; null means UTC */
             timezone: string | null;
+            /** @description The plan: steps run in order, in one transaction, each an operation of the REST table; null until evaluation built it */
             actions: {
+                /** @description Operation id, e.g. "messages.update" */
                 operation: string;
+                /** @description Its input; string values may hold templates such as "{{event.resourceId}}" or "{{now}}" */
                 input: {
                     [key: string]: unknown;
                 };
             }[] | null;
         };
         AutomationExecution: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Id of the execution
+             */
             id: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The automation that ran
+             */
             automationId: string;
+            /** @description The event that triggered the run (event-triggered automations) */
             eventId: string | null;
+            /** @description The cron tick of the run (scheduled automations) */
             scheduledFor: string | null;
-            /** @enum {string} */
+            /**
+             * @description "pending" (queued), "succeeded", "failed" (nothing was written) or "skipped" (the automation could no longer run)
+             * @enum {string}
+             */
             status: "pending" | "succeeded" | "failed" | "skipped";
+            /** @description Why the run failed or was skipped */
             error: string | null;
+            /** @description One entry per step that ran */
             steps: {
                 operation: string;
+                /** @description Id of the record the step touched */
                 resourceId: string | null;
             }[];
             startedAt: string | null;
             finishedAt: string | null;
         };
         Business: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description API key or user that created the business
+             */
             createdBy: string;
+            /** @description Name of the business */
             name: string;
+            /** @description Free-form JSON object */
             data: {
                 [key: string]: unknown;
             };
         };
         Contact: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
             firstName: string | null;
             lastName: string | null;
             company: string | null;
             jobTitle: string | null;
             notes: string | null;
+            /** @description Courtesy title */
             title: string | null;
             name: string | null;
+            /** @description URL of a picture */
             picture: string | null;
+            /** @description Free-form JSON object */
             data: {
                 [key: string]: unknown;
             };
+            /** @description Live email addresses, oldest first */
             emails: components["schemas"]["ContactEmail"][];
+            /** @description Live phone numbers, oldest first */
             phoneNumbers: components["schemas"]["ContactPhoneNumber"][];
+            /** @description Live addresses, oldest first */
             addresses: components["schemas"]["ContactAddress"][];
         };
         ContactAddress: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Contact the record belongs to
+             */
             contactId: string;
+            /** @description Country (ISO 3166-1 alpha-2 code recommended) */
             country: string;
+            /** @description Label, e.g. "home" */
             label: string;
+            /** @description Street address */
             address1: string;
+            /** @description Apartment, suite, floor… */
             address2: string;
             city: string;
+            /** @description State, province or region */
             state: string;
             postalCode: string;
+            /** @description Free-form JSON object */
             data: {
                 [key: string]: unknown;
             };
         };
         ContactEmail: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Contact the record belongs to
+             */
             contactId: string;
+            /** @description Email address */
             email: string;
+            /** @description Label, e.g. "work" */
             label: string;
+            /** @description Free-form JSON object */
             data: {
                 [key: string]: unknown;
             };
         };
         ContactPhoneNumber: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Contact the record belongs to
+             */
             contactId: string;
+            /** @description The number in E.164 format, e.g. +14155550123 */
             phoneNumber: string;
+            /** @description Country calling code without "+", e.g. "1" or "44" (derived from phoneNumber) */
             countryCode: string;
+            /** @description The national significant number, e.g. "4155550123" (derived from phoneNumber) */
             nationalNumber: string;
+            /** @description Label, e.g. "mobile" */
             label: string;
+            /** @description Free-form JSON object */
             data: {
                 [key: string]: unknown;
             };
         };
         Customer: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
+            /** @description Business the customer is a customer of; null when none */
             businessId: string | null;
+            /** @description Contact that describes the customer; null when none */
             contactId: string | null;
+            /** @description Kind of customer; any string up to 64 characters (the set of values is open), e.g. "individual", "company" */
             type: string | null;
+            /** @description Name of the customer */
             name: string | null;
+            /** @description Email address */
             email: string | null;
+            /** @description Phone number, as given */
             phone: string | null;
+            /** @description Free-text notes */
             notes: string | null;
+            /** @description Status; any string up to 64 characters (the set of values is open), e.g. "lead", "active", "inactive" */
             status: string | null;
+            /** @description When the customer became a customer (ISO 8601 UTC) */
             customerSince: string | null;
+            /** @description Free-form JSON object */
             data: {
                 [key: string]: unknown;
             };
         };
         CustomerTransaction: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
+            /** @description Business the transaction belongs to; null when none */
             businessId: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Customer the transaction belongs to
+             */
             customerId: string;
+            /** @description Decimal amount as a string, exactly as stored, e.g. "-12.50" */
             amount: string;
+            /** @description ISO 4217 currency code, e.g. "EUR" */
             currency: string;
+            /** @description Status; any string up to 64 characters (the set of values is open), e.g. "pending", "completed", "failed", "refunded" */
             status: string;
+            /** @description Kind of transaction; any string up to 64 characters (the set of values is open), e.g. "payment", "refund", "invoice" */
             type: string;
+            /** @description Free-text description */
             description: string | null;
+            /** @description When the transaction took place (ISO 8601 UTC) */
             transactionDate: string | null;
         };
         Domain: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
+            /** @description The domain name, lowercase */
             name: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description API key or user that added the domain
+             */
             createdBy: string;
         };
         DomainRegistration: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Domain the registration belongs to
+             */
             domainId: string;
+            /** @description Registration state (free string) */
             state: string;
+            /** @description The registrar's id of the domain */
             externalDomainId: string | null;
+            /** @description The registrar's id of this registration */
             externalId: string | null;
             autoRenew: boolean;
             whoisPrivacy: boolean;
             transferLock: boolean;
+            /** @description Registration period in years */
             period: number;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description API key or user that created the registration
+             */
             createdBy: string;
         };
         Event: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id of the event
+             */
             id: string;
-            /** @enum {string} */
+            /**
+             * @description Event type, a dotted resource.action name (see the event catalog)
+             * @enum {string}
+             */
             type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "message.received" | "message.sent";
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization the event belongs to
+             */
             organizationId: string;
+            /** @description Id of the record the write touched */
             resourceId: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the write committed (ISO 8601 UTC)
+             */
             occurredAt: string;
+            /** @description Who caused the write */
             actor: {
-                /** @enum {string} */
+                /**
+                 * @description What caused the write
+                 * @enum {string}
+                 */
                 type: "api_key" | "user" | "automation" | "system";
+                /** @description Id of the API key, user or automation */
                 id: string | null;
             };
+            /** @description The record after the write, as the operation answered it */
             data: unknown;
         };
         Folder: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
+            /** @description Folder name */
             name: string;
+            /** @description Parent folder, null at the top level */
             parentFolderId: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description API key or user that created the folder
+             */
             createdBy: string;
+            /** @description Free-form JSON object */
             metadata: {
                 [key: string]: unknown;
             };
+            /** @description Number of live files directly in the folder */
             fileCount: number;
+            /** @description Number of live folders directly inside the folder */
             subfolderCount: number;
         };
         Message: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the message was sent or received (ISO 8601 UTC)
+             */
             timestamp: string;
+            /** @description When the message was read; null while unread */
             readAt: string | null;
+            /** @description When the message was archived; null when not archived */
             archivedAt: string | null;
+            /** @description Until when the message is snoozed; null when not snoozed */
             snoozedUntil: string | null;
+            /** @description Phone number the message went through (phone-based messages); null when none */
             phoneNumberId: string | null;
+            /** @description Email address the message went through (email-based messages); null when none */
             emailAddressId: string | null;
+            /** @description Kind of message; any short string (the set of values is open), e.g. "email", "phone", "sms" */
             type: string;
-            /** @enum {string} */
+            /**
+             * @description "incoming" (received) or "outgoing" (sent)
+             * @enum {string}
+             */
             direction: "incoming" | "outgoing";
+            /** @description The message's id at the provider that carried it */
             providerMessageId: string | null;
+            /** @description Name of the provider that carried the message */
             providerName: string | null;
+            /** @description Conversation the message belongs to */
             threadId: string | null;
+            /** @description Body text */
             text: string | null;
+            /** @description Action the message calls for; any short string (the set of values is open), e.g. "reply", "none" */
             action: string | null;
+            /** @description Importance; any short string (the set of values is open), e.g. "low", "normal", "high" */
             importance: string | null;
+            /** @description Delivery or handling status; any short string (the set of values is open), e.g. "received", "sent", "delivered", "failed" */
             status: string | null;
+            /** @description Short summary of the message */
             summary: string | null;
+            /** @description Urgency; any short string (the set of values is open), e.g. "low", "normal", "high" */
             urgency: string | null;
+            /** @description Who sent the message: any JSON value, e.g. "ada@example.com" or {"name": "Ada", "email": "ada@example.com"} */
             sender: unknown;
+            /** @description Who received the message: any JSON value, like `sender` */
             recipient: unknown;
+            /** @description Category of the message: any JSON value, e.g. "billing" or ["billing", "urgent"] */
             category: unknown;
+            /** @description Free-form JSON value */
             metadata: unknown;
         };
         Webhook: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
+            /** @description Where events are POSTed */
             url: string;
+            /** @description Event types delivered; ["*"] for all */
             eventTypes: string[];
+            /** @description Whether events are delivered */
             enabled: boolean;
+            /** @description Why the service disabled the endpoint (deliveries failing for 3 days); null otherwise */
             disabledReason: string | null;
             description: string | null;
+            /** @description Free-form JSON object */
             metadata: {
                 [key: string]: unknown;
             };
         };
         WebhookDelivery: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Id of the delivery
+             */
             readonly id: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The endpoint
+             */
             webhookId: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The event delivered (the `webhook-id` header); for "webhook.test" an id made for the test
+             */
             eventId: string;
+            /** @description Type of the event */
             eventType: string;
-            /** @enum {string} */
+            /**
+             * @description pending (waiting for `nextAttemptAt`), delivering (an attempt is under way), succeeded, or failed (retries gave up after 3 days)
+             * @enum {string}
+             */
             status: "pending" | "delivering" | "succeeded" | "failed";
+            /** @description Attempts made so far */
             attempt: number;
+            /** @description HTTP status of the last attempt's answer; null when none came */
             statusCode: number | null;
+            /** @description How long the last attempt took */
             durationMs: number | null;
+            /** @description Why the last attempt failed; null when it succeeded or none was made */
             error: string | null;
+            /** @description When the next attempt is due; null once succeeded or failed */
             nextAttemptAt: string | null;
+            /** @description When the last attempt started */
             lastAttemptAt: string | null;
+            /** @description When a 2xx answer was received */
             deliveredAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the delivery was queued
+             */
             readonly createdAt: string;
         };
         WebhookWithSecret: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
             readonly id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
             readonly createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
             readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
             readonly deletedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
             readonly organizationId: string;
+            /** @description Where events are POSTed */
             url: string;
+            /** @description Event types delivered; ["*"] for all */
             eventTypes: string[];
+            /** @description Whether events are delivered */
             enabled: boolean;
+            /** @description Why the service disabled the endpoint (deliveries failing for 3 days); null otherwise */
             disabledReason: string | null;
             description: string | null;
+            /** @description Free-form JSON object */
             metadata: {
                 [key: string]: unknown;
             };
+            /** @description The signing secret (`whsec_…`), shown only in this answer: verify the `webhook-signature` header with it (Standard Webhooks) */
             secret: string;
         };
         Error: {
@@ -1624,8 +1994,11 @@ export interface operations {
     "contacts.list": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
@@ -1641,13 +2014,93 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "firstName": "Ada",
+                     *           "lastName": "Lovelace",
+                     *           "company": "example",
+                     *           "jobTitle": "example",
+                     *           "notes": "example",
+                     *           "title": "example",
+                     *           "name": "Ada Lovelace",
+                     *           "picture": "example",
+                     *           "data": {},
+                     *           "emails": [
+                     *             {
+                     *               "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *               "createdAt": "2026-01-15T09:30:00.000Z",
+                     *               "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *               "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *               "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *               "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *               "email": "ada@example.com",
+                     *               "label": "work",
+                     *               "data": {}
+                     *             }
+                     *           ],
+                     *           "phoneNumbers": [
+                     *             {
+                     *               "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *               "createdAt": "2026-01-15T09:30:00.000Z",
+                     *               "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *               "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *               "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *               "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *               "phoneNumber": "+14155550123",
+                     *               "countryCode": "example",
+                     *               "nationalNumber": "example",
+                     *               "label": "work",
+                     *               "data": {}
+                     *             }
+                     *           ],
+                     *           "addresses": [
+                     *             {
+                     *               "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *               "createdAt": "2026-01-15T09:30:00.000Z",
+                     *               "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *               "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *               "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *               "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *               "country": "US",
+                     *               "label": "work",
+                     *               "address1": "example",
+                     *               "address2": "example",
+                     *               "city": "London",
+                     *               "state": "example",
+                     *               "postalCode": "example",
+                     *               "data": {}
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Contact"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -1674,15 +2127,31 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "firstName": "Ada",
+                 *       "lastName": "Lovelace",
+                 *       "name": "Ada Lovelace"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Given name */
                     firstName?: string | null;
+                    /** @description Family name */
                     lastName?: string | null;
+                    /** @description Company the contact works for */
                     company?: string | null;
+                    /** @description Job title */
                     jobTitle?: string | null;
+                    /** @description URL of a picture of the contact */
                     picture?: string | null;
+                    /** @description Free-text notes */
                     notes?: string | null;
+                    /** @description Courtesy title, e.g. "Dr" or "Ms" */
                     title?: string | null;
+                    /** @description Display name */
                     name?: string | null;
+                    /** @description Free-form JSON object */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -1699,6 +2168,72 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "firstName": "Ada",
+                     *         "lastName": "Lovelace",
+                     *         "company": "example",
+                     *         "jobTitle": "example",
+                     *         "notes": "example",
+                     *         "title": "example",
+                     *         "name": "Ada Lovelace",
+                     *         "picture": "example",
+                     *         "data": {},
+                     *         "emails": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "email": "ada@example.com",
+                     *             "label": "work",
+                     *             "data": {}
+                     *           }
+                     *         ],
+                     *         "phoneNumbers": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "phoneNumber": "+14155550123",
+                     *             "countryCode": "example",
+                     *             "nationalNumber": "example",
+                     *             "label": "work",
+                     *             "data": {}
+                     *           }
+                     *         ],
+                     *         "addresses": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "country": "US",
+                     *             "label": "work",
+                     *             "address1": "example",
+                     *             "address2": "example",
+                     *             "city": "London",
+                     *             "state": "example",
+                     *             "postalCode": "example",
+                     *             "data": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Contact"];
                     };
@@ -1719,6 +2254,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
             };
             cookie?: never;
@@ -1732,6 +2268,72 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "firstName": "Ada",
+                     *         "lastName": "Lovelace",
+                     *         "company": "example",
+                     *         "jobTitle": "example",
+                     *         "notes": "example",
+                     *         "title": "example",
+                     *         "name": "Ada Lovelace",
+                     *         "picture": "example",
+                     *         "data": {},
+                     *         "emails": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "email": "ada@example.com",
+                     *             "label": "work",
+                     *             "data": {}
+                     *           }
+                     *         ],
+                     *         "phoneNumbers": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "phoneNumber": "+14155550123",
+                     *             "countryCode": "example",
+                     *             "nationalNumber": "example",
+                     *             "label": "work",
+                     *             "data": {}
+                     *           }
+                     *         ],
+                     *         "addresses": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "country": "US",
+                     *             "label": "work",
+                     *             "address1": "example",
+                     *             "address2": "example",
+                     *             "city": "London",
+                     *             "state": "example",
+                     *             "postalCode": "example",
+                     *             "data": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Contact"];
                     };
@@ -1751,6 +2353,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
             };
             cookie?: never;
@@ -1764,6 +2367,72 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "firstName": "Ada",
+                     *         "lastName": "Lovelace",
+                     *         "company": "example",
+                     *         "jobTitle": "example",
+                     *         "notes": "example",
+                     *         "title": "example",
+                     *         "name": "Ada Lovelace",
+                     *         "picture": "example",
+                     *         "data": {},
+                     *         "emails": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "email": "ada@example.com",
+                     *             "label": "work",
+                     *             "data": {}
+                     *           }
+                     *         ],
+                     *         "phoneNumbers": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "phoneNumber": "+14155550123",
+                     *             "countryCode": "example",
+                     *             "nationalNumber": "example",
+                     *             "label": "work",
+                     *             "data": {}
+                     *           }
+                     *         ],
+                     *         "addresses": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "country": "US",
+                     *             "label": "work",
+                     *             "address1": "example",
+                     *             "address2": "example",
+                     *             "city": "London",
+                     *             "state": "example",
+                     *             "postalCode": "example",
+                     *             "data": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Contact"];
                     };
@@ -1783,21 +2452,38 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "firstName": "Ada",
+                 *       "lastName": "Lovelace",
+                 *       "name": "Ada Lovelace"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Given name */
                     firstName?: string | null;
+                    /** @description Family name */
                     lastName?: string | null;
+                    /** @description Company the contact works for */
                     company?: string | null;
+                    /** @description Job title */
                     jobTitle?: string | null;
+                    /** @description URL of a picture of the contact */
                     picture?: string | null;
+                    /** @description Free-text notes */
                     notes?: string | null;
+                    /** @description Courtesy title, e.g. "Dr" or "Ms" */
                     title?: string | null;
+                    /** @description Display name */
                     name?: string | null;
+                    /** @description Free-form JSON object */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -1812,6 +2498,72 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "firstName": "Ada",
+                     *         "lastName": "Lovelace",
+                     *         "company": "example",
+                     *         "jobTitle": "example",
+                     *         "notes": "example",
+                     *         "title": "example",
+                     *         "name": "Ada Lovelace",
+                     *         "picture": "example",
+                     *         "data": {},
+                     *         "emails": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "email": "ada@example.com",
+                     *             "label": "work",
+                     *             "data": {}
+                     *           }
+                     *         ],
+                     *         "phoneNumbers": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "phoneNumber": "+14155550123",
+                     *             "countryCode": "example",
+                     *             "nationalNumber": "example",
+                     *             "label": "work",
+                     *             "data": {}
+                     *           }
+                     *         ],
+                     *         "addresses": [
+                     *           {
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z",
+                     *             "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *             "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *             "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "country": "US",
+                     *             "label": "work",
+                     *             "address1": "example",
+                     *             "address2": "example",
+                     *             "city": "London",
+                     *             "state": "example",
+                     *             "postalCode": "example",
+                     *             "data": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Contact"];
                     };
@@ -1830,12 +2582,16 @@ export interface operations {
     "contacts.list_emails": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
             };
             cookie?: never;
@@ -1849,13 +2605,42 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "email": "ada@example.com",
+                     *           "label": "work",
+                     *           "data": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactEmail"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -1879,17 +2664,31 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the contact */
                 id: string;
             };
             cookie?: never;
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com",
+                 *       "label": "work"
+                 *     }
+                 */
                 "application/json": {
-                    /** Format: email */
+                    /**
+                     * Format: email
+                     * @description Email address
+                     */
                     email: string;
-                    /** @default other */
+                    /**
+                     * @description Label, e.g. "work"
+                     * @default other
+                     */
                     label?: string;
+                    /** @description Free-form JSON object */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -1906,6 +2705,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "email": "ada@example.com",
+                     *         "label": "work",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactEmail"];
                     };
@@ -1927,7 +2741,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
+                /** @description Id of the email address */
                 emailId: string;
             };
             cookie?: never;
@@ -1941,6 +2757,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "email": "ada@example.com",
+                     *         "label": "work",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactEmail"];
                     };
@@ -1960,7 +2791,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
+                /** @description Id of the email address */
                 emailId: string;
             };
             cookie?: never;
@@ -1974,6 +2807,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "email": "ada@example.com",
+                     *         "label": "work",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactEmail"];
                     };
@@ -1993,17 +2841,30 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
+                /** @description Id of the email address */
                 emailId: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com",
+                 *       "label": "work"
+                 *     }
+                 */
                 "application/json": {
-                    /** Format: email */
+                    /**
+                     * Format: email
+                     * @description Email address
+                     */
                     email?: string;
+                    /** @description Label, e.g. "work" */
                     label?: string;
+                    /** @description Free-form JSON object */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -2018,6 +2879,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "email": "ada@example.com",
+                     *         "label": "work",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactEmail"];
                     };
@@ -2036,12 +2912,16 @@ export interface operations {
     "contacts.list_phone_numbers": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
             };
             cookie?: never;
@@ -2055,13 +2935,44 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "phoneNumber": "+14155550123",
+                     *           "countryCode": "example",
+                     *           "nationalNumber": "example",
+                     *           "label": "work",
+                     *           "data": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactPhoneNumber"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -2085,16 +2996,28 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the contact */
                 id: string;
             };
             cookie?: never;
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "phoneNumber": "+14155550123",
+                 *       "label": "work"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Phone number in international format (E.164 recommended), e.g. +14155550123 */
                     phoneNumber: string;
-                    /** @default other */
+                    /**
+                     * @description Label, e.g. "mobile"
+                     * @default other
+                     */
                     label?: string;
+                    /** @description Free-form JSON object */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -2111,6 +3034,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "phoneNumber": "+14155550123",
+                     *         "countryCode": "example",
+                     *         "nationalNumber": "example",
+                     *         "label": "work",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactPhoneNumber"];
                     };
@@ -2132,7 +3072,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
+                /** @description Id of the phone number */
                 phoneNumberId: string;
             };
             cookie?: never;
@@ -2146,6 +3088,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "phoneNumber": "+14155550123",
+                     *         "countryCode": "example",
+                     *         "nationalNumber": "example",
+                     *         "label": "work",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactPhoneNumber"];
                     };
@@ -2165,7 +3124,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
+                /** @description Id of the phone number */
                 phoneNumberId: string;
             };
             cookie?: never;
@@ -2179,6 +3140,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "phoneNumber": "+14155550123",
+                     *         "countryCode": "example",
+                     *         "nationalNumber": "example",
+                     *         "label": "work",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactPhoneNumber"];
                     };
@@ -2198,16 +3176,27 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
+                /** @description Id of the phone number */
                 phoneNumberId: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "phoneNumber": "+14155550123",
+                 *       "label": "work"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Phone number in international format (E.164 recommended), e.g. +14155550123 */
                     phoneNumber?: string;
+                    /** @description Label, e.g. "mobile" */
                     label?: string;
+                    /** @description Free-form JSON object */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -2222,6 +3211,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "phoneNumber": "+14155550123",
+                     *         "countryCode": "example",
+                     *         "nationalNumber": "example",
+                     *         "label": "work",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactPhoneNumber"];
                     };
@@ -2240,12 +3246,16 @@ export interface operations {
     "contacts.list_addresses": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
             };
             cookie?: never;
@@ -2259,13 +3269,47 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "country": "US",
+                     *           "label": "work",
+                     *           "address1": "example",
+                     *           "address2": "example",
+                     *           "city": "London",
+                     *           "state": "example",
+                     *           "postalCode": "example",
+                     *           "data": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactAddress"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -2289,27 +3333,51 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the contact */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "country": "US",
+                 *       "label": "work",
+                 *       "city": "London"
+                 *     }
+                 */
                 "application/json": {
-                    /** @default  */
+                    /**
+                     * @description Country (ISO 3166-1 alpha-2 code recommended)
+                     * @default
+                     */
                     country?: string;
-                    /** @default other */
+                    /**
+                     * @description Label, e.g. "home"
+                     * @default other
+                     */
                     label?: string;
-                    /** @default  */
+                    /**
+                     * @description Street address
+                     * @default
+                     */
                     address1?: string;
-                    /** @default  */
+                    /**
+                     * @description Apartment, suite, floor…
+                     * @default
+                     */
                     address2?: string;
                     /** @default  */
                     city?: string;
-                    /** @default  */
+                    /**
+                     * @description State, province or region
+                     * @default
+                     */
                     state?: string;
                     /** @default  */
                     postalCode?: string;
+                    /** @description Free-form JSON object */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -2326,6 +3394,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "country": "US",
+                     *         "label": "work",
+                     *         "address1": "example",
+                     *         "address2": "example",
+                     *         "city": "London",
+                     *         "state": "example",
+                     *         "postalCode": "example",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactAddress"];
                     };
@@ -2347,7 +3435,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
+                /** @description Id of the address */
                 addressId: string;
             };
             cookie?: never;
@@ -2361,6 +3451,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "country": "US",
+                     *         "label": "work",
+                     *         "address1": "example",
+                     *         "address2": "example",
+                     *         "city": "London",
+                     *         "state": "example",
+                     *         "postalCode": "example",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactAddress"];
                     };
@@ -2380,7 +3490,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
+                /** @description Id of the address */
                 addressId: string;
             };
             cookie?: never;
@@ -2394,6 +3506,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "country": "US",
+                     *         "label": "work",
+                     *         "address1": "example",
+                     *         "address2": "example",
+                     *         "city": "London",
+                     *         "state": "example",
+                     *         "postalCode": "example",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactAddress"];
                     };
@@ -2413,21 +3545,36 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the contact */
                 id: string;
+                /** @description Id of the address */
                 addressId: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "country": "US",
+                 *       "label": "work",
+                 *       "city": "London"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Country (ISO 3166-1 alpha-2 code recommended) */
                     country?: string;
+                    /** @description Label, e.g. "home" */
                     label?: string;
+                    /** @description Street address */
                     address1?: string;
+                    /** @description Apartment, suite, floor… */
                     address2?: string;
                     city?: string;
+                    /** @description State, province or region */
                     state?: string;
                     postalCode?: string;
+                    /** @description Free-form JSON object */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -2442,6 +3589,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "country": "US",
+                     *         "label": "work",
+                     *         "address1": "example",
+                     *         "address2": "example",
+                     *         "city": "London",
+                     *         "state": "example",
+                     *         "postalCode": "example",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["ContactAddress"];
                     };
@@ -2460,8 +3627,11 @@ export interface operations {
     "messages.list": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
@@ -2477,13 +3647,59 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "timestamp": "2026-01-15T09:30:00.000Z",
+                     *           "readAt": "2026-01-15T09:30:00.000Z",
+                     *           "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *           "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *           "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "type": "email",
+                     *           "direction": "incoming",
+                     *           "providerMessageId": "example",
+                     *           "providerName": "example",
+                     *           "threadId": "example",
+                     *           "text": "Thanks for the quote, see you Monday.",
+                     *           "action": "example",
+                     *           "importance": "example",
+                     *           "status": "example",
+                     *           "summary": "example",
+                     *           "urgency": "example",
+                     *           "sender": {},
+                     *           "recipient": {},
+                     *           "category": {},
+                     *           "metadata": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Message"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -2510,29 +3726,61 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "direction": "incoming",
+                 *       "type": "email",
+                 *       "text": "Thanks for the quote, see you Monday."
+                 *     }
+                 */
                 "application/json": {
-                    /** @enum {string} */
+                    /**
+                     * @description Required. "incoming" (received) or "outgoing" (sent)
+                     * @enum {string}
+                     */
                     direction: "incoming" | "outgoing";
+                    /** @description Required. Kind of message; any short string (the set of values is open), e.g. "email", "phone", "sms" */
                     type: string;
-                    /** Format: date-time */
+                    /**
+                     * Format: date-time
+                     * @description When the message was sent or received (ISO 8601); defaults to now
+                     */
                     timestamp?: string;
+                    /** @description When the message was read; null or absent while unread */
                     readAt?: string | null;
+                    /** @description When the message was archived */
                     archivedAt?: string | null;
+                    /** @description Until when the message is snoozed */
                     snoozedUntil?: string | null;
+                    /** @description Phone number the message went through (any UUID; not checked) */
                     phoneNumberId?: string | null;
+                    /** @description Email address the message went through (any UUID; not checked) */
                     emailAddressId?: string | null;
+                    /** @description The message's id at the provider that carried it, up to 255 characters */
                     providerMessageId?: string;
+                    /** @description Name of the provider that carried the message, up to 255 characters */
                     providerName?: string;
+                    /** @description Conversation the message belongs to, up to 255 characters */
                     threadId?: string;
+                    /** @description Body text, up to 100,000 characters; searchable */
                     text?: string;
+                    /** @description Short summary, up to 10,000 characters; searchable */
                     summary?: string;
+                    /** @description Action the message calls for; any short string (the set of values is open), e.g. "reply", "none" */
                     action?: string;
+                    /** @description Importance; any short string (the set of values is open), e.g. "low", "normal", "high" */
                     importance?: string;
+                    /** @description Delivery or handling status; any short string (the set of values is open), e.g. "received", "sent", "delivered", "failed" */
                     status?: string;
+                    /** @description Urgency; any short string (the set of values is open), e.g. "low", "normal", "high" */
                     urgency?: string;
+                    /** @description Who sent the message: any JSON value (e.g. an address or {"name", "email"}); its words are searchable */
                     sender?: unknown;
+                    /** @description Who received the message: any JSON value; its words are searchable */
                     recipient?: unknown;
+                    /** @description Category: any JSON value */
                     category?: unknown;
+                    /** @description Free-form JSON value */
                     metadata?: unknown;
                 };
             };
@@ -2547,6 +3795,38 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "timestamp": "2026-01-15T09:30:00.000Z",
+                     *         "readAt": "2026-01-15T09:30:00.000Z",
+                     *         "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "direction": "incoming",
+                     *         "providerMessageId": "example",
+                     *         "providerName": "example",
+                     *         "threadId": "example",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "action": "example",
+                     *         "importance": "example",
+                     *         "status": "example",
+                     *         "summary": "example",
+                     *         "urgency": "example",
+                     *         "sender": {},
+                     *         "recipient": {},
+                     *         "category": {},
+                     *         "metadata": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Message"];
                     };
@@ -2565,8 +3845,11 @@ export interface operations {
     "messages.list_incoming": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
@@ -2582,13 +3865,59 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "timestamp": "2026-01-15T09:30:00.000Z",
+                     *           "readAt": "2026-01-15T09:30:00.000Z",
+                     *           "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *           "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *           "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "type": "email",
+                     *           "direction": "incoming",
+                     *           "providerMessageId": "example",
+                     *           "providerName": "example",
+                     *           "threadId": "example",
+                     *           "text": "Thanks for the quote, see you Monday.",
+                     *           "action": "example",
+                     *           "importance": "example",
+                     *           "status": "example",
+                     *           "summary": "example",
+                     *           "urgency": "example",
+                     *           "sender": {},
+                     *           "recipient": {},
+                     *           "category": {},
+                     *           "metadata": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Message"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -2606,8 +3935,11 @@ export interface operations {
     "messages.list_outgoing": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
@@ -2623,13 +3955,59 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "timestamp": "2026-01-15T09:30:00.000Z",
+                     *           "readAt": "2026-01-15T09:30:00.000Z",
+                     *           "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *           "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *           "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "type": "email",
+                     *           "direction": "incoming",
+                     *           "providerMessageId": "example",
+                     *           "providerName": "example",
+                     *           "threadId": "example",
+                     *           "text": "Thanks for the quote, see you Monday.",
+                     *           "action": "example",
+                     *           "importance": "example",
+                     *           "status": "example",
+                     *           "summary": "example",
+                     *           "urgency": "example",
+                     *           "sender": {},
+                     *           "recipient": {},
+                     *           "category": {},
+                     *           "metadata": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Message"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -2647,10 +4025,15 @@ export interface operations {
     "messages.search": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
+                /** @description Search text (required unless `query` is given), up to 500 characters: words, "quoted phrases", `or`, `-excluded` */
                 q?: string;
+                /** @description Alias of `q` */
                 query?: string;
             };
             header?: never;
@@ -2666,13 +4049,59 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "timestamp": "2026-01-15T09:30:00.000Z",
+                     *           "readAt": "2026-01-15T09:30:00.000Z",
+                     *           "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *           "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *           "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "type": "email",
+                     *           "direction": "incoming",
+                     *           "providerMessageId": "example",
+                     *           "providerName": "example",
+                     *           "threadId": "example",
+                     *           "text": "Thanks for the quote, see you Monday.",
+                     *           "action": "example",
+                     *           "importance": "example",
+                     *           "status": "example",
+                     *           "summary": "example",
+                     *           "urgency": "example",
+                     *           "sender": {},
+                     *           "recipient": {},
+                     *           "category": {},
+                     *           "metadata": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Message"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -2703,7 +4132,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": 0
+                     *     }
+                     */
                     "application/json": {
+                        /** @description Number of messages with `snoozedUntil` set */
                         data: number;
                     };
                 };
@@ -2721,6 +4156,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the message */
                 id: string;
             };
             cookie?: never;
@@ -2734,6 +4170,38 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "timestamp": "2026-01-15T09:30:00.000Z",
+                     *         "readAt": "2026-01-15T09:30:00.000Z",
+                     *         "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "direction": "incoming",
+                     *         "providerMessageId": "example",
+                     *         "providerName": "example",
+                     *         "threadId": "example",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "action": "example",
+                     *         "importance": "example",
+                     *         "status": "example",
+                     *         "summary": "example",
+                     *         "urgency": "example",
+                     *         "sender": {},
+                     *         "recipient": {},
+                     *         "category": {},
+                     *         "metadata": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Message"];
                     };
@@ -2753,6 +4221,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the message */
                 id: string;
             };
             cookie?: never;
@@ -2766,6 +4235,38 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "timestamp": "2026-01-15T09:30:00.000Z",
+                     *         "readAt": "2026-01-15T09:30:00.000Z",
+                     *         "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "direction": "incoming",
+                     *         "providerMessageId": "example",
+                     *         "providerName": "example",
+                     *         "threadId": "example",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "action": "example",
+                     *         "importance": "example",
+                     *         "status": "example",
+                     *         "summary": "example",
+                     *         "urgency": "example",
+                     *         "sender": {},
+                     *         "recipient": {},
+                     *         "category": {},
+                     *         "metadata": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Message"];
                     };
@@ -2785,19 +4286,28 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the message */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": {
+                    /** @description When the message was read: a date-time sets it, null clears it, absent leaves it unchanged */
                     readAt?: string | null;
+                    /** @description When the message was archived: a date-time sets it, null clears it, absent leaves it unchanged */
                     archivedAt?: string | null;
+                    /** @description Until when the message is snoozed: a date-time sets it, null clears it, absent leaves it unchanged */
                     snoozedUntil?: string | null;
+                    /** @description Importance; any short string (the set of values is open), e.g. "low", "normal", "high": a value sets it, null clears it, absent leaves it unchanged */
                     importance?: string | null;
+                    /** @description Urgency; any short string (the set of values is open), e.g. "low", "normal", "high": a value sets it, null clears it, absent leaves it unchanged */
                     urgency?: string | null;
+                    /** @description Delivery or handling status; any short string (the set of values is open), e.g. "received", "handled": a value sets it, null clears it, absent leaves it unchanged */
                     status?: string | null;
+                    /** @description Action the message calls for; any short string (the set of values is open), e.g. "reply", "none": a value sets it, null clears it, absent leaves it unchanged */
                     action?: string | null;
                 };
             };
@@ -2810,6 +4320,38 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "timestamp": "2026-01-15T09:30:00.000Z",
+                     *         "readAt": "2026-01-15T09:30:00.000Z",
+                     *         "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "direction": "incoming",
+                     *         "providerMessageId": "example",
+                     *         "providerName": "example",
+                     *         "threadId": "example",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "action": "example",
+                     *         "importance": "example",
+                     *         "status": "example",
+                     *         "summary": "example",
+                     *         "urgency": "example",
+                     *         "sender": {},
+                     *         "recipient": {},
+                     *         "category": {},
+                     *         "metadata": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Message"];
                     };
@@ -2828,8 +4370,11 @@ export interface operations {
     "customers.list": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
@@ -2845,13 +4390,48 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "businessId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "type": "email",
+                     *           "name": "Ada Lovelace",
+                     *           "email": "ada@example.com",
+                     *           "phone": "example",
+                     *           "notes": "example",
+                     *           "status": "example",
+                     *           "customerSince": "2026-01-15T09:30:00.000Z",
+                     *           "data": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Customer"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -2878,16 +4458,33 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "type": "email",
+                 *       "name": "Ada Lovelace",
+                 *       "email": "ada@example.com"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Business the customer is a customer of; must be a live record of the organization. null clears it */
                     businessId?: string | null;
+                    /** @description Contact that describes the customer; must be a live record of the organization. null clears it */
                     contactId?: string | null;
+                    /** @description Kind of customer; any string up to 64 characters (the set of values is open), e.g. "individual", "company" */
                     type?: string | null;
+                    /** @description Name of the customer, 1 to 255 characters */
                     name?: string | null;
+                    /** @description Email address */
                     email?: string | null;
+                    /** @description Phone number, any format up to 64 characters */
                     phone?: string | null;
+                    /** @description Free-text notes, up to 100,000 characters */
                     notes?: string | null;
+                    /** @description Status; any string up to 64 characters (the set of values is open), e.g. "lead", "active", "inactive" */
                     status?: string | null;
+                    /** @description When the customer became a customer (ISO 8601) */
                     customerSince?: string | null;
+                    /** @description Free-form JSON object; defaults to {} */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -2904,6 +4501,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "businessId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "name": "Ada Lovelace",
+                     *         "email": "ada@example.com",
+                     *         "phone": "example",
+                     *         "notes": "example",
+                     *         "status": "example",
+                     *         "customerSince": "2026-01-15T09:30:00.000Z",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Customer"];
                     };
@@ -2924,6 +4542,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the customer */
                 id: string;
             };
             cookie?: never;
@@ -2937,6 +4556,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "businessId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "name": "Ada Lovelace",
+                     *         "email": "ada@example.com",
+                     *         "phone": "example",
+                     *         "notes": "example",
+                     *         "status": "example",
+                     *         "customerSince": "2026-01-15T09:30:00.000Z",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Customer"];
                     };
@@ -2956,6 +4596,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the customer */
                 id: string;
             };
             cookie?: never;
@@ -2969,6 +4610,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "businessId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "name": "Ada Lovelace",
+                     *         "email": "ada@example.com",
+                     *         "phone": "example",
+                     *         "notes": "example",
+                     *         "status": "example",
+                     *         "customerSince": "2026-01-15T09:30:00.000Z",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Customer"];
                     };
@@ -2988,22 +4650,40 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the customer */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "type": "email",
+                 *       "name": "Ada Lovelace",
+                 *       "email": "ada@example.com"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Business the customer is a customer of; must be a live record of the organization. null clears it */
                     businessId?: string | null;
+                    /** @description Contact that describes the customer; must be a live record of the organization. null clears it */
                     contactId?: string | null;
+                    /** @description Kind of customer; any string up to 64 characters (the set of values is open), e.g. "individual", "company" */
                     type?: string | null;
+                    /** @description Name of the customer, 1 to 255 characters */
                     name?: string | null;
+                    /** @description Email address */
                     email?: string | null;
+                    /** @description Phone number, any format up to 64 characters */
                     phone?: string | null;
+                    /** @description Free-text notes, up to 100,000 characters */
                     notes?: string | null;
+                    /** @description Status; any string up to 64 characters (the set of values is open), e.g. "lead", "active", "inactive" */
                     status?: string | null;
+                    /** @description When the customer became a customer (ISO 8601) */
                     customerSince?: string | null;
+                    /** @description Free-form JSON object; replaces the stored one */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -3018,6 +4698,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "businessId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "name": "Ada Lovelace",
+                     *         "email": "ada@example.com",
+                     *         "phone": "example",
+                     *         "notes": "example",
+                     *         "status": "example",
+                     *         "customerSince": "2026-01-15T09:30:00.000Z",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Customer"];
                     };
@@ -3036,12 +4737,16 @@ export interface operations {
     "customers.list_transactions": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
             path: {
+                /** @description Id of the customer */
                 id: string;
             };
             cookie?: never;
@@ -3055,13 +4760,46 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "businessId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "customerId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "amount": "19.99",
+                     *           "currency": "USD",
+                     *           "status": "example",
+                     *           "type": "email",
+                     *           "description": "example",
+                     *           "transactionDate": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["CustomerTransaction"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -3085,19 +4823,35 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the customer */
                 id: string;
             };
             cookie?: never;
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "amount": "19.99",
+                 *       "currency": "USD",
+                 *       "status": "example",
+                 *       "type": "email"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Business the transaction belongs to; must be a live business of the organization. Defaults to the customer's business; null for none */
                     businessId?: string | null;
+                    /** @description Required. Decimal amount as a string (up to 15 digits, optionally "." and up to 6 decimals; negative allowed), e.g. "49.90" */
                     amount: string;
+                    /** @description Required. ISO 4217 currency code, three uppercase letters, e.g. "USD" */
                     currency: string;
+                    /** @description Required. Status; any string up to 64 characters (the set of values is open), e.g. "pending", "completed", "failed", "refunded" */
                     status: string;
+                    /** @description Required. Kind of transaction; any string up to 64 characters (the set of values is open), e.g. "payment", "refund", "invoice" */
                     type: string;
+                    /** @description Free-text description, up to 2,000 characters */
                     description?: string | null;
+                    /** @description When the transaction took place (ISO 8601) */
                     transactionDate?: string | null;
                 };
             };
@@ -3112,6 +4866,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "businessId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "customerId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "amount": "19.99",
+                     *         "currency": "USD",
+                     *         "status": "example",
+                     *         "type": "email",
+                     *         "description": "example",
+                     *         "transactionDate": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["CustomerTransaction"];
                     };
@@ -3133,7 +4906,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the customer */
                 id: string;
+                /** @description Id of the transaction */
                 transactionId: string;
             };
             cookie?: never;
@@ -3147,6 +4922,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "businessId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "customerId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "amount": "19.99",
+                     *         "currency": "USD",
+                     *         "status": "example",
+                     *         "type": "email",
+                     *         "description": "example",
+                     *         "transactionDate": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["CustomerTransaction"];
                     };
@@ -3166,20 +4960,36 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the customer */
                 id: string;
+                /** @description Id of the transaction */
                 transactionId: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "amount": "19.99",
+                 *       "currency": "USD",
+                 *       "type": "email"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Business the transaction belongs to; must be a live business of the organization; null for none */
                     businessId?: string | null;
+                    /** @description Decimal amount as a string (up to 15 digits, optionally "." and up to 6 decimals; negative allowed), e.g. "49.90" */
                     amount?: string;
+                    /** @description ISO 4217 currency code, three uppercase letters, e.g. "USD" */
                     currency?: string;
+                    /** @description Status; any string up to 64 characters (the set of values is open), e.g. "pending", "completed", "failed", "refunded" */
                     status?: string;
+                    /** @description Kind of transaction; any string up to 64 characters (the set of values is open), e.g. "payment", "refund", "invoice" */
                     type?: string;
+                    /** @description Free-text description, up to 2,000 characters */
                     description?: string | null;
+                    /** @description When the transaction took place (ISO 8601) */
                     transactionDate?: string | null;
                 };
             };
@@ -3192,6 +5002,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "businessId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "customerId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "amount": "19.99",
+                     *         "currency": "USD",
+                     *         "status": "example",
+                     *         "type": "email",
+                     *         "description": "example",
+                     *         "transactionDate": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["CustomerTransaction"];
                     };
@@ -3212,7 +5041,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the customer */
                 id: string;
+                /** @description Id of the transaction */
                 transactionId: string;
             };
             cookie?: never;
@@ -3226,6 +5057,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "businessId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "customerId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "amount": "19.99",
+                     *         "currency": "USD",
+                     *         "status": "example",
+                     *         "type": "email",
+                     *         "description": "example",
+                     *         "transactionDate": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["CustomerTransaction"];
                     };
@@ -3243,8 +5093,11 @@ export interface operations {
     "businesses.list": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
@@ -3260,13 +5113,41 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "data": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Business"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -3293,8 +5174,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "Ada Lovelace"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Required. Name of the business, 1 to 255 characters */
                     name: string;
+                    /** @description Free-form JSON object; defaults to {} */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -3311,6 +5199,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Business"];
                     };
@@ -3331,6 +5233,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the business */
                 id: string;
             };
             cookie?: never;
@@ -3344,6 +5247,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Business"];
                     };
@@ -3363,6 +5280,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the business */
                 id: string;
             };
             cookie?: never;
@@ -3376,6 +5294,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Business"];
                     };
@@ -3395,14 +5327,22 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the business */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "Ada Lovelace"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Name of the business, 1 to 255 characters */
                     name?: string;
+                    /** @description Free-form JSON object; replaces the stored one */
                     data?: {
                         [key: string]: unknown;
                     };
@@ -3417,6 +5357,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Business"];
                     };
@@ -3435,9 +5389,13 @@ export interface operations {
     "folders.list": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
+                /** @description Only the direct children of this folder; `null` (or an empty value) lists the top-level folders; absent lists every folder */
                 parentFolderId?: string | null;
             };
             header?: never;
@@ -3453,13 +5411,44 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "parentFolderId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "metadata": {},
+                     *           "fileCount": -9007199254740991,
+                     *           "subfolderCount": -9007199254740991
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Folder"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -3486,9 +5475,17 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "Ada Lovelace"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Folder name, 1 to 255 characters */
                     name: string;
+                    /** @description Parent folder (a live folder of the same organization); null or absent places the folder at the top level */
                     parentFolderId?: string | null;
+                    /** @description Free-form JSON object (default {}) */
                     metadata?: {
                         [key: string]: unknown;
                     };
@@ -3505,6 +5502,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "parentFolderId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "metadata": {},
+                     *         "fileCount": -9007199254740991,
+                     *         "subfolderCount": -9007199254740991
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Folder"];
                     };
@@ -3525,6 +5539,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the folder */
                 id: string;
             };
             cookie?: never;
@@ -3538,6 +5553,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "parentFolderId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "metadata": {},
+                     *         "fileCount": -9007199254740991,
+                     *         "subfolderCount": -9007199254740991
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Folder"];
                     };
@@ -3557,6 +5589,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the folder */
                 id: string;
             };
             cookie?: never;
@@ -3570,6 +5603,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "parentFolderId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "metadata": {},
+                     *         "fileCount": -9007199254740991,
+                     *         "subfolderCount": -9007199254740991
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Folder"];
                     };
@@ -3589,15 +5639,24 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the folder */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "Ada Lovelace"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Folder name, 1 to 255 characters */
                     name?: string;
+                    /** @description Moves the folder under this parent (null: to the top level). A folder cannot be moved into itself or one of its descendants. */
                     parentFolderId?: string | null;
+                    /** @description Replaces the whole metadata object */
                     metadata?: {
                         [key: string]: unknown;
                     };
@@ -3612,6 +5671,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "parentFolderId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "metadata": {},
+                     *         "fileCount": -9007199254740991,
+                     *         "subfolderCount": -9007199254740991
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Folder"];
                     };
@@ -3630,8 +5706,11 @@ export interface operations {
     "automations.list": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
@@ -3647,13 +5726,71 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "description": "example",
+                     *           "triggerEvent": "example",
+                     *           "cronExpression": "0 9 * * 1",
+                     *           "condition": {},
+                     *           "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                     *           "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "enabled": true,
+                     *           "permissions": {},
+                     *           "groupId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "groupName": "example",
+                     *           "groupMetadata": {
+                     *             "purpose": "example",
+                     *             "createdBy": "example",
+                     *             "aiTaskId": "example",
+                     *             "tags": [
+                     *               "example"
+                     *             ]
+                     *           },
+                     *           "maxExecutions": -9007199254740991,
+                     *           "currentExecutions": -9007199254740991,
+                     *           "expiresAt": "2026-01-15T09:30:00.000Z",
+                     *           "status": "draft",
+                     *           "statusReason": "example",
+                     *           "nextRunAt": "2026-01-15T09:30:00.000Z",
+                     *           "lastRunAt": "2026-01-15T09:30:00.000Z",
+                     *           "timezone": "Europe/Berlin",
+                     *           "actions": [
+                     *             {
+                     *               "operation": "example",
+                     *               "input": {}
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Automation"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -3680,30 +5817,58 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "Ada Lovelace",
+                 *       "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                 *       "cronExpression": "0 9 * * 1"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Name of the automation, 1 to 255 characters */
                     name: string;
+                    /** @description Natural-language instructions: what the automation does and when */
                     instructions: string;
+                    /** @description Longer description */
                     description?: string | null;
+                    /** @description Event type that triggers the automation, a dotted resource.action name such as "message.received". When omitted at creation, "automation.pending" is stored and the actual event type is inferred from `instructions` during evaluation. */
                     triggerEvent?: string;
-                    /** @enum {string} */
+                    /**
+                     * @description How the automation is triggered: "event" or "scheduled" (which needs `cronExpression`). When omitted it is inferred: "scheduled" when `cronExpression` is given or the instructions describe a schedule, else "event". Accepted but never returned.
+                     * @enum {string}
+                     */
                     triggerType?: "event" | "scheduled";
                     cronExpression?: string | null;
+                    /** @description Condition the event must meet (free-form JSON object) */
                     condition?: {
                         [key: string]: unknown;
                     } | null;
+                    /** @description Whether the automation may run (default true) */
                     enabled?: boolean;
+                    /** @description Group of related automations */
                     groupId?: string | null;
+                    /** @description Name of the group */
                     groupName?: string | null;
                     groupMetadata?: {
+                        /** @description Why the automations of the group exist */
                         purpose?: string;
+                        /** @description Who or what created the group */
                         createdBy?: string;
+                        /** @description Id of the assistant task that created the group */
                         aiTaskId?: string;
+                        /** @description Tags of the group */
                         tags?: string[];
                     } | null;
+                    /** @description Largest number of runs; null or absent means unlimited */
                     maxExecutions?: number | null;
+                    /** @description Runs so far, at least 0 (default 0) */
                     currentExecutions?: number;
+                    /** @description When the automation stops running; null or absent means never */
                     expiresAt?: string | null;
-                    /** @enum {string} */
+                    /**
+                     * @description Lifecycle status (default "pending_evaluation": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step
+                     * @enum {string}
+                     */
                     status?: "draft" | "pending_evaluation" | "evaluation_failed" | "code_generation_failed" | "pending_approval" | "active" | "paused" | "completed" | "expired" | "failed" | "archived";
                 };
             };
@@ -3718,6 +5883,50 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "description": "example",
+                     *         "triggerEvent": "example",
+                     *         "cronExpression": "0 9 * * 1",
+                     *         "condition": {},
+                     *         "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "enabled": true,
+                     *         "permissions": {},
+                     *         "groupId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "groupName": "example",
+                     *         "groupMetadata": {
+                     *           "purpose": "example",
+                     *           "createdBy": "example",
+                     *           "aiTaskId": "example",
+                     *           "tags": [
+                     *             "example"
+                     *           ]
+                     *         },
+                     *         "maxExecutions": -9007199254740991,
+                     *         "currentExecutions": -9007199254740991,
+                     *         "expiresAt": "2026-01-15T09:30:00.000Z",
+                     *         "status": "draft",
+                     *         "statusReason": "example",
+                     *         "nextRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "timezone": "Europe/Berlin",
+                     *         "actions": [
+                     *           {
+                     *             "operation": "example",
+                     *             "input": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Automation"];
                     };
@@ -3739,6 +5948,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the automation */
                 id: string;
             };
             cookie?: never;
@@ -3752,6 +5962,50 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "description": "example",
+                     *         "triggerEvent": "example",
+                     *         "cronExpression": "0 9 * * 1",
+                     *         "condition": {},
+                     *         "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "enabled": true,
+                     *         "permissions": {},
+                     *         "groupId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "groupName": "example",
+                     *         "groupMetadata": {
+                     *           "purpose": "example",
+                     *           "createdBy": "example",
+                     *           "aiTaskId": "example",
+                     *           "tags": [
+                     *             "example"
+                     *           ]
+                     *         },
+                     *         "maxExecutions": -9007199254740991,
+                     *         "currentExecutions": -9007199254740991,
+                     *         "expiresAt": "2026-01-15T09:30:00.000Z",
+                     *         "status": "draft",
+                     *         "statusReason": "example",
+                     *         "nextRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "timezone": "Europe/Berlin",
+                     *         "actions": [
+                     *           {
+                     *             "operation": "example",
+                     *             "input": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Automation"];
                     };
@@ -3771,6 +6025,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the automation */
                 id: string;
             };
             cookie?: never;
@@ -3784,6 +6039,50 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "description": "example",
+                     *         "triggerEvent": "example",
+                     *         "cronExpression": "0 9 * * 1",
+                     *         "condition": {},
+                     *         "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "enabled": true,
+                     *         "permissions": {},
+                     *         "groupId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "groupName": "example",
+                     *         "groupMetadata": {
+                     *           "purpose": "example",
+                     *           "createdBy": "example",
+                     *           "aiTaskId": "example",
+                     *           "tags": [
+                     *             "example"
+                     *           ]
+                     *         },
+                     *         "maxExecutions": -9007199254740991,
+                     *         "currentExecutions": -9007199254740991,
+                     *         "expiresAt": "2026-01-15T09:30:00.000Z",
+                     *         "status": "draft",
+                     *         "statusReason": "example",
+                     *         "nextRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "timezone": "Europe/Berlin",
+                     *         "actions": [
+                     *           {
+                     *             "operation": "example",
+                     *             "input": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Automation"];
                     };
@@ -3803,36 +6102,65 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the automation */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "Ada Lovelace",
+                 *       "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                 *       "cronExpression": "0 9 * * 1"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Name of the automation, 1 to 255 characters */
                     name?: string;
+                    /** @description Natural-language instructions: what the automation does and when */
                     instructions?: string;
+                    /** @description Longer description */
                     description?: string | null;
+                    /** @description Event type that triggers the automation, a dotted resource.action name */
                     triggerEvent?: string;
-                    /** @enum {string} */
+                    /**
+                     * @description Switches between "event" and "scheduled" (which needs a `cronExpression`, here or already stored). Switching to "event" clears the stored `cronExpression`. Accepted but never returned.
+                     * @enum {string}
+                     */
                     triggerType?: "event" | "scheduled";
                     cronExpression?: string | null;
+                    /** @description Condition the event must meet (free-form JSON object) */
                     condition?: {
                         [key: string]: unknown;
                     } | null;
+                    /** @description Whether the automation may run (default true) */
                     enabled?: boolean;
+                    /** @description Group of related automations */
                     groupId?: string | null;
+                    /** @description Name of the group */
                     groupName?: string | null;
                     groupMetadata?: {
+                        /** @description Why the automations of the group exist */
                         purpose?: string;
+                        /** @description Who or what created the group */
                         createdBy?: string;
+                        /** @description Id of the assistant task that created the group */
                         aiTaskId?: string;
+                        /** @description Tags of the group */
                         tags?: string[];
                     } | null;
+                    /** @description Largest number of runs; null or absent means unlimited */
                     maxExecutions?: number | null;
+                    /** @description Runs so far, at least 0 (default 0) */
                     currentExecutions?: number;
+                    /** @description When the automation stops running; null or absent means never */
                     expiresAt?: string | null;
-                    /** @enum {string} */
+                    /**
+                     * @description Lifecycle status (default "pending_evaluation": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step
+                     * @enum {string}
+                     */
                     status?: "draft" | "pending_evaluation" | "evaluation_failed" | "code_generation_failed" | "pending_approval" | "active" | "paused" | "completed" | "expired" | "failed" | "archived";
                 };
             };
@@ -3845,6 +6173,50 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "description": "example",
+                     *         "triggerEvent": "example",
+                     *         "cronExpression": "0 9 * * 1",
+                     *         "condition": {},
+                     *         "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "enabled": true,
+                     *         "permissions": {},
+                     *         "groupId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "groupName": "example",
+                     *         "groupMetadata": {
+                     *           "purpose": "example",
+                     *           "createdBy": "example",
+                     *           "aiTaskId": "example",
+                     *           "tags": [
+                     *             "example"
+                     *           ]
+                     *         },
+                     *         "maxExecutions": -9007199254740991,
+                     *         "currentExecutions": -9007199254740991,
+                     *         "expiresAt": "2026-01-15T09:30:00.000Z",
+                     *         "status": "draft",
+                     *         "statusReason": "example",
+                     *         "nextRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "timezone": "Europe/Berlin",
+                     *         "actions": [
+                     *           {
+                     *             "operation": "example",
+                     *             "input": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Automation"];
                     };
@@ -3869,12 +6241,14 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the automation */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": Record<string, never>;
             };
         };
@@ -3888,6 +6262,50 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "description": "example",
+                     *         "triggerEvent": "example",
+                     *         "cronExpression": "0 9 * * 1",
+                     *         "condition": {},
+                     *         "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "enabled": true,
+                     *         "permissions": {},
+                     *         "groupId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "groupName": "example",
+                     *         "groupMetadata": {
+                     *           "purpose": "example",
+                     *           "createdBy": "example",
+                     *           "aiTaskId": "example",
+                     *           "tags": [
+                     *             "example"
+                     *           ]
+                     *         },
+                     *         "maxExecutions": -9007199254740991,
+                     *         "currentExecutions": -9007199254740991,
+                     *         "expiresAt": "2026-01-15T09:30:00.000Z",
+                     *         "status": "draft",
+                     *         "statusReason": "example",
+                     *         "nextRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "timezone": "Europe/Berlin",
+                     *         "actions": [
+                     *           {
+                     *             "operation": "example",
+                     *             "input": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Automation"];
                     };
@@ -3912,12 +6330,14 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the automation */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": Record<string, never>;
             };
         };
@@ -3931,6 +6351,50 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "description": "example",
+                     *         "triggerEvent": "example",
+                     *         "cronExpression": "0 9 * * 1",
+                     *         "condition": {},
+                     *         "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "enabled": true,
+                     *         "permissions": {},
+                     *         "groupId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "groupName": "example",
+                     *         "groupMetadata": {
+                     *           "purpose": "example",
+                     *           "createdBy": "example",
+                     *           "aiTaskId": "example",
+                     *           "tags": [
+                     *             "example"
+                     *           ]
+                     *         },
+                     *         "maxExecutions": -9007199254740991,
+                     *         "currentExecutions": -9007199254740991,
+                     *         "expiresAt": "2026-01-15T09:30:00.000Z",
+                     *         "status": "draft",
+                     *         "statusReason": "example",
+                     *         "nextRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "timezone": "Europe/Berlin",
+                     *         "actions": [
+                     *           {
+                     *             "operation": "example",
+                     *             "input": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Automation"];
                     };
@@ -3955,12 +6419,14 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the automation */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": Record<string, never>;
             };
         };
@@ -3974,6 +6440,50 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "description": "example",
+                     *         "triggerEvent": "example",
+                     *         "cronExpression": "0 9 * * 1",
+                     *         "condition": {},
+                     *         "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "enabled": true,
+                     *         "permissions": {},
+                     *         "groupId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "groupName": "example",
+                     *         "groupMetadata": {
+                     *           "purpose": "example",
+                     *           "createdBy": "example",
+                     *           "aiTaskId": "example",
+                     *           "tags": [
+                     *             "example"
+                     *           ]
+                     *         },
+                     *         "maxExecutions": -9007199254740991,
+                     *         "currentExecutions": -9007199254740991,
+                     *         "expiresAt": "2026-01-15T09:30:00.000Z",
+                     *         "status": "draft",
+                     *         "statusReason": "example",
+                     *         "nextRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "timezone": "Europe/Berlin",
+                     *         "actions": [
+                     *           {
+                     *             "operation": "example",
+                     *             "input": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Automation"];
                     };
@@ -3998,12 +6508,14 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the automation */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": Record<string, never>;
             };
         };
@@ -4017,6 +6529,50 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "Ada Lovelace",
+                     *         "description": "example",
+                     *         "triggerEvent": "example",
+                     *         "cronExpression": "0 9 * * 1",
+                     *         "condition": {},
+                     *         "instructions": "When a new email arrives from billing@acme.example, mark it as read",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "enabled": true,
+                     *         "permissions": {},
+                     *         "groupId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "groupName": "example",
+                     *         "groupMetadata": {
+                     *           "purpose": "example",
+                     *           "createdBy": "example",
+                     *           "aiTaskId": "example",
+                     *           "tags": [
+                     *             "example"
+                     *           ]
+                     *         },
+                     *         "maxExecutions": -9007199254740991,
+                     *         "currentExecutions": -9007199254740991,
+                     *         "expiresAt": "2026-01-15T09:30:00.000Z",
+                     *         "status": "draft",
+                     *         "statusReason": "example",
+                     *         "nextRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastRunAt": "2026-01-15T09:30:00.000Z",
+                     *         "timezone": "Europe/Berlin",
+                     *         "actions": [
+                     *           {
+                     *             "operation": "example",
+                     *             "input": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Automation"];
                     };
@@ -4036,12 +6592,16 @@ export interface operations {
     "automations.list_executions": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
             path: {
+                /** @description Id of the automation */
                 id: string;
             };
             cookie?: never;
@@ -4055,13 +6615,47 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "automationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "eventId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "scheduledFor": "2026-01-15T09:30:00.000Z",
+                     *           "status": "pending",
+                     *           "error": "example",
+                     *           "steps": [
+                     *             {
+                     *               "operation": "example",
+                     *               "resourceId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *             }
+                     *           ],
+                     *           "startedAt": "2026-01-15T09:30:00.000Z",
+                     *           "finishedAt": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["AutomationExecution"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -4080,8 +6674,11 @@ export interface operations {
     "domains.list": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
@@ -4097,13 +6694,40 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "example.com",
+                     *           "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Domain"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -4130,7 +6754,16 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "example.com"
+                 *     }
+                 */
                 "application/json": {
+                    /**
+                     * @description A fully qualified domain name, e.g. "example.com"; stored lowercase (internationalised names in punycode), without a trailing dot
+                     * @example example.com
+                     */
                     name: string;
                 };
             };
@@ -4145,6 +6778,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "example.com",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Domain"];
                     };
@@ -4165,6 +6811,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the domain */
                 id: string;
             };
             cookie?: never;
@@ -4178,6 +6825,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "example.com",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Domain"];
                     };
@@ -4197,6 +6857,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the domain */
                 id: string;
             };
             cookie?: never;
@@ -4210,6 +6871,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "example.com",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Domain"];
                     };
@@ -4227,12 +6901,16 @@ export interface operations {
     "domains.list_registrations": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
             path: {
+                /** @description Id of the domain */
                 id: string;
             };
             cookie?: never;
@@ -4246,13 +6924,47 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "domainId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "state": "example",
+                     *           "externalDomainId": "example",
+                     *           "externalId": "example",
+                     *           "autoRenew": true,
+                     *           "whoisPrivacy": true,
+                     *           "transferLock": true,
+                     *           "period": -9007199254740991,
+                     *           "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["DomainRegistration"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -4276,24 +6988,43 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the domain */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": {
-                    /** @default pending */
+                    /**
+                     * @description Registration state, a free string of 1 to 64 characters (e.g. "pending", "active", "expired") (default "pending")
+                     * @default pending
+                     */
                     state?: string;
+                    /** @description The registrar's id of the domain (free string, up to 255 characters) */
                     externalDomainId?: string | null;
+                    /** @description The registrar's id of this registration (free string, up to 255 characters) */
                     externalId?: string | null;
-                    /** @default true */
+                    /**
+                     * @description Renew automatically at the end of the period (default true)
+                     * @default true
+                     */
                     autoRenew?: boolean;
-                    /** @default true */
+                    /**
+                     * @description Hide the registrant in WHOIS (default true)
+                     * @default true
+                     */
                     whoisPrivacy?: boolean;
-                    /** @default true */
+                    /**
+                     * @description Refuse transfers to another registrar (default true)
+                     * @default true
+                     */
                     transferLock?: boolean;
-                    /** @default 1 */
+                    /**
+                     * @description Registration period in years, 1 to 10 (default 1)
+                     * @default 1
+                     */
                     period?: number;
                 };
             };
@@ -4308,6 +7039,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "domainId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "state": "example",
+                     *         "externalDomainId": "example",
+                     *         "externalId": "example",
+                     *         "autoRenew": true,
+                     *         "whoisPrivacy": true,
+                     *         "transferLock": true,
+                     *         "period": -9007199254740991,
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["DomainRegistration"];
                     };
@@ -4329,7 +7080,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the domain */
                 id: string;
+                /** @description Id of the domain registration */
                 registrationId: string;
             };
             cookie?: never;
@@ -4343,6 +7096,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "domainId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "state": "example",
+                     *         "externalDomainId": "example",
+                     *         "externalId": "example",
+                     *         "autoRenew": true,
+                     *         "whoisPrivacy": true,
+                     *         "transferLock": true,
+                     *         "period": -9007199254740991,
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["DomainRegistration"];
                     };
@@ -4362,20 +7135,30 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the domain */
                 id: string;
+                /** @description Id of the domain registration */
                 registrationId: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": {
+                    /** @description Registration state, a free string of 1 to 64 characters (e.g. "pending", "active", "expired") */
                     state?: string;
+                    /** @description The registrar's id of the domain (free string, up to 255 characters) */
                     externalDomainId?: string | null;
+                    /** @description The registrar's id of this registration (free string, up to 255 characters) */
                     externalId?: string | null;
+                    /** @description Renew automatically at the end of the period */
                     autoRenew?: boolean;
+                    /** @description Hide the registrant in WHOIS */
                     whoisPrivacy?: boolean;
+                    /** @description Refuse transfers to another registrar */
                     transferLock?: boolean;
+                    /** @description Registration period in years, 1 to 10 */
                     period?: number;
                 };
             };
@@ -4388,6 +7171,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "domainId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "state": "example",
+                     *         "externalDomainId": "example",
+                     *         "externalId": "example",
+                     *         "autoRenew": true,
+                     *         "whoisPrivacy": true,
+                     *         "transferLock": true,
+                     *         "period": -9007199254740991,
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["DomainRegistration"];
                     };
@@ -4408,7 +7211,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the domain */
                 id: string;
+                /** @description Id of the domain registration */
                 registrationId: string;
             };
             cookie?: never;
@@ -4422,6 +7227,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "domainId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "state": "example",
+                     *         "externalDomainId": "example",
+                     *         "externalId": "example",
+                     *         "autoRenew": true,
+                     *         "whoisPrivacy": true,
+                     *         "transferLock": true,
+                     *         "period": -9007199254740991,
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["DomainRegistration"];
                     };
@@ -4439,9 +7264,13 @@ export interface operations {
     "events.list": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by occurrence (ties broken by id); newest first by default */
                 sortOrder?: "asc" | "desc";
+                /** @description Only events of this type */
                 type?: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "message.received" | "message.sent";
             };
             header?: never;
@@ -4457,13 +7286,43 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "type": "contact.created",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "resourceId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "occurredAt": "2026-01-15T09:30:00.000Z",
+                     *           "actor": {
+                     *             "type": "api_key",
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *           },
+                     *           "data": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Event"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -4483,6 +7342,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the event */
                 id: string;
             };
             cookie?: never;
@@ -4496,6 +7356,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "contact.created",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "resourceId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "occurredAt": "2026-01-15T09:30:00.000Z",
+                     *         "actor": {
+                     *           "type": "api_key",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         },
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Event"];
                     };
@@ -4513,8 +7389,11 @@ export interface operations {
     "webhooks.list": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
@@ -4530,13 +7409,46 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "url": "https://hooks.example.com/switchboard",
+                     *           "eventTypes": [
+                     *             "example"
+                     *           ],
+                     *           "enabled": true,
+                     *           "disabledReason": "example",
+                     *           "description": "example",
+                     *           "metadata": {}
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Webhook"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -4563,11 +7475,21 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.example.com/switchboard"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Where events are POSTed: an https URL on the public internet (http to a loopback host only when the server sets WEBHOOK_ALLOW_INSECURE=true) */
                     url: string;
+                    /** @description Event types to deliver, from the event catalog, or ["*"] (the default) for every type */
                     eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "message.received" | "message.sent" | "*")[];
+                    /** @description Whether events are delivered (default true) */
                     enabled?: boolean;
+                    /** @description What the endpoint is for, up to 1,000 characters */
                     description?: string | null;
+                    /** @description Free-form JSON object (default {}) */
                     metadata?: {
                         [key: string]: unknown;
                     };
@@ -4584,6 +7506,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "url": "https://hooks.example.com/switchboard",
+                     *         "eventTypes": [
+                     *           "example"
+                     *         ],
+                     *         "enabled": true,
+                     *         "disabledReason": "example",
+                     *         "description": "example",
+                     *         "metadata": {},
+                     *         "secret": "example"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["WebhookWithSecret"];
                     };
@@ -4604,6 +7546,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the webhook endpoint */
                 id: string;
             };
             cookie?: never;
@@ -4617,6 +7560,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "url": "https://hooks.example.com/switchboard",
+                     *         "eventTypes": [
+                     *           "example"
+                     *         ],
+                     *         "enabled": true,
+                     *         "disabledReason": "example",
+                     *         "description": "example",
+                     *         "metadata": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Webhook"];
                     };
@@ -4636,6 +7598,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the webhook endpoint */
                 id: string;
             };
             cookie?: never;
@@ -4649,6 +7612,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "url": "https://hooks.example.com/switchboard",
+                     *         "eventTypes": [
+                     *           "example"
+                     *         ],
+                     *         "enabled": true,
+                     *         "disabledReason": "example",
+                     *         "description": "example",
+                     *         "metadata": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Webhook"];
                     };
@@ -4668,17 +7650,27 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description Id of the webhook endpoint */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.example.com/switchboard"
+                 *     }
+                 */
                 "application/json": {
+                    /** @description Where events are POSTed: an https URL on the public internet (http to a loopback host only when the server sets WEBHOOK_ALLOW_INSECURE=true) */
                     url?: string;
+                    /** @description Event types to deliver, from the event catalog, or ["*"] for every type */
                     eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "message.received" | "message.sent" | "*")[];
+                    /** @description true re-enables an endpoint (also one the service disabled, clearing `disabledReason`); false pauses deliveries */
                     enabled?: boolean;
                     description?: string | null;
+                    /** @description Replaces the whole metadata object */
                     metadata?: {
                         [key: string]: unknown;
                     };
@@ -4693,6 +7685,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "url": "https://hooks.example.com/switchboard",
+                     *         "eventTypes": [
+                     *           "example"
+                     *         ],
+                     *         "enabled": true,
+                     *         "disabledReason": "example",
+                     *         "description": "example",
+                     *         "metadata": {}
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["Webhook"];
                     };
@@ -4716,12 +7727,14 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the webhook endpoint */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": Record<string, never>;
             };
         };
@@ -4735,6 +7748,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "url": "https://hooks.example.com/switchboard",
+                     *         "eventTypes": [
+                     *           "example"
+                     *         ],
+                     *         "enabled": true,
+                     *         "disabledReason": "example",
+                     *         "description": "example",
+                     *         "metadata": {},
+                     *         "secret": "example"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["WebhookWithSecret"];
                     };
@@ -4759,12 +7792,14 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the webhook endpoint */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": Record<string, never>;
             };
         };
@@ -4778,6 +7813,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "webhookId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "eventId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "eventType": "example",
+                     *         "status": "pending",
+                     *         "attempt": -9007199254740991,
+                     *         "statusCode": -9007199254740991,
+                     *         "durationMs": -9007199254740991,
+                     *         "error": "example",
+                     *         "nextAttemptAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastAttemptAt": "2026-01-15T09:30:00.000Z",
+                     *         "deliveredAt": "2026-01-15T09:30:00.000Z",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["WebhookDelivery"];
                     };
@@ -4797,12 +7851,16 @@ export interface operations {
     "webhooks.list_deliveries": {
         parameters: {
             query?: {
+                /** @description Page size, 1 to 100 */
                 limit?: number;
+                /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
+                /** @description Order by queueing time; newest first by default */
                 sortOrder?: "asc" | "desc";
             };
             header?: never;
             path: {
+                /** @description Id of the webhook endpoint */
                 id: string;
             };
             cookie?: never;
@@ -4816,13 +7874,46 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "webhookId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "eventId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "eventType": "example",
+                     *           "status": "pending",
+                     *           "attempt": -9007199254740991,
+                     *           "statusCode": -9007199254740991,
+                     *           "durationMs": -9007199254740991,
+                     *           "error": "example",
+                     *           "nextAttemptAt": "2026-01-15T09:30:00.000Z",
+                     *           "lastAttemptAt": "2026-01-15T09:30:00.000Z",
+                     *           "deliveredAt": "2026-01-15T09:30:00.000Z",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["WebhookDelivery"][];
                         meta: {
                             pagination: {
+                                /** @description Page size used */
                                 limit: number;
+                                /** @description Items skipped */
                                 offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
                                 hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
                                 total?: number;
                             };
                         };
@@ -4846,13 +7937,16 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @description Id of the webhook endpoint */
                 id: string;
+                /** @description Id of the delivery */
                 deliveryId: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": Record<string, never>;
             };
         };
@@ -4866,6 +7960,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "webhookId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "eventId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "eventType": "example",
+                     *         "status": "pending",
+                     *         "attempt": -9007199254740991,
+                     *         "statusCode": -9007199254740991,
+                     *         "durationMs": -9007199254740991,
+                     *         "error": "example",
+                     *         "nextAttemptAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastAttemptAt": "2026-01-15T09:30:00.000Z",
+                     *         "deliveredAt": "2026-01-15T09:30:00.000Z",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: components["schemas"]["WebhookDelivery"];
                     };

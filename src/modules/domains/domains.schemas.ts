@@ -24,6 +24,9 @@ export function canonicalDomain(input: string): string | undefined {
 export const DomainName = z
   .string()
   .max(300)
+  // On the string, not the transform: the request's JSON Schema is the string's.
+  .describe('A fully qualified domain name, e.g. "example.com"; stored lowercase (internationalised names in punycode), without a trailing dot')
+  .meta({ examples: ['example.com'] })
   .transform((value, ctx) => {
     const name = canonicalDomain(value);
     if (name === undefined) {
@@ -31,8 +34,7 @@ export const DomainName = z
       return z.NEVER;
     }
     return name;
-  })
-  .describe('A fully qualified domain name, e.g. "example.com"; stored lowercase (internationalised names in punycode), without a trailing dot');
+  });
 
 export const DomainCreateInput = z.strictObject({ name: DomainName });
 
