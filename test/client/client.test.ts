@@ -46,6 +46,26 @@ describe('switchboard-client', () => {
     expect(deleted.deletedAt).not.toBeNull();
   });
 
+  it('walks through every other resource: customers and transactions, businesses, domains and registrations, events, webhooks', async () => {
+    const { data: business } = await sb.call(sb.api.POST('/businesses', { body: { name: 'Acme' } }));
+    const { data: customer } = await sb.call(sb.api.POST('/customers', { body: { name: 'Grace', businessId: business.id } }));
+    const { data: transaction } = await sb.call(
+      sb.api.POST('/customers/{id}/transactions', { params: { path: { id: customer.id } }, body: { amount: '19.99', currency: 'USD', status: 'paid', type: 'sale' } }),
+    );
+    const { data: transactions } = await sb.call(sb.api.GET('/customers/{id}/transactions', { params: { path: { id: customer.id } } }));
+    expect(transactions.map((x) => x.id)).toEqual([transaction.id]);
+    const { data: domain } = await sb.call(sb.api.POST('/domains', { body: { name: 'Acme.Example' } }));
+    expect(domain.name).toBe('acme.example');
+    const { data: registration } = await sb.call(sb.api.POST('/domains/{id}/registrations', { params: { path: { id: domain.id } }, body: {} }));
+    expect(registration.state).toBe('pending');
+    const { data: events } = await sb.call(sb.api.GET('/events', { params: { query: { type: 'domain.created' } } }));
+    expect(events.map((e) => e.resourceId)).toContain(domain.id);
+    const { data: webhook } = await sb.call(sb.api.POST('/webhooks', { body: { url: 'https://hooks.example.com/switchboard', eventTypes: ['contact.created'] } }));
+    expect(webhook.secret).toMatch(/^whsec_/);
+    const { data: deliveries } = await sb.call(sb.api.GET('/webhooks/{id}/deliveries', { params: { path: { id: webhook.id } } }));
+    expect(deliveries).toEqual([]);
+  });
+
   it('walks every page of a list to the first empty page', async () => {
     for (let i = 0; i < 7; i++) await sb.call(sb.api.POST('/folders', { body: { name: `Folder ${i}` } }));
     const names: string[] = [];
