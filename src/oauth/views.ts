@@ -142,6 +142,7 @@ ${hidden}
 <legend>Tool categories it may use</legend>
 ${categories}
 </fieldset>
+<p class="muted">With no category ticked the application is connected but sees no tools. You can change the categories later at <code>/account/apps</code>.</p>
 <div class="actions">
 <button class="primary" type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button>

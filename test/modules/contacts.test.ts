@@ -76,3 +76,26 @@ describe('contacts', () => {
     expect((await a.request('GET', '/v1/contacts/not-a-uuid')).status).toBe(400);
   });
 });
+
+describe('finding contacts', () => {
+  it('filters by name words, email and phone digits, and combines them', async () => {
+    const make = async (body: Record<string, unknown>, email?: string, phone?: string) => {
+      const c = (await a.request('POST', '/v1/contacts', body)).json.data as { id: string };
+      if (email) expect((await a.request('POST', `/v1/contacts/${c.id}/emails`, { email })).status).toBe(201);
+      if (phone) expect((await a.request('POST', `/v1/contacts/${c.id}/phone-numbers`, { phoneNumber: phone })).status).toBe(201);
+      return c.id;
+    };
+    const ada = await make({ firstName: 'Ada', lastName: 'Lovelace', company: 'Analytical Engines' }, 'Ada@Example.com', '+44 20 7946 0958');
+    const grace = await make({ name: 'Grace Hopper', company: 'Navy' }, 'grace@example.com', '+1 415 555 0123');
+    const ids = async (query: string) => ((await a.request('GET', `/v1/contacts?limit=100&${query}`)).json.data as { id: string }[]).map((c) => c.id);
+    expect(await ids('name=lovelace')).toEqual([ada]);
+    expect(await ids('name=grace%20navy')).toEqual([grace]);
+    expect(await ids('name=ada%20navy')).toEqual([]);
+    expect(await ids('email=ada%40example.COM')).toEqual([ada]);
+    expect(await ids('phone=(415)%20555-0123')).toEqual([grace]);
+    expect(await ids('name=grace&email=ada%40example.com')).toEqual([]);
+    expect(await ids('name=100%25')).toEqual([]); // LIKE wildcards are literal
+    // Another organization finds nothing of these.
+    expect(((await b.request('GET', '/v1/contacts?name=lovelace')).json.data as unknown[]).length).toBe(0);
+  });
+});

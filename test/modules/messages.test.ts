@@ -369,3 +369,25 @@ describe('search plans', () => {
     expect((await a.request('GET', '/v1/messages/search?q=archaic')).json.data).toEqual([]);
   });
 });
+
+describe('unread and direction filters', () => {
+  it('lists only unread messages, in each list, and filters GET /messages by direction', async () => {
+    const make = async (direction: string, read: boolean) =>
+      ((await a.request('POST', '/v1/messages', { direction, type: 'email', text: 'filter me', ...(read ? { readAt: '2026-01-01T00:00:00Z' } : {}) })).json.data as { id: string }).id;
+    const unreadIn = await make('incoming', false);
+    const readIn = await make('incoming', true);
+    const unreadOut = await make('outgoing', false);
+    const ids = async (path: string) => ((await a.request('GET', path)).json.data as { id: string }[]).map((m) => m.id);
+    const unread = await ids('/v1/messages?unread=true&limit=100');
+    expect(unread).toEqual(expect.arrayContaining([unreadIn, unreadOut]));
+    expect(unread).not.toContain(readIn);
+    const unreadIncoming = await ids('/v1/messages/incoming?unread=true&limit=100');
+    expect(unreadIncoming).toContain(unreadIn);
+    expect(unreadIncoming).not.toContain(readIn);
+    expect(unreadIncoming).not.toContain(unreadOut);
+    const outgoing = await ids('/v1/messages?direction=outgoing&limit=100');
+    expect(outgoing).toContain(unreadOut);
+    expect(outgoing).not.toContain(unreadIn);
+    expect((await a.request('GET', '/v1/messages?direction=sideways')).status).toBe(400);
+  });
+});

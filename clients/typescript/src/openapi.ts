@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * List contacts
-         * @description Contacts of the organization, each with its emails, phone numbers and addresses embedded.
+         * @description Contacts of the organization, each with its emails, phone numbers and addresses embedded. `name`, `email` and `phone` find contacts without paging through all of them (all given filters apply).
          *
          *     Requires the `contacts:read` permission (or `*`).
          */
@@ -2000,6 +2000,12 @@ export interface operations {
                 offset?: number | null;
                 /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
+                /** @description Words that must all appear in the name, first or last name or company (case-insensitive) */
+                name?: string;
+                /** @description An email address of the contact, exactly (case-insensitive) */
+                email?: string;
+                /** @description A phone number of the contact, in any format: its digits are matched (the end of the number) */
+                phone?: string;
             };
             header?: never;
             path?: never;
@@ -3633,6 +3639,10 @@ export interface operations {
                 offset?: number | null;
                 /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
+                /** @description true: only messages not read yet (`readAt` null) */
+                unread?: boolean;
+                /** @description Only messages of this direction */
+                direction?: "incoming" | "outgoing";
             };
             header?: never;
             path?: never;
@@ -3851,6 +3861,8 @@ export interface operations {
                 offset?: number | null;
                 /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
+                /** @description true: only messages not read yet (`readAt` null) */
+                unread?: boolean;
             };
             header?: never;
             path?: never;
@@ -3941,6 +3953,8 @@ export interface operations {
                 offset?: number | null;
                 /** @description Order by creation date (ties broken by id) */
                 sortOrder?: "asc" | "desc";
+                /** @description true: only messages not read yet (`readAt` null) */
+                unread?: boolean;
             };
             header?: never;
             path?: never;

@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
-import { IdParam } from '../../core/schemas.js';
+import { IdParam, ShortText } from '../../core/schemas.js';
 import type { contactEmails } from '../../db/schema.js';
 import type { ScopedTable, scopedRepository } from '../../db/scoped.js';
 import {
@@ -41,8 +41,13 @@ const contactOperations: Operation[] = [
     method: 'GET',
     path: '/contacts',
     summary: 'List contacts',
-    description: 'Contacts of the organization, each with its emails, phone numbers and addresses embedded.',
-    input: Pagination.strict(),
+    description:
+      'Contacts of the organization, each with its emails, phone numbers and addresses embedded. `name`, `email` and `phone` find contacts without paging through all of them (all given filters apply).',
+    input: Pagination.extend({
+      name: ShortText(200).optional().describe('Words that must all appear in the name, first or last name or company (case-insensitive)'),
+      email: ShortText(320).optional().describe('An email address of the contact, exactly (case-insensitive)'),
+      phone: ShortText(64).optional().describe('A phone number of the contact, in any format: its digits are matched (the end of the number)'),
+    }).strict(),
     output: Contact,
     handler: (input, ctx) => listContacts(ctx.db, ctx.orgId, input),
   }),

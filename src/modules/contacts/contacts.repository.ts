@@ -61,8 +61,43 @@ export async function getContact(db: DbOrTx, orgId: string, id: string): Promise
   return row.contact;
 }
 
-export async function listContacts(db: DbOrTx, orgId: string, page: PageInput): Promise<Page<ContactWithChildren>> {
-  const rows = await statements(db)[page.sortOrder].execute({ orgId, ...pageWindow(page) });
+export interface ContactFilters {
+  /** Words of the name: each must appear in the name, first or last name or company (case-insensitive). */
+  name?: string | undefined;
+  /** A live email of the contact, exactly (case-insensitive). */
+  email?: string | undefined;
+  /** A live phone number of the contact: its digits, in any format. */
+  phone?: string | undefined;
+}
+
+const likeEscape = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+export async function listContacts(db: DbOrTx, orgId: string, page: PageInput & ContactFilters): Promise<Page<ContactWithChildren>> {
+  if (!page.name && !page.email && !page.phone) {
+    const rows = await statements(db)[page.sortOrder].execute({ orgId, ...pageWindow(page) });
+    return { items: rows.map((r) => r.contact) };
+  }
+  const words = (page.name ?? '').trim().split(/\s+/).filter(Boolean);
+  const digits = (page.phone ?? '').replace(/\D/g, '');
+  const haystack = sql`concat_ws(' ', ${contacts.name}, ${contacts.firstName}, ${contacts.lastName}, ${contacts.company})`;
+  const rows = await select(db)
+    .where(
+      and(
+        eq(contacts.organizationId, orgId),
+        isNull(contacts.deletedAt),
+        ...words.map((w) => sql`${haystack} ILIKE ${`%${likeEscape(w)}%`}`),
+        page.email
+          ? sql`EXISTS (SELECT 1 FROM ${contactEmails} e WHERE e.contact_id = ${contacts.id} AND e.deleted_at IS NULL AND lower(e.email) = lower(${page.email.trim()}))`
+          : undefined,
+        digits
+          ? sql`EXISTS (SELECT 1 FROM ${contactPhoneNumbers} p WHERE p.contact_id = ${contacts.id} AND p.deleted_at IS NULL
+                 AND regexp_replace(p.phone_number, '[^0-9]', '', 'g') LIKE ${`%${digits}`})`
+          : undefined,
+      ),
+    )
+    .orderBy(...pageOrder(page, contacts.createdAt, contacts.id))
+    .limit(pageWindow(page).limit)
+    .offset(pageWindow(page).offset);
   return { items: rows.map((r) => r.contact) };
 }
 

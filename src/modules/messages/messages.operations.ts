@@ -11,7 +11,7 @@ import {
   updateMessageFlags,
   type Direction,
 } from './messages.repository.js';
-import { Message, MessageCreateInput, MessageIdInput, MessageSearchInput, MessageUpdateInput, searchTextOf } from './messages.schemas.js';
+import { DIRECTIONS, Message, MessageCreateInput, MessageIdInput, MessageListInput, MessageSearchInput, MessageUpdateInput, searchTextOf } from './messages.schemas.js';
 
 const ORDER = 'Newest first by default (`sortOrder=asc` for oldest first).';
 
@@ -23,7 +23,7 @@ const listByDirection = (direction: Direction) =>
     path: `/messages/${direction}`,
     summary: `List ${direction} messages`,
     description: `Messages of the organization whose \`direction\` is "${direction}". ${ORDER}`,
-    input: Pagination.strict(),
+    input: MessageListInput,
     output: Message,
     handler: (input, ctx) => listMessages(ctx.db, ctx.orgId, input, direction),
   });
@@ -37,9 +37,9 @@ export const messagesOperations: Operation[] = [
     path: '/messages',
     summary: 'List messages',
     description: `Messages of the organization, incoming and outgoing. ${ORDER}`,
-    input: Pagination.strict(),
+    input: MessageListInput.extend({ direction: z.enum(DIRECTIONS).optional().describe('Only messages of this direction') }).strict(),
     output: Message,
-    handler: (input, ctx) => listMessages(ctx.db, ctx.orgId, input),
+    handler: (input, ctx) => listMessages(ctx.db, ctx.orgId, input, input.direction),
   }),
   listByDirection('incoming'),
   listByDirection('outgoing'),

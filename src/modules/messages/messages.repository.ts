@@ -31,7 +31,7 @@ const messageJson = sql<MessageJson>`${jsonRow(messages, {}, ['searchVector'])}`
  * direction filter and sort order. Prepared once per database handle, named so node-postgres keeps the plans.
  */
 const org = sql.placeholder('orgId');
-type ListKey = `${'all' | Direction}_${'asc' | 'desc'}`;
+type ListKey = `${'all' | Direction}_${'asc' | 'desc'}_${'any' | 'unread'}`;
 const prepareGet = (db: DbOrTx) =>
   db
     .select({ m: messageJson })
@@ -40,11 +40,18 @@ const prepareGet = (db: DbOrTx) =>
     .limit(1)
     .prepare('messages_get');
 const prepareList = (db: DbOrTx, key: ListKey) => {
-  const [filter, dir] = key.split('_') as ['all' | Direction, 'asc' | 'desc'];
+  const [filter, dir, read] = key.split('_') as ['all' | Direction, 'asc' | 'desc', 'any' | 'unread'];
   return db
     .select({ m: messageJson })
     .from(messages)
-    .where(and(eq(messages.organizationId, org), isNull(messages.deletedAt), filter === 'all' ? undefined : eq(messages.direction, filter)))
+    .where(
+      and(
+        eq(messages.organizationId, org),
+        isNull(messages.deletedAt),
+        filter === 'all' ? undefined : eq(messages.direction, filter),
+        read === 'unread' ? isNull(messages.readAt) : undefined,
+      ),
+    )
     .orderBy(...pageOrder({ sortOrder: dir, limit: 1, offset: 0 }, messages.createdAt, messages.id))
     .limit(sql.placeholder('limit') as unknown as number)
     .offset(sql.placeholder('offset') as unknown as number)
@@ -66,8 +73,8 @@ export async function getMessage(db: DbOrTx, orgId: string, id: string): Promise
 }
 
 /** All directions (index `messages_list`) or one (index `messages_direction_list`). No total: org-wide. */
-export async function listMessages(db: DbOrTx, orgId: string, input: PageInput, direction?: Direction): Promise<Page<MessageJson>> {
-  const key: ListKey = `${direction ?? 'all'}_${input.sortOrder}`;
+export async function listMessages(db: DbOrTx, orgId: string, input: PageInput & { unread?: boolean | undefined }, direction?: Direction): Promise<Page<MessageJson>> {
+  const key: ListKey = `${direction ?? 'all'}_${input.sortOrder}_${input.unread ? 'unread' : 'any'}`;
   const all = statements(db);
   const statement = (all[key] ??= prepareList(db, key));
   const rows = await statement.execute({ orgId, ...pageWindow(input) });

@@ -38,6 +38,11 @@ const MessageId = { id: IdParam('message') };
 const shortValue = (what: string, examples: string) => ShortText(64).min(1).optional().describe(openValue(what, examples));
 const provider = (what: string) => ShortText(255).optional().describe(what);
 
+/** The list filters of the message lists. */
+export const MessageListInput = Pagination.extend({
+  unread: z.boolean().optional().describe('true: only messages not read yet (`readAt` null)'),
+}).strict();
+
 /** POST /messages: records a message. Only `direction` and `type` are required. */
 export const MessageCreateInput = z.strictObject({
   direction: z.enum(DIRECTIONS).describe('Required. "incoming" (received) or "outgoing" (sent)'),
