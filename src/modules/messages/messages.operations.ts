@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { defineOperation, type Operation } from '../../core/operation.js';
-import { Pagination } from '../../core/pagination.js';
 import {
   countSnoozed,
   createMessage,
