@@ -2,7 +2,7 @@ import { hash, verify } from '@node-rs/argon2';
 import { and, eq, gte, isNull, sql } from 'drizzle-orm';
 import { AppError, notFound } from '../core/errors.js';
 import { isPermission, type Permission } from '../core/permissions.js';
-import { randomToken, sha256 } from '../core/secrets.js';
+import { DEFAULT_CREDITS, randomToken, sha256 } from '../core/secrets.js';
 import type { DbOrTx } from '../db/client.js';
 import { apiKeys, organizations, users } from '../db/schema.js';
 
@@ -11,7 +11,7 @@ import { apiKeys, organizations, users } from '../db/schema.js';
 export async function createOrganization(db: DbOrTx, input: { name: string; credits?: number | undefined }) {
   const [org] = await db
     .insert(organizations)
-    .values({ name: input.name, credits: input.credits ?? 100 })
+    .values({ name: input.name, credits: input.credits ?? DEFAULT_CREDITS })
     .returning();
   return { id: org!.id, name: org!.name, credits: org!.credits };
 }

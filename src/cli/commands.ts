@@ -5,6 +5,7 @@ import { eq } from 'drizzle-orm';
 import { addCredits, createApiKey, createOrganization, createUser, findUserByEmail, revokeApiKey, setUserDisabled, setUserPassword } from '../accounts/accounts.js';
 import { systemClock } from '../core/clock.js';
 import { AppError, notFound } from '../core/errors.js';
+import { DEFAULT_CREDITS } from '../core/secrets.js';
 import { oauthGrants } from '../db/schema.js';
 import { listUserGrants, revokeGrant, revokeUserAccess } from '../oauth/grants.js';
 import type { Db } from '../db/client.js';
@@ -89,7 +90,7 @@ export const COMMANDS: Command[] = [
     summary: 'Create an organization',
     flags: {
       name: flag(textFlag(), 'NAME', 'Name of the organization'),
-      credits: flag(intFlag(0, INT_MAX).optional(), 'N', 'Starting credit balance (default 100)'),
+      credits: flag(intFlag(0, INT_MAX).optional(), 'N', `Starting credit balance (default ${DEFAULT_CREDITS})`),
     },
     note: (org) => `Created organization "${String(org.name)}" with ${String(org.credits)} credits. Next: switchboard apikey create --org ${String(org.id)}`,
     run: (input, ctx) => createOrganization(ctx.db, input as { name: string; credits?: number }),

@@ -10,3 +10,15 @@ export const sha256 = (value: string) => createHash('sha256').update(value).dige
 export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(createHash('sha256').update(a).digest(), createHash('sha256').update(b).digest());
 }
+
+/** The token of an `Authorization: Bearer <token>` header (visible ASCII, at most 512 characters), or undefined. */
+export function bearerToken(header: string | string[] | undefined): string | undefined {
+  return typeof header === 'string' ? /^Bearer[ ]+([\x21-\x7e]{1,512})[ ]*$/i.exec(header)?.[1] : undefined;
+}
+
+/** The host names that mean this machine, as URL parsing spells them (IPv6 in brackets). */
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+export const isLoopbackHost = (hostname: string) => LOOPBACK_HOSTS.has(hostname.toLowerCase());
+
+/** Credits of a new organization when none are given. */
+export const DEFAULT_CREDITS = 100;

@@ -7,6 +7,7 @@
  * - unique indexes are partial on `deleted_at IS NULL`, so a soft-deleted row never blocks a new one.
  */
 import { relations, sql, type SQL } from 'drizzle-orm';
+import { DEFAULT_CREDITS } from '../core/secrets.js';
 import {
   boolean,
   customType,
@@ -50,7 +51,7 @@ const listIndex = (name: string, t: { organizationId: AnyPgColumn; createdAt: An
 export const organizations = pgTable('organizations', {
   ...audit,
   name: text('name').notNull(),
-  credits: integer('credits').notNull().default(100),
+  credits: integer('credits').notNull().default(DEFAULT_CREDITS),
 });
 
 export const users = pgTable(

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { findApiKeyByHash } from '../accounts/accounts.js';
 import { AppError } from '../core/errors.js';
-import { sha256 } from '../core/secrets.js';
+import { bearerToken, sha256 } from '../core/secrets.js';
 import type { Db } from '../db/client.js';
 
 export interface ApiKeyPrincipal {
@@ -35,10 +35,9 @@ export function createApiKeyAuth(db: Db, ttlMs: number) {
 
   return {
     async authenticate(req: FastifyRequest): Promise<ApiKeyPrincipal> {
-      const header = req.headers.authorization;
-      const match = typeof header === 'string' ? /^Bearer[ ]+([!-~]{1,512})\s*$/i.exec(header) : null;
-      if (!match) throw new AppError('UNAUTHORIZED', 'Missing API key: send "Authorization: Bearer <API_KEY>"');
-      const principal = await lookup(sha256(match[1]!));
+      const key = bearerToken(req.headers.authorization);
+      if (!key) throw new AppError('UNAUTHORIZED', 'Missing API key: send "Authorization: Bearer <API_KEY>"');
+      const principal = await lookup(sha256(key));
       if (!principal) throw new AppError('UNAUTHORIZED', 'Invalid or revoked API key');
       return principal;
     },

@@ -1,3 +1,4 @@
+import { bearerToken, isLoopbackHost } from '../core/secrets.js';
 import { CATEGORY_IDS } from '../core/categories.js';
 import type { ApiKeyAuth, ApiKeyPrincipal } from '../http/api-key-auth.js';
 import { forbiddenKeysIn } from '../core/schemas.js';
@@ -11,8 +12,6 @@ import { matchResource } from '../oauth/resource.js';
 /** The transport paths; each has its own route-scoped protected-resource metadata document. */
 export type TransportPath = '/mcp' | '/sse';
 
-const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
-const isLoopbackHost = (hostname: string) => LOOPBACK_HOSTS.has(hostname.toLowerCase());
 
 /** Headers a browser client must be able to read on transport responses (401s and 429s included). */
 const EXPOSED_HEADERS = 'WWW-Authenticate, Mcp-Session-Id, Mcp-Protocol-Version, Retry-After, X-Request-ID';
@@ -153,12 +152,11 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
     },
 
     async authenticate(req, reply, path) {
-      const header = req.headers.authorization;
-      const match = typeof header === 'string' ? /^Bearer[ ]+([\x21-\x7e]{1,512})[ ]*$/i.exec(header) : null;
-      const grant = match ? await verifyAccessToken(opts.db, match[1]!, opts.clock) : undefined;
+      const token = bearerToken(req.headers.authorization);
+      const grant = token ? await verifyAccessToken(opts.db, token, opts.clock) : undefined;
       // A token is good for both transports when it is bound to the origin, /mcp or /sse (RFC 8707).
       if (grant && grant.scopes.includes('mcp') && matchResource(grant.resource, opts.publicUrl)) return grant;
-      const principal = match && !grant && opts.apiKeys ? await opts.apiKeys.verify(match[1]!) : undefined;
+      const principal = token && !grant && opts.apiKeys ? await opts.apiKeys.verify(token) : undefined;
       if (principal) return apiKeyGrant(principal, opts.publicUrl);
       void reply.code(401).header('www-authenticate', challenges[path]).type('application/json').send(INVALID_TOKEN);
       return undefined;

@@ -1,3 +1,4 @@
+import { bearerToken } from '../core/secrets.js';
 import {
   createMcpHandler,
   isLegacyRequest,
@@ -92,7 +93,7 @@ export function registerStreamableHttp(app: FastifyInstance, guard: TransportGua
         }
         const refused = prototypeKeyError(body);
         if (refused) return reply.code(400).type('application/json').send(refused);
-        const token = /^Bearer\s+(.+)$/i.exec(req.headers.authorization!)![1]!.trim();
+        const token = bearerToken(req.headers.authorization)!; // checked by the route's auth hook
         const authInfo = authInfoFor(grant, token);
         const request = toWebRequest(req, publicUrl, raw);
         const response = (await isLegacyRequest(request, body)) ? await legacy(request, authInfo, body) : await modern.fetch(request, { authInfo, ...(body !== undefined ? { parsedBody: body } : {}) });

@@ -1,4 +1,5 @@
 import { forbiddenKeysIn } from '../core/schemas.js';
+import { isLoopbackHost } from '../core/secrets.js';
 import { eq } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Clock } from '../core/clock.js';
@@ -12,7 +13,6 @@ export type Client = typeof oauthClients.$inferSelect;
 
 /** Schemes that can run code or read local data in a browser: never a redirect target. */
 const REFUSED_SCHEMES = new Set(['javascript', 'data', 'file', 'vbscript', 'blob', 'about', 'filesystem', 'view-source', 'jar', 'ws', 'wss', 'ftp', 'mailto', 'tel', 'sms']);
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
 const MAX_REDIRECT_URIS = 10;
 const MAX_URI_LENGTH = 2000;
 
@@ -36,7 +36,7 @@ export function redirectUriProblem(raw: string): string | undefined {
   // URL parsing forgives `https:///cb`, `https:cb` and backslashes (it reads a host "cb"); a registered URI must say what it means.
   if ((scheme === 'https' || scheme === 'http') && !/^https?:\/\/[^/\\?#]/i.test(raw)) return 'is not a well-formed URL (scheme://host/path)';
   if (scheme === 'https') return url.hostname ? undefined : 'has no host';
-  if (scheme === 'http') return LOOPBACK_HOSTS.has(url.hostname) ? undefined : 'uses http on a host that is not loopback (127.0.0.1, [::1] or localhost); use https';
+  if (scheme === 'http') return isLoopbackHost(url.hostname) ? undefined : 'uses http on a host that is not loopback (127.0.0.1, [::1] or localhost); use https';
   return /^[a-z][a-z0-9+.-]*$/.test(scheme) ? undefined : 'has an invalid scheme';
 }
 
@@ -52,7 +52,7 @@ export function redirectUriMatches(registered: string[], given: string): boolean
   } catch {
     return false;
   }
-  if (url.protocol !== 'http:' || !LOOPBACK_HOSTS.has(url.hostname) || url.hash || given.includes('#')) return false;
+  if (url.protocol !== 'http:' || !isLoopbackHost(url.hostname) || url.hash || given.includes('#')) return false;
   return registered.some((r) => {
     try {
       const reg = new URL(r);

@@ -1,6 +1,7 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import type { LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { isLoopbackHost } from '../../core/secrets.js';
 
 /** Address ranges a webhook may reach: the public internet only (ipaddr.js names the reserved ranges). */
 const PUBLIC_RANGES = new Set(['unicast']);
@@ -13,8 +14,6 @@ export function isPublicAddress(address: string): boolean {
   if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
   return PUBLIC_RANGES.has(parsed.range());
 }
-
-const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 /**
  * Why an endpoint URL is refused, or undefined when it may be stored. https only, except http on a
@@ -32,12 +31,12 @@ export function urlProblem(raw: string, allowInsecure: boolean): string | undefi
   if (url.username || url.password) return 'Must not contain credentials';
   if (url.hash) return 'Must not contain a fragment';
   if (url.protocol === 'http:') {
-    if (!allowInsecure || !LOOPBACK_NAMES.has(url.hostname)) return 'Must use https (http only for a loopback host when WEBHOOK_ALLOW_INSECURE=true)';
+    if (!allowInsecure || !isLoopbackHost(url.hostname)) return 'Must use https (http only for a loopback host when WEBHOOK_ALLOW_INSECURE=true)';
   } else if (url.protocol !== 'https:') {
     return 'Must use https';
   }
   const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (!allowInsecure && (LOOPBACK_NAMES.has(url.hostname) || (ipaddr.isValid(host) && !isPublicAddress(host)))) {
+  if (!allowInsecure && (isLoopbackHost(url.hostname) || (ipaddr.isValid(host) && !isPublicAddress(host)))) {
     return 'Must not point to a private, loopback, link-local or reserved address';
   }
   return undefined;
