@@ -1,36 +1,33 @@
-import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { verifyAccessToken } from '../../src/oauth/grants.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/listen.js';
 import { obtainTokens } from '../helpers/oauth-flow.js';
-import { skipWithout } from '../helpers/requirements.js';
+import { CHROMIUM, launchBrowser, skipWithoutChromium } from '../helpers/browser.js';
 
 /** The connected-apps page in a real browser: sign in, change an app's categories, revoke it. */
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
 
 let t: TestApp;
 let browser: Browser;
 let origin: string;
 
 beforeAll(async () => {
-  if (!hasChromium) return;
+  if (!CHROMIUM) return;
   const port = await freePort();
   origin = `http://127.0.0.1:${port}`;
   t = await createTestApp({ env: { PUBLIC_URL: origin } });
   await t.app.listen({ port, host: '127.0.0.1' });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+  browser = await launchBrowser();
 });
 afterAll(async () => {
   await browser?.close();
   await t?.close();
 });
 
-describe.skipIf(skipWithout(hasChromium, 'Chromium (/usr/bin/chromium)'))('connected apps page in Chromium', () => {
+describe.skipIf(skipWithoutChromium())('connected apps page in Chromium', () => {
   it('lists the approved app, changes its categories and revokes it', async () => {
     const user = await (await t.tenant()).user();
     const { tokens } = await obtainTokens(t.app, { ...user, categories: ['contacts', 'messages'], clientOverrides: { client_name: 'Desk Assistant' } });

@@ -1,19 +1,16 @@
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyAccessToken } from '../../src/oauth/grants.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/listen.js';
-import { skipWithout } from '../helpers/requirements.js';
+import { CHROMIUM, launchBrowser, skipWithoutChromium } from '../helpers/browser.js';
 import { authorizeUrl, exchangeCode, pkcePair, registerClient } from '../helpers/oauth-flow.js';
 
 /** The consent page in a real browser: labels, CSP (inline style hash, form-action with the redirect), cookies. */
 
-const CHROMIUM = '/usr/bin/chromium';
 /** The one browser API used inside `evaluate` (the project compiles without the DOM library). */
 type BrowserGlobals = { getComputedStyle(el: unknown): { backgroundColor: string } };
-const hasChromium = existsSync(CHROMIUM);
 
 let t: TestApp;
 let browser: Browser;
@@ -23,7 +20,7 @@ let callbackUrl: string;
 let user: { id: string; email: string; password: string };
 
 beforeAll(async () => {
-  if (!hasChromium) return;
+  if (!CHROMIUM) return;
   const port = await freePort();
   origin = `http://127.0.0.1:${port}`;
   t = await createTestApp({ env: { PUBLIC_URL: origin } });
@@ -34,10 +31,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', resolve));
   const address = callbackServer.address();
   callbackUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/callback`;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchBrowser();
 });
 
 afterAll(async () => {
@@ -46,7 +40,7 @@ afterAll(async () => {
   await t?.close();
 });
 
-describe.skipIf(skipWithout(hasChromium, 'Chromium (/usr/bin/chromium)'))('consent page in Chromium (skipped: /usr/bin/chromium is not installed)', () => {
+describe.skipIf(skipWithoutChromium())('consent page in Chromium (skipped: /usr/bin/chromium is not installed)', () => {
   it('signs in, ticks a category, approves and lands on the redirect URI with a code', async () => {
     const client = await registerClient(t.app, { redirect_uris: [callbackUrl], client_name: 'Browser test client' });
     const pkce = pkcePair();

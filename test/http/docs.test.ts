@@ -1,9 +1,8 @@
-import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
-import { skipWithout } from '../helpers/requirements.js';
+import { launchBrowser, skipWithoutChromium } from '../helpers/browser.js';
 
 /** The API reference page at `{base_url}/docs`: served with its assets from this server, nothing from a CDN. */
 
@@ -57,12 +56,10 @@ describe('GET /v1/docs', () => {
   });
 
   // A real browser, where one is installed: the page renders the operations and asks no other host for anything.
-  const chromium = ['/usr/bin/chromium', '/usr/bin/chromium-browser', process.env.CHROMIUM_PATH].find((p) => p && existsSync(p));
-  it.skipIf(skipWithout(!!chromium, 'Chromium (/usr/bin/chromium)') || testDbKind !== 'pglite')('renders in a browser without any request to another host', async () => {
-    const { chromium: pw } = await import('playwright-core');
+  it.skipIf(skipWithoutChromium() || testDbKind !== 'pglite')('renders in a browser without any request to another host', async () => {
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = t.app.server.address() as AddressInfo;
-    const browser = await pw.launch({ executablePath: chromium, args: ['--headless', '--no-sandbox', '--disable-gpu'] });
+    const browser = await launchBrowser();
     try {
       const page = await browser.newPage();
       const foreign: string[] = [];
