@@ -34,7 +34,7 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
     if (cost > 0) await debitCredits(t, caller.orgId, cost);
     const envelope = await exec(t);
     const recorded = await recordEvents(t, caller.actor, eventsOf(op, caller.orgId, envelope.data));
-    return { envelope, recorded: recorded.length };
+    return { envelope, recorded };
   };
   if (tx) return (await write(tx)).envelope;
   const { envelope, recorded } = await caller.db.transaction(write);

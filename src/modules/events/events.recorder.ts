@@ -1,7 +1,7 @@
-import type { DbOrTx } from '../../db/client.js';
-import { events } from '../../db/schema.js';
+import { sql } from 'drizzle-orm';
 import type { Actor } from '../../core/operation.js';
-import { enqueueWebhookDeliveries } from '../webhooks/webhooks.repository.js';
+import type { DbOrTx } from '../../db/client.js';
+import type { events } from '../../db/schema.js';
 import type { EventType } from './events.catalog.js';
 
 export type { Actor };
@@ -17,19 +17,28 @@ export interface NewEvent {
 export type EventRecord = typeof events.$inferSelect;
 
 /**
- * Records events in the caller's transaction: a write that rolls back leaves none, an acknowledged
- * write always has its events, and its webhook deliveries queued. Dispatch to the automations happens
- * later from the table.
+ * Records events in the caller's transaction, and queues their webhook deliveries (one per event and
+ * enabled endpoint whose types match) in the same statement: a write that rolls back leaves neither, an
+ * acknowledged write always has both, for one round trip. Dispatch to the automations happens later from
+ * the table. Answers how many events were recorded.
  */
-export async function recordEvents(tx: DbOrTx, actor: Actor, list: NewEvent[]): Promise<EventRecord[]> {
-  if (list.length === 0) return [];
-  const rows = await tx
-    .insert(events)
-    .values(list.map((e) => ({ ...e, actorType: actor.type, actorId: actor.id, depth: actor.depth })))
-    .returning();
-  await enqueueWebhookDeliveries(
-    tx,
-    rows.map((r) => r.id),
-  );
-  return rows;
+export async function recordEvents(tx: DbOrTx, actor: Actor, list: NewEvent[]): Promise<number> {
+  if (list.length === 0) return 0;
+  const rows = list.map((e) => ({ organization_id: e.organizationId, type: e.type, resource_id: e.resourceId, data: e.data }));
+  const result = await tx.execute(sql`
+    WITH ev AS (
+      INSERT INTO events (organization_id, type, resource_id, data, actor_type, actor_id, depth)
+      SELECT x.organization_id, x.type, x.resource_id, x.data, ${actor.type}, ${actor.id}::uuid, ${actor.depth}
+        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(organization_id uuid, type text, resource_id uuid, data jsonb)
+      RETURNING id, organization_id, type
+    ), queued AS (
+      INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type)
+      SELECT ev.organization_id, w.id, ev.id, ev.type
+        FROM ev
+        JOIN webhook_endpoints w ON w.organization_id = ev.organization_id AND w.enabled AND w.deleted_at IS NULL
+                                AND (ev.type = ANY (w.event_types) OR '*' = ANY (w.event_types))
+      ON CONFLICT DO NOTHING
+    )
+    SELECT count(*)::int AS n FROM ev`);
+  return Number((result.rows[0] as { n: number } | undefined)?.n ?? 0);
 }

@@ -186,22 +186,3 @@ export async function sendTestEvent(db: DbOrTx, orgId: string, endpointId: strin
     .returning();
   return toDelivery(row!);
 }
-
-/**
- * Queues one delivery per (event, enabled endpoint whose types match), in the transaction that records
- * the events: an acknowledged write has its deliveries queued, a rolled-back one has none.
- */
-export async function enqueueWebhookDeliveries(tx: DbOrTx, eventIds: string[]) {
-  if (eventIds.length === 0) return;
-  await tx.execute(sql`
-    INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type)
-    SELECT e.organization_id, w.id, e.id, e.type
-      FROM events e
-      JOIN webhook_endpoints w ON w.organization_id = e.organization_id AND w.enabled AND w.deleted_at IS NULL
-                              AND (e.type = ANY (w.event_types) OR '*' = ANY (w.event_types))
-     WHERE e.id IN (${sql.join(
-       eventIds.map((id) => sql`${id}::uuid`),
-       sql`, `,
-     )})
-    ON CONFLICT DO NOTHING`);
-}
