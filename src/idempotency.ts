@@ -41,8 +41,7 @@ export const IDEMPOTENCY_ARGUMENT_SCHEMA = {
   type: 'string',
   minLength: 1,
   maxLength: 255,
-  description:
-    'Optional. Makes a retry safe: a second call with the same key (per authorization, kept 24 hours) and the same arguments returns the first result without creating twice; with other arguments it is an IDEMPOTENCY_KEY_REUSED error. E.g. a UUID per intended creation.',
+  description: 'Retry key (e.g. a UUID): the same key and arguments return the first result',
 };
 
 /** What makes two requests "the same": method, path and input. */

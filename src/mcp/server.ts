@@ -24,9 +24,11 @@ export interface McpServerDeps {
 export type GrantSource = Grant | (() => Grant);
 
 const INSTRUCTIONS =
-  "Switchboard: contacts, messages, customers, businesses, folders, automations and domains of the signed-in user's organization. " +
+  "Switchboard: contacts, messages, customers, businesses, folders, automations, domains, events and webhooks of the signed-in user's organization. " +
   'Each tool mirrors one REST operation of the service: same input fields, same `{ data, meta? }` result, same error codes ' +
-  '(an error result carries `{ "error": { "code", "message", "details"? } }`). List tools take `limit`, `offset` and `sortOrder`.';
+  '(an error result carries `{ "error": { "code", "message", "details"? } }`). List tools take `limit` (10 by default), `offset` and `sortOrder`; `meta.pagination` says whether more pages follow. ' +
+  'Records carry every field of their type (null when unset). Creating tools take an optional `idempotencyKey`: a retry with the same key ' +
+  'and arguments (within 24 hours) returns the first result; the same key with other arguments is an IDEMPOTENCY_KEY_REUSED error.';
 
 /**
  * An MCP server for one grant: only the tools of the grant's categories are listed or callable.

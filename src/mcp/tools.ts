@@ -39,28 +39,80 @@ export type ToolCatalog = ReadonlyMap<string, ToolEntry>;
  */
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema & { type: 'object' } {
   const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
-  return { ...(slim(rest) as JsonSchema), type: 'object' };
+  return { ...rest, type: 'object' };
 }
 
-const SAFE_INTEGER_BOUNDS = new Set([Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER]);
+/** Bounds that no one would come near (safe integers, PostgreSQL's int4, very long texts): noise to a model. */
+const SAFE_INTEGER_BOUNDS = new Set([Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER, 2147483647]);
+const NOTEWORTHY_LENGTH = 1000;
 
 /**
- * Drops what only adds bulk to the tool list a client (and its model) reads: the long regular
- * expressions Zod emits beside a `format` (uuid, date-time, email…) and the safe-integer bounds of
- * every integer. Inputs are still checked by the Zod schemas themselves.
+ * An input schema without what only adds bulk to the tool list a client (and its model) reads on every
+ * turn: regular expressions (a `format` or the field's description says what is expected), the
+ * safe-integer bounds of every integer and `additionalProperties: false`. Inputs are still checked in
+ * full by the operation's Zod schema, which answers a precise validation error.
  */
-function slim(node: unknown): unknown {
-  if (Array.isArray(node)) return node.map(slim);
+function slimInput(node: unknown, described = false): unknown {
+  if (Array.isArray(node)) return node.map((n) => slimInput(n, described));
   if (!node || typeof node !== 'object') return node;
   const out: Record<string, unknown> = {};
-  const hasFormat = typeof (node as { format?: unknown }).format === 'string';
+  const hasDescription = typeof (node as JsonSchema).description === 'string';
   for (const [key, value] of Object.entries(node)) {
-    if (key === 'pattern' && hasFormat) continue;
+    if (key === 'pattern' || (key === 'additionalProperties' && value === false)) continue;
     if ((key === 'minimum' || key === 'maximum') && SAFE_INTEGER_BOUNDS.has(value as number)) continue;
-    // `properties` maps field names to schemas: its keys are names, never keywords.
-    out[key] = key === 'properties' && value && typeof value === 'object' ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, slim(v)])) : slim(value);
+    if (key === 'maxLength' && (value as number) >= NOTEWORTHY_LENGTH) continue;
+    // A variant of a described field (`anyOf: [uuid, null]`) needs no description of its own.
+    if (key === 'description' && described) continue;
+    if (key === 'properties' && value && typeof value === 'object') {
+      // `properties` maps field names to schemas: its keys are names, never keywords.
+      out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, slimInput(v)]));
+    } else {
+      out[key] = slimInput(value, key === 'anyOf' || key === 'oneOf' ? hasDescription || described : false);
+    }
   }
   return out;
+}
+
+/** The JSON type(s) a schema node allows, e.g. `"string"` or `["string", "null"]`; undefined when any. */
+function typesOf(node: JsonSchema): string | string[] | undefined {
+  const variants = (node.anyOf ?? node.oneOf) as JsonSchema[] | undefined;
+  const types = variants ? variants.flatMap((v) => [typesOf(v) ?? []].flat()) : node.type === undefined ? (node.const === null ? ['null'] : []) : [node.type as string | string[]].flat();
+  const unique = [...new Set(types.map((t) => (t === 'integer' && types.includes('number') ? 'number' : t)))];
+  if (variants && variants.some((v) => typesOf(v) === undefined)) return undefined;
+  return unique.length === 0 ? undefined : unique.length === 1 ? unique[0] : unique;
+}
+
+/** A field of a record in an output schema: its type, and its values when they are a closed set. */
+function fieldSchema(node: JsonSchema): JsonSchema {
+  const type = typesOf(node);
+  const values = (node.enum ?? ((node.anyOf as JsonSchema[] | undefined) ?? []).find((v) => v.enum)?.enum) as unknown[] | undefined;
+  return { ...(type === undefined ? {} : { type }), ...(values ? { enum: values } : {}) };
+}
+
+/** A record as an output schema: each field with its type only. Nested records are plain objects and arrays. */
+function recordSchema(node: JsonSchema): JsonSchema {
+  const properties = node.properties as Record<string, JsonSchema> | undefined;
+  if (!properties) return fieldSchema(node);
+  return { type: 'object', properties: Object.fromEntries(Object.entries(properties).map(([k, v]) => [k, fieldSchema(v)])) };
+}
+
+/**
+ * The output schema of a tool, compact: `{ data, meta? }` with the record's fields and their JSON types
+ * (nullable fields allow null). Field prose, formats and nested shapes live in the OpenAPI document; a
+ * model learns them from the first result, and the tool list stays small enough for every turn.
+ */
+function outputSchema(op: Operation): JsonSchema & { type: 'object' } {
+  const envelope = jsonSchema(envelopeSchema(op), 'output');
+  const props = envelope.properties as Record<string, JsonSchema>;
+  const data = props.data!;
+  return {
+    type: 'object',
+    properties: {
+      data: data.type === 'array' ? { type: 'array', items: recordSchema(data.items as JsonSchema) } : recordSchema(data),
+      ...(props.meta ? { meta: { type: 'object', properties: { pagination: { type: 'object' } } } } : {}),
+    },
+    required: ['data'],
+  };
 }
 
 /**
@@ -91,8 +143,8 @@ export function toolDefinition(op: Operation): ToolDefinition {
     name: toolName(op),
     title: op.summary,
     description,
-    inputSchema: op.method === 'POST' ? withIdempotencyArgument(jsonSchema(op.input, 'input')) : jsonSchema(op.input, 'input'),
-    outputSchema: jsonSchema(envelopeSchema(op), 'output'),
+    inputSchema: slimInput(op.method === 'POST' ? withIdempotencyArgument(jsonSchema(op.input, 'input')) : jsonSchema(op.input, 'input')) as ToolDefinition['inputSchema'],
+    outputSchema: outputSchema(op),
     annotations: toolAnnotations(op.method, op.summary),
   };
 }

@@ -20,6 +20,9 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
+/** The tool list with every category (about 128 KB today, a third of what it was) and its largest tool: raise them only on purpose. */
+const TOOL_LIST_BYTES_BUDGET = 136 * 1024;
+const TOOL_BYTES_BUDGET = 6 * 1024;
 const INVALID = { error: 'invalid_token', error_description: 'Missing or invalid access token' };
 const challenge = (path: string) =>
   `Bearer realm="OAuth", resource_metadata="${t.origin}/.well-known/oauth-protected-resource${path}", error="invalid_token", error_description="Missing or invalid access token"`;
@@ -394,6 +397,17 @@ describe('tools', () => {
     const { tools } = (await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).json.result;
     expect(tools).toHaveLength(operations.length);
     await expect(`${JSON.stringify(tools, null, 2)}\n`).toMatchFileSnapshot('__toolsnaps__/tools.json');
+  });
+
+  it('keeps every tool small: bytes per tool in a snapshot, the whole list within its budget', async () => {
+    const { token } = await mintToken(t, a);
+    const res = await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const tools = res.json.result.tools as Array<{ name: string }>;
+    const sizes = Object.fromEntries(tools.map((tool) => [tool.name, Buffer.byteLength(JSON.stringify(tool))]));
+    // Growth shows in review as a changed number here.
+    await expect(`${JSON.stringify(sizes, null, 2)}\n`).toMatchFileSnapshot('__toolsnaps__/sizes.json');
+    for (const [name, bytes] of Object.entries(sizes)) expect(bytes, name).toBeLessThanOrEqual(TOOL_BYTES_BUDGET);
+    expect(Buffer.byteLength(JSON.stringify(res.json))).toBeLessThanOrEqual(TOOL_LIST_BYTES_BUDGET);
   });
 });
 
