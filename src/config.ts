@@ -42,6 +42,10 @@ const Env = z.object({
   MCP_API_KEYS: z.enum(['true', 'false']).default('false'),
   /** Development and tests only: webhook endpoints may be http on a loopback host and reach private addresses. */
   WEBHOOK_ALLOW_INSECURE: z.enum(['true', 'false']).default('false'),
+  /** Whether a client may use the https URL of its Client ID Metadata Document as its client_id. */
+  OAUTH_CLIENT_METADATA_DOCUMENTS: z.enum(['true', 'false']).default('true'),
+  /** Development and tests only: client metadata documents may be http on a loopback host and on private addresses. */
+  OAUTH_CLIENT_METADATA_ALLOW_INSECURE: z.enum(['true', 'false']).default('false'),
 });
 
 export interface Config {
@@ -58,6 +62,7 @@ export interface Config {
   trustProxy: boolean | string[] | ((address: string, hop: number) => boolean);
   automations: { llmUrl: string | undefined; llmModel: string | undefined; llmApiKey: string | undefined; worker: boolean; pollMs: number };
   eventRetentionDays: number;
+  clientDocuments: { enabled: boolean; allowInsecure: boolean };
   webhookAllowInsecure: boolean;
   dbStatementTimeoutMs: number;
   mcpApiKeys: boolean;
@@ -91,6 +96,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     eventRetentionDays: e.EVENT_RETENTION_DAYS,
     webhookAllowInsecure: e.WEBHOOK_ALLOW_INSECURE === 'true',
+    clientDocuments: { enabled: e.OAUTH_CLIENT_METADATA_DOCUMENTS === 'true', allowInsecure: e.OAUTH_CLIENT_METADATA_ALLOW_INSECURE === 'true' },
     dbStatementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
     mcpApiKeys: e.MCP_API_KEYS === 'true',
   };

@@ -543,6 +543,8 @@ export const oauthClients = pgTable('oauth_clients', {
   scope: text('scope'),
   /** The registration request as received, echoed in the registration response. */
   metadata: jsonb('metadata').$type<Json>().notNull().default({}),
+  /** Clients known by a metadata document (id = its URL): when the document must be fetched again. Null for registered clients. */
+  documentExpiresAt: ts('document_expires_at'),
 });
 
 /** One user's approval of one client: the scopes and tool categories granted. Tokens hang off it. */

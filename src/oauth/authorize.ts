@@ -3,9 +3,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { getUser } from '../accounts/accounts.js';
 import { isCategory, type Category } from '../core/categories.js';
 import { randomToken, sha256 } from '../core/secrets.js';
-import type { DbOrTx } from '../db/client.js';
 import { oauthCodes } from '../db/schema.js';
-import { findClient, redirectUriMatches, type Client } from './clients.js';
+import { ClientDocumentError, createClientLookup, type ClientLookup } from './client-documents.js';
+import { redirectUriMatches, type Client } from './clients.js';
 import { createGrant } from './grants.js';
 import { matchResource } from './resource.js';
 import type { SignIn } from './sign-in.js';
@@ -42,7 +42,7 @@ type Checked =
 const one = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
 /** Validates an authorization request (query of the GET, hidden fields of the forms). */
-export async function checkAuthorizationRequest(db: DbOrTx, source: Record<string, unknown>, publicUrl: string): Promise<Checked> {
+export async function checkAuthorizationRequest(lookupClient: ClientLookup, source: Record<string, unknown>, publicUrl: string): Promise<Checked> {
   const params: Record<string, string> = {};
   const repeated: string[] = [];
   let resources: string[] = [];
@@ -61,7 +61,13 @@ export async function checkAuthorizationRequest(db: DbOrTx, source: Record<strin
 
   if (repeated.includes('client_id') || repeated.includes('redirect_uri')) return { kind: 'page', message: 'The request repeats client_id or redirect_uri.' };
   if (!params.client_id) return { kind: 'page', message: 'The request has no client_id.' };
-  const client = await findClient(db, params.client_id);
+  let client: Client | undefined;
+  try {
+    client = await lookupClient(params.client_id);
+  } catch (err) {
+    if (err instanceof ClientDocumentError) return { kind: 'page', message: err.message };
+    throw err;
+  }
   if (!client) return { kind: 'page', message: 'This application is not registered here (unknown client_id).' };
   let redirectUri: string;
   if (params.redirect_uri !== undefined) {
@@ -124,6 +130,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
   const db = database.db;
   const issuer = config.publicUrl;
   const secure = issuer.startsWith('https:');
+  const lookupClient = createClientLookup(db, config.clientDocuments, clock);
 
   const redirect = (reply: FastifyReply, status: 302 | 303, to: string) =>
     reply.code(status).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').redirect(to, status);
@@ -151,7 +158,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
       await errorPage(reply, 403, 'Form expired', 'This form could not be verified (missing or wrong security token). Go back to the application and start again.');
       return undefined;
     }
-    const checked = await checkAuthorizationRequest(db, body, issuer);
+    const checked = await checkAuthorizationRequest(lookupClient, body, issuer);
     if (checked.kind !== 'ok') {
       await answerFailure(reply, checked, 303);
       return undefined;
@@ -160,7 +167,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
   }
 
   app.get('/oauth/authorize', async (req, reply) => {
-    const checked = await checkAuthorizationRequest(db, (req.query ?? {}) as Record<string, unknown>, issuer);
+    const checked = await checkAuthorizationRequest(lookupClient, (req.query ?? {}) as Record<string, unknown>, issuer);
     // Before any user interaction an error is shown, never redirected: with open registration, redirecting
     // to a registered URI would make this server an open redirector (RFC 9700 §4.11.2).
     if (checked.kind === 'redirect') return errorPage(reply, 400, 'This request cannot be completed', `${checked.error}: ${checked.description}`);

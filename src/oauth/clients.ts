@@ -159,7 +159,8 @@ export async function registerClient(db: DbOrTx, body: unknown, clock: Clock) {
 }
 
 export async function findClient(db: DbOrTx, clientId: string): Promise<Client | undefined> {
-  if (clientId.length > 200 || clientId.includes('\0')) return undefined;
+  // Registered ids are short; metadata-document ids are URLs of up to 1000 characters.
+  if (clientId.length > 1000 || clientId.includes('\0')) return undefined;
   const [row] = await db.select().from(oauthClients).where(eq(oauthClients.id, clientId)).limit(1);
   return row;
 }

@@ -7,7 +7,7 @@ export const SCOPES = ['mcp', 'offline_access'] as const;
 export const TOKEN_ENDPOINT_AUTH_METHODS = ['none', 'client_secret_basic', 'client_secret_post'] as const;
 
 /** RFC 8414 authorization-server metadata. The issuer is the public origin, without a trailing slash. */
-export function authorizationServerMetadata(issuer: string) {
+export function authorizationServerMetadata(issuer: string, clientDocuments: boolean) {
   return {
     issuer,
     authorization_endpoint: `${issuer}/oauth/authorize`,
@@ -22,6 +22,8 @@ export function authorizationServerMetadata(issuer: string) {
     revocation_endpoint_auth_methods_supported: [...TOKEN_ENDPOINT_AUTH_METHODS],
     code_challenge_methods_supported: ['S256'],
     authorization_response_iss_parameter_supported: true,
+    // A client may use the https URL of its metadata document as client_id instead of registering.
+    client_id_metadata_document_supported: clientDocuments,
   };
 }
 
@@ -45,7 +47,7 @@ export function registerMetadataRoutes(app: FastifyInstance) {
   const issuer = app.deps.config.publicUrl;
   const [host, mcp, sse] = protectedResources(issuer) as [string, string, string];
   const documents: Record<string, unknown> = {
-    '/.well-known/oauth-authorization-server': authorizationServerMetadata(issuer),
+    '/.well-known/oauth-authorization-server': authorizationServerMetadata(issuer, app.deps.config.clientDocuments.enabled),
     '/.well-known/oauth-protected-resource': protectedResourceMetadata(host, issuer),
     '/.well-known/oauth-protected-resource/mcp': protectedResourceMetadata(mcp, issuer),
     '/.well-known/oauth-protected-resource/sse': protectedResourceMetadata(sse, issuer),

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isDocumentClientId } from './client-documents.js';
 import type { FastifyReply } from 'fastify';
 import { CATEGORIES } from '../core/categories.js';
 
@@ -88,7 +89,13 @@ const hiddenFields = (fields: Record<string, string>) =>
 export interface ClientView {
   name: string;
   redirectHost: string;
+  /** For a client known by its metadata document: the host that publishes it (the name is still self-declared). */
+  publisher?: string;
 }
+
+/** A sentence naming who publishes the client's metadata document, or nothing for a registered client. */
+const publishedBy = (client: ClientView) =>
+  client.publisher ? ` Its description is published at <code>${escapeHtml(client.publisher)}</code>.` : '';
 
 export function clientView(clientName: string | null, clientId: string, redirectUri: string): ClientView {
   let host = redirectUri;
@@ -98,7 +105,8 @@ export function clientView(clientName: string | null, clientId: string, redirect
   } catch {
     // Registered URIs always parse; keep the raw text otherwise.
   }
-  return { name: clientName?.trim() || `Unnamed client ${clientId}`, redirectHost: host };
+  const publisher = isDocumentClientId(clientId) && URL.canParse(clientId) ? new URL(clientId).host : undefined;
+  return { name: clientName?.trim() || `Unnamed client ${clientId}`, redirectHost: host, ...(publisher ? { publisher } : {}) };
 }
 
 export function signInPage(
@@ -106,7 +114,7 @@ export function signInPage(
   opts: { client: ClientView; params: Record<string, string>; csrf: string; redirectUri: string; error?: string; email?: string; status?: number },
 ) {
   const body = `<h1>Sign in to Switchboard</h1>
-<p><strong>${escapeHtml(opts.client.name)}</strong> wants to connect to your Switchboard account. Sign in to continue.</p>
+<p><strong>${escapeHtml(opts.client.name)}</strong> wants to connect to your Switchboard account. Sign in to continue.${publishedBy(opts.client)}</p>
 ${opts.error ? `<p class="alert" role="alert" id="sign-in-error">${escapeHtml(opts.error)}</p>` : ''}
 <form method="post" action="/oauth/authorize/sign-in">
 ${hiddenFields({ ...opts.params, csrf: opts.csrf })}
@@ -132,7 +140,7 @@ export function consentPage(
   ).join('\n');
   const hidden = hiddenFields({ ...opts.params, csrf: opts.csrf });
   const body = `<h1>Allow access?</h1>
-<p><strong>${escapeHtml(opts.client.name)}</strong> wants to use Switchboard tools on your behalf.</p>
+<p><strong>${escapeHtml(opts.client.name)}</strong> wants to use Switchboard tools on your behalf.${publishedBy(opts.client)}</p>
 <p class="muted">After your answer you will be sent to <code>${escapeHtml(opts.client.redirectHost)}</code>. Anyone can register an application here under any name: only continue if you started this from that application, at that address.${
     opts.offline ? ' It asks to stay connected: it may renew its access for up to 90 days without asking again.' : ''
   }</p>

@@ -8,7 +8,7 @@ import type { Db } from '../db/client.js';
 import { events, webhookDeliveries, webhookEndpoints } from '../db/schema.js';
 import { onEventsCommitted } from '../modules/events/events.signal.js';
 import { toEvent } from '../modules/events/events.repository.js';
-import { ForbiddenAddressError, guardedLookup } from '../modules/webhooks/webhooks.address.js';
+import { ForbiddenAddressError, guardedLookup } from '../core/outbound.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /** A 2xx within this time counts as delivered. */

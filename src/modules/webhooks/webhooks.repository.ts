@@ -7,7 +7,7 @@ import type { DbOrTx } from '../../db/client.js';
 import { webhookDeliveries, webhookEndpoints } from '../../db/schema.js';
 import { live, scopedRepository } from '../../db/scoped.js';
 import { WEBHOOK_TEST_EVENT } from '../events/events.catalog.js';
-import { urlProblem } from './webhooks.address.js';
+import { urlProblem } from '../../core/outbound.js';
 import { MAX_WEBHOOKS_PER_ORGANIZATION } from './webhooks.schemas.js';
 
 export const endpointRows = scopedRepository(webhookEndpoints, 'Webhook endpoint');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isPublicAddress, urlProblem } from '../../src/modules/webhooks/webhooks.address.js';
+import { isPublicAddress, urlProblem } from '../../src/core/outbound.js';
 import { postWebhook } from '../../src/workers/webhook-delivery.js';
 
 describe('webhook addresses', () => {

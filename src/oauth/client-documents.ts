@@ -1,0 +1,149 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { eq } from 'drizzle-orm';
+import type { Clock } from '../core/clock.js';
+import { FetchProblem, fetchDocument, urlProblem } from '../core/outbound.js';
+import type { DbOrTx } from '../db/client.js';
+import { oauthClients } from '../db/schema.js';
+import { findClient, parseRegistration, type Client } from './clients.js';
+
+/**
+ * Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document, preferred by the MCP
+ * authorization spec): a client uses the https URL of a JSON document as its `client_id`, and this server
+ * fetches that document instead of asking the client to register. The document is kept as a client row
+ * (id = the URL) so that grants, codes and the connected-apps page treat both kinds of client alike; the
+ * row is fetched again at an authorization request once its HTTP cache lifetime has passed.
+ */
+
+/** The draft recommends a limit of 5 kilobytes: a client's metadata is a few hundred bytes. */
+export const CLIENT_DOCUMENT_MAX_BYTES = 5 * 1024;
+export const CLIENT_DOCUMENT_TIMEOUT_MS = 5_000;
+/** Kept this long when the document says nothing about caching; never longer than a day, whatever it says. */
+const DEFAULT_LIFETIME_S = 60 * 60;
+const MAX_LIFETIME_S = 24 * 60 * 60;
+const MAX_CLIENT_ID_LENGTH = 1000;
+/** The setting that allows http and private addresses (development and tests only). */
+const INSECURE_SETTING = 'OAUTH_CLIENT_METADATA_ALLOW_INSECURE';
+
+export interface ClientDocumentPolicy {
+  enabled: boolean;
+  allowInsecure: boolean;
+  timeoutMs?: number;
+}
+
+/** A document client_id is a URL; registered clients have `sbc_…` ids. */
+export const isDocumentClientId = (clientId: string) => /^https?:\/\//i.test(clientId);
+
+/** Thrown when a client_id URL or its document cannot be used; the message is shown on the error page. */
+export class ClientDocumentError extends Error {}
+
+/**
+ * Why a client_id URL is refused (draft §3): https with a path, no fragment, no credentials, no dot
+ * segments, and a public address. The URL must be written in its normal form, because the document's own
+ * `client_id` is compared with it character for character.
+ */
+export function clientIdUrlProblem(raw: string, allowInsecure: boolean): string | undefined {
+  if (raw.length > MAX_CLIENT_ID_LENGTH) return `is longer than ${MAX_CLIENT_ID_LENGTH} characters`;
+  const problem = urlProblem(raw, allowInsecure, INSECURE_SETTING);
+  if (problem) return problem.charAt(0).toLowerCase() + problem.slice(1);
+  const url = new URL(raw);
+  if (url.pathname === '/') return 'must have a path (the document is not the site root)';
+  if (url.href !== raw || /\/\.\.?(\/|$)/.test(url.pathname)) return `must be written in normal form (${url.href}), without dot segments`;
+  return undefined;
+}
+
+/** Seconds the document may be used before it is fetched again, from Cache-Control or Expires (RFC 9111). */
+export function documentLifetimeS(headers: IncomingHttpHeaders, now: Date): number {
+  const cacheControl = String(headers['cache-control'] ?? '').toLowerCase();
+  if (/(^|[\s,])(no-store|no-cache)\b/.test(cacheControl)) return 0;
+  const maxAge = /(?:^|[\s,])max-age\s*=\s*"?(\d+)/.exec(cacheControl);
+  if (maxAge) return Math.min(Number(maxAge[1]), MAX_LIFETIME_S);
+  const expires = headers.expires ? Date.parse(headers.expires) : Number.NaN;
+  if (!Number.isNaN(expires)) {
+    const date = headers.date ? Date.parse(headers.date) : Number.NaN;
+    return Math.max(0, Math.min(Math.floor((expires - (Number.isNaN(date) ? now.getTime() : date)) / 1000), MAX_LIFETIME_S));
+  }
+  return DEFAULT_LIFETIME_S;
+}
+
+/**
+ * The client metadata a document declares, validated as a registration would be, plus the draft's own
+ * rules: `client_id` equal to the URL, and no shared secret (there is no way to agree on one), so the
+ * client is public (`none`).
+ */
+export function parseClientDocument(url: string, text: string) {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    throw new ClientDocumentError('The client metadata document is not valid JSON.');
+  }
+  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) throw new ClientDocumentError('The client metadata document must be a JSON object.');
+  const { client_id: clientId, ...rest } = doc as Record<string, unknown>;
+  if (clientId !== url) throw new ClientDocumentError(`The client metadata document's client_id must be exactly its own URL (${url}).`);
+  if ('client_secret' in rest || 'client_secret_expires_at' in rest) throw new ClientDocumentError('A client metadata document must not contain a client secret.');
+  const method = rest.token_endpoint_auth_method ?? 'none';
+  if (method !== 'none') {
+    throw new ClientDocumentError(`token_endpoint_auth_method "${String(method)}" is not supported for a client metadata document: only "none" (no shared secret can be set up this way).`);
+  }
+  try {
+    return parseRegistration({ ...rest, token_endpoint_auth_method: 'none' });
+  } catch (err) {
+    throw new ClientDocumentError(`The client metadata document is invalid: ${(err as { description?: string }).description ?? (err as Error).message}`);
+  }
+}
+
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+/** Fetches, validates and stores the document of a URL client_id; throws ClientDocumentError. */
+async function refresh(db: DbOrTx, clientId: string, policy: ClientDocumentPolicy, clock: Clock): Promise<Client> {
+  const problem = clientIdUrlProblem(clientId, policy.allowInsecure);
+  if (problem) throw new ClientDocumentError(`The client_id URL ${problem}.`);
+  let fetched;
+  try {
+    fetched = await fetchDocument(clientId, {
+      allowInsecure: policy.allowInsecure,
+      timeoutMs: policy.timeoutMs ?? CLIENT_DOCUMENT_TIMEOUT_MS,
+      maxBytes: CLIENT_DOCUMENT_MAX_BYTES,
+      accept: 'application/json',
+    });
+  } catch (err) {
+    if (!(err instanceof FetchProblem)) throw err;
+    throw new ClientDocumentError(`The client metadata document at ${clientId} could not be fetched: ${err.message}.`);
+  }
+  if (fetched.status !== 200) throw new ClientDocumentError(`The client metadata document at ${clientId} answered HTTP ${fetched.status}, not 200.`);
+  if (!JSON_TYPE.test(String(fetched.headers['content-type'] ?? ''))) throw new ClientDocumentError('The client metadata document must be served as application/json.');
+  const metadata = parseClientDocument(clientId, fetched.body);
+  const now = clock();
+  const values = {
+    secretHash: null,
+    tokenEndpointAuthMethod: 'none',
+    redirectUris: metadata.redirect_uris,
+    grantTypes: metadata.grant_types,
+    responseTypes: metadata.response_types,
+    clientName: metadata.client_name ?? null,
+    clientUri: metadata.client_uri ?? null,
+    logoUri: metadata.logo_uri ?? null,
+    scope: metadata.scope ?? null,
+    metadata: { client_id: clientId, ...metadata },
+    documentExpiresAt: new Date(now.getTime() + documentLifetimeS(fetched.headers, now) * 1000),
+  };
+  // Several processes may fetch the same document at once: the last answer wins, every one is valid.
+  const [row] = await db
+    .insert(oauthClients)
+    .values({ id: clientId, createdAt: now, ...values })
+    .onConflictDoUpdate({ target: oauthClients.id, set: values })
+    .returning();
+  return row!;
+}
+
+/** Looks a client up by `client_id`: registered clients in the table, document clients fetched when stale. */
+export type ClientLookup = (clientId: string) => Promise<Client | undefined>;
+
+export function createClientLookup(db: DbOrTx, policy: ClientDocumentPolicy, clock: Clock): ClientLookup {
+  return async (clientId) => {
+    if (!policy.enabled || !isDocumentClientId(clientId)) return findClient(db, clientId);
+    const [row] = clientId.length > MAX_CLIENT_ID_LENGTH ? [] : await db.select().from(oauthClients).where(eq(oauthClients.id, clientId)).limit(1);
+    if (row?.documentExpiresAt && row.documentExpiresAt > clock()) return row;
+    return refresh(db, clientId, policy, clock);
+  };
+}

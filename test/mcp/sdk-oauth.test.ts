@@ -1,0 +1,152 @@
+import { readFileSync } from 'node:fs';
+import { globalAgent, createServer as createHttpsServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { Client, StreamableHTTPClientTransport, UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CookieJar, formBody, hiddenFields } from '../helpers/oauth-flow.js';
+import { startLiveApp, type LiveApp } from './helpers.js';
+
+/**
+ * The official SDK client with its built-in OAuth flow (discovery from the 401, registration or a Client ID
+ * Metadata Document, PKCE, token exchange, refresh), as an assistant runs it. The only part played by the
+ * test is the person in the browser: the sign-in and consent forms.
+ */
+
+const REDIRECT = 'http://127.0.0.1:8976/callback';
+const TLS = new URL('../fixtures/tls/', import.meta.url);
+const cert = readFileSync(new URL('cert.pem', TLS));
+
+let t: LiveApp;
+let user: { email: string; password: string };
+let docServer: Server;
+let docBase: string;
+const documents = new Map<string, string>();
+
+beforeAll(async () => {
+  // The metadata document is served over https with a test certificate the server (same process) trusts.
+  globalAgent.options.ca = cert;
+  docServer = createHttpsServer({ cert, key: readFileSync(new URL('key.pem', TLS)) }, (req, res) => {
+    const body = documents.get(req.url ?? '');
+    if (!body) return res.writeHead(404).end();
+    res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=60' }).end(body);
+  });
+  await new Promise<void>((resolve) => docServer.listen(0, '127.0.0.1', resolve));
+  docBase = `https://127.0.0.1:${(docServer.address() as AddressInfo).port}`;
+  t = await startLiveApp({ env: { OAUTH_CLIENT_METADATA_ALLOW_INSECURE: 'true' } });
+  user = await (await t.tenant()).user();
+});
+afterAll(async () => {
+  globalAgent.options.ca = undefined;
+  await t.close();
+  docServer.closeAllConnections();
+  await new Promise((resolve) => docServer.close(resolve));
+});
+
+/** Keeps what the SDK asks a client application to keep, in memory. */
+class MemoryProvider implements OAuthClientProvider {
+  info: Awaited<ReturnType<OAuthClientProvider['clientInformation']>>;
+  saved: Awaited<ReturnType<OAuthClientProvider['tokens']>>;
+  verifier = '';
+  authorizationUrl: URL | undefined;
+  registrations = 0;
+  constructor(readonly clientMetadataUrl?: string) {}
+  get redirectUrl() {
+    return REDIRECT;
+  }
+  get clientMetadata() {
+    return { client_name: 'SDK client', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
+  }
+  clientInformation() {
+    return this.info;
+  }
+  saveClientInformation(info: NonNullable<MemoryProvider['info']>) {
+    this.registrations += 1;
+    this.info = info;
+  }
+  tokens() {
+    return this.saved;
+  }
+  saveTokens(tokens: NonNullable<MemoryProvider['saved']>) {
+    this.saved = tokens;
+  }
+  redirectToAuthorization(url: URL) {
+    this.authorizationUrl = url;
+  }
+  saveCodeVerifier(verifier: string) {
+    this.verifier = verifier;
+  }
+  codeVerifier() {
+    return this.verifier;
+  }
+  discovery: Parameters<NonNullable<OAuthClientProvider['saveDiscoveryState']>>[0] | undefined;
+  saveDiscoveryState(state: NonNullable<MemoryProvider['discovery']>) {
+    this.discovery = state;
+  }
+  discoveryState() {
+    return this.discovery;
+  }
+}
+
+/** The person: opens the authorization URL, signs in, ticks the categories, approves; returns the callback URL. */
+async function approveInBrowser(authorizationUrl: URL, categories: string[]): Promise<URL> {
+  const jar = new CookieJar();
+  const path = `${authorizationUrl.pathname}${authorizationUrl.search}`;
+  const page = await t.app.inject({ method: 'GET', url: path });
+  expect(page.statusCode, page.body.slice(0, 500)).toBe(200);
+  jar.store(page);
+  const form = (url: string, fields: Record<string, string | string[]>) =>
+    t.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: jar.header() }, payload: formBody(fields) });
+  const consent = await form('/oauth/authorize/sign-in', { ...hiddenFields(page.body, '/oauth/authorize/sign-in'), email: user.email, password: user.password });
+  jar.store(consent);
+  const answer = await form('/oauth/authorize/consent', { ...hiddenFields(consent.body, '/oauth/authorize/consent'), categories, decision: 'approve' });
+  expect(answer.statusCode).toBe(303);
+  return new URL(String(answer.headers.location));
+}
+
+/** Connects as an assistant does: the first attempt asks for authorization, the second is signed in. */
+async function connect(provider: MemoryProvider, categories: string[]): Promise<Client> {
+  const url = new URL(`${t.origin}/mcp`);
+  const first = new StreamableHTTPClientTransport(url, { authProvider: provider });
+  await expect(new Client({ name: 'sdk-oauth-test', version: '1.0.0' }).connect(first)).rejects.toBeInstanceOf(UnauthorizedError);
+  expect(provider.authorizationUrl?.href).toMatch(`${t.origin}/oauth/authorize?`);
+  const callback = await approveInBrowser(provider.authorizationUrl!, categories);
+  expect(callback.searchParams.get('iss')).toBe(t.origin);
+  await first.finishAuth(callback.searchParams);
+  const client = new Client({ name: 'sdk-oauth-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(url, { authProvider: provider }));
+  return client;
+}
+
+describe('the SDK client with its built-in OAuth provider', () => {
+  it('registers dynamically, gets consent, and calls tools of the granted categories', async () => {
+    const provider = new MemoryProvider();
+    const client = await connect(provider, ['contacts']);
+    expect(provider.registrations).toBe(1);
+    expect(provider.info?.client_id).toMatch(/^sbc_/);
+    expect(provider.saved?.refresh_token).toEqual(expect.any(String));
+    const { tools } = await client.listTools();
+    expect(tools.length).toBeGreaterThan(0);
+    expect(tools.every((tool) => tool.name.startsWith('contacts_'))).toBe(true);
+    const created = await client.callTool({ name: 'contacts_create', arguments: { firstName: 'Grace' } });
+    expect(created.isError).toBeFalsy();
+    expect((created.structuredContent as { data: { firstName: string } }).data.firstName).toBe('Grace');
+    await client.close();
+  });
+
+  it('uses a Client ID Metadata Document instead of registering when it has one', async () => {
+    const clientMetadataUrl = `${docBase}/sdk/client.json`;
+    documents.set(
+      '/sdk/client.json',
+      JSON.stringify({ client_id: clientMetadataUrl, client_name: 'SDK document client', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' }),
+    );
+    const provider = new MemoryProvider(clientMetadataUrl);
+    const client = await connect(provider, ['messages']);
+    expect(provider.authorizationUrl?.searchParams.get('client_id')).toBe(clientMetadataUrl);
+    expect(provider.registrations).toBeLessThanOrEqual(1);
+    expect(provider.info?.client_id ?? clientMetadataUrl).toBe(clientMetadataUrl);
+    const { tools } = await client.listTools();
+    expect(tools.map((tool) => tool.name)).toContain('messages_list');
+    expect(tools.every((tool) => tool.name.startsWith('messages_'))).toBe(true);
+    await client.close();
+  });
+});
