@@ -13,4 +13,5 @@ export const requiredPermission = (category: Category, method: string): Permissi
 export const hasPermission = (held: readonly string[], needed: Permission): boolean => held.includes('*') || held.includes(needed);
 
 /** The permissions an OAuth grant's tool categories amount to: read and write in each category. */
-export const categoryPermissions = (categories: readonly Category[]): Permission[] => categories.flatMap((c) => [`${c}:read`, `${c}:write`] as Permission[]);
+export const categoryPermissions = (categories: readonly Category[], readOnly = false): Permission[] =>
+  categories.flatMap((c) => (readOnly ? [`${c}:read`] : [`${c}:read`, `${c}:write`]) as Permission[]);

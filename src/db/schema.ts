@@ -564,6 +564,8 @@ export const oauthGrants = pgTable(
     scopes: text('scopes').array().notNull(),
     categories: text('categories').array().notNull(),
     resource: text('resource').notNull(),
+    /** The person chose "read only" at consent: the grant's tools are those that only read. */
+    readOnly: boolean('read_only').notNull().default(false),
     revokedAt: ts('revoked_at'),
   },
   (t) => [index('oauth_grants_user_client').on(t.userId, t.clientId)],

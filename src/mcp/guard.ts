@@ -75,6 +75,8 @@ function apiKeyGrant(principal: ApiKeyPrincipal, publicUrl: string): Grant {
     scopes: ['mcp'],
     categories,
     resource: publicUrl,
+    // The key's own permissions decide (a key with only :read permissions sees only the read tools).
+    readOnly: false,
     apiKey: { id: principal.keyId, permissions: principal.permissions },
   };
 }

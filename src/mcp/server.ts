@@ -40,7 +40,7 @@ export function buildMcpServer(grantSource: GrantSource, deps: McpServerDeps): S
   const server = new Server({ name: 'switchboard', version: VERSION }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
 
   /** What the grant may do: read and write in its categories, or an API key's own permissions. */
-  const permissionsOf = (g: Grant) => g.apiKey?.permissions ?? categoryPermissions(g.categories);
+  const permissionsOf = (g: Grant) => g.apiKey?.permissions ?? categoryPermissions(g.categories, g.readOnly);
   const offered = (entry: ToolEntry, g: Grant) => g.categories.includes(entry.category) && hasPermission(permissionsOf(g), operationPermission(entry.op));
 
   /** The tool, when it exists and the grant allows it; a tool outside the grant does not exist. */

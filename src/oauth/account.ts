@@ -31,6 +31,7 @@ export function registerAccountRoutes(app: FastifyInstance, signIn: SignIn) {
       grantId: g.id,
       client: clientView(g.clientName, g.clientId, g.redirectUris[0] ?? ''),
       categories: g.categories,
+      readOnly: g.readOnly,
       approvedAt: g.createdAt,
       lastTokenAt: g.lastTokenAt,
     }));
@@ -93,7 +94,7 @@ export function registerAccountRoutes(app: FastifyInstance, signIn: SignIn) {
     const ticked = ([] as unknown[]).concat(form.body.categories ?? []).filter((c): c is string => typeof c === 'string');
     const categories = [...new Set(ticked.filter(isCategory))] as Category[];
     if (categories.length === 0) return errorPage(reply, 400, 'No category ticked', 'Tick at least one category, or revoke the application instead.');
-    await setGrantCategories(db, grant.id, categories, clock);
+    await setGrantCategories(db, grant.id, categories, clock, one(form.body.access) === 'read');
     return back(reply);
   });
 

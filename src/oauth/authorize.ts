@@ -221,7 +221,15 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
     const code = randomToken(32);
     const now = clock();
     await db.transaction(async (tx) => {
-      const grant = await createGrant(tx, { userId: user.id, organizationId: user.organizationId, clientId: r.client.id, scopes: r.scopes, categories, resource: r.resource });
+      const grant = await createGrant(tx, {
+        userId: user.id,
+        organizationId: user.organizationId,
+        clientId: r.client.id,
+        scopes: r.scopes,
+        categories,
+        resource: r.resource,
+        readOnly: one(body.access) === 'read',
+      });
       await tx.insert(oauthCodes).values({
         codeHash: sha256(code),
         createdAt: now,

@@ -21,6 +21,8 @@ export interface Grant {
   categories: Category[];
   /** The protected resource the tokens are bound to (normalised, no trailing slash). */
   resource: string;
+  /** Chosen at consent: only the tools that read (GET operations) of the categories. */
+  readOnly: boolean;
   /**
    * MCP with an API key (`MCP_API_KEYS=true`): the key's id and permissions, which decide the tools
    * (`contacts:read` alone gives the read tools of contacts only). Absent for OAuth grants.
@@ -36,7 +38,8 @@ export interface TokenResponse {
   refresh_token?: string;
 }
 
-const toGrant = (row: typeof oauthGrants.$inferSelect): Grant => ({
+/** A grant row as the transports use it. */
+export const toGrant = (row: typeof oauthGrants.$inferSelect): Grant => ({
   id: row.id,
   userId: row.userId,
   organizationId: row.organizationId,
@@ -44,9 +47,10 @@ const toGrant = (row: typeof oauthGrants.$inferSelect): Grant => ({
   scopes: row.scopes,
   categories: row.categories as Category[],
   resource: row.resource,
+  readOnly: row.readOnly,
 });
 
-export async function createGrant(db: DbOrTx, input: Omit<Grant, 'id'>): Promise<Grant> {
+export async function createGrant(db: DbOrTx, input: Omit<Grant, 'id' | 'readOnly'> & { readOnly?: boolean }): Promise<Grant> {
   const [row] = await db.insert(oauthGrants).values(input).returning();
   return toGrant(row!);
 }
@@ -157,6 +161,7 @@ export async function listUserGrants(db: DbOrTx, userId: string) {
     clientName,
     redirectUris,
     categories: grant.categories,
+    readOnly: grant.readOnly,
     scopes: grant.scopes,
     createdAt: grant.createdAt.toISOString(),
     /** When the client last obtained a token (at approval, and at every refresh). */
@@ -176,8 +181,11 @@ export async function revokeUserAccess(db: DbOrTx, userId: string, clock: Clock)
   return live.length;
 }
 
-/** Changes the tool categories of a grant; the next request of any of its tokens sees the change. */
-export async function setGrantCategories(db: DbOrTx, grantId: string, categories: Category[], clock: Clock) {
-  await db.update(oauthGrants).set({ categories, updatedAt: clock() }).where(eq(oauthGrants.id, grantId));
+/** Changes the tool categories (and, when given, the read-only choice) of a grant; the next request of any of its tokens sees the change. */
+export async function setGrantCategories(db: DbOrTx, grantId: string, categories: Category[], clock: Clock, readOnly?: boolean) {
+  await db
+    .update(oauthGrants)
+    .set({ categories, ...(readOnly === undefined ? {} : { readOnly }), updatedAt: clock() })
+    .where(eq(oauthGrants.id, grantId));
   forgetGrant(grantId);
 }

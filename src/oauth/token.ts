@@ -6,7 +6,7 @@ import { oauthCodes, oauthGrants, oauthTokens } from '../db/schema.js';
 import { s256 } from './authorize.js';
 import { authenticateClient, readClientCredentials, type Client } from './clients.js';
 import { noStore, OAuthError } from './errors.js';
-import { forgetToken, issueTokens, revokeGrant, type Grant, type TokenResponse } from './grants.js';
+import { forgetToken, issueTokens, revokeGrant, toGrant, type Grant, type TokenResponse } from './grants.js';
 import { allowAnyOrigin } from './metadata.js';
 import { matchResource } from './resource.js';
 
@@ -56,7 +56,7 @@ export function registerTokenRoutes(app: FastifyInstance) {
       .from(oauthGrants)
       .where(and(eq(oauthGrants.id, grantId), eq(oauthGrants.clientId, client.id), isNull(oauthGrants.revokedAt)))
       .limit(1);
-    return row ? { id: row.id, userId: row.userId, organizationId: row.organizationId, clientId: row.clientId, scopes: row.scopes, categories: row.categories as Grant['categories'], resource: row.resource } : undefined;
+    return row ? toGrant(row) : undefined;
   }
 
   async function redeemCode(client: Client, body: Record<string, string>): Promise<TokenResponse> {

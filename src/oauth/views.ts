@@ -150,6 +150,7 @@ ${hidden}
 <legend>Tool categories it may use</legend>
 ${categories}
 </fieldset>
+${accessChoice('access', false)}
 <p class="muted">With no category ticked the application is connected but sees no tools. You can change the categories later at <code>/account/apps</code>.</p>
 <div class="actions">
 <button class="primary" type="submit" name="decision" value="approve">Approve</button>
@@ -161,6 +162,21 @@ ${hidden}
 <p class="muted">Signed in as ${escapeHtml(opts.userEmail)}. <button class="link" type="submit">Use another account</button></p>
 </form>`;
   return sendPage(reply, 200, layout('Allow access', body), opts.redirectUri);
+}
+
+/**
+ * Read and write, or read only: radio buttons (the categories are the only checkboxes), read and write
+ * chosen unless the grant is already read-only. Read only leaves the tools that change nothing.
+ */
+function accessChoice(idPrefix: string, readOnly: boolean) {
+  return `<fieldset>
+<legend>What it may do with them</legend>
+<div class="category"><input type="radio" id="${idPrefix}-write" name="access" value="write"${readOnly ? '' : ' checked'}>
+<label for="${idPrefix}-write">Read and change</label></div>
+<div class="category"><input type="radio" id="${idPrefix}-read" name="access" value="read"${readOnly ? ' checked' : ''}>
+<label for="${idPrefix}-read">Read only</label>
+<p>Only the tools that look things up: nothing is created, changed or deleted.</p></div>
+</fieldset>`;
 }
 
 export function errorPage(reply: FastifyReply, status: number, title: string, message: string) {
@@ -190,6 +206,7 @@ export interface ConnectedApp {
   grantId: string;
   client: ClientView;
   categories: readonly string[];
+  readOnly: boolean;
   approvedAt: string;
   lastTokenAt: string | null;
 }
@@ -215,7 +232,8 @@ ${csrf}
 <fieldset><legend>Tool categories it may use</legend>
 ${boxes}
 </fieldset>
-<div class="actions"><button class="primary" type="submit">Save categories</button></div>
+${accessChoice(`access-${app.grantId}`, app.readOnly)}
+<div class="actions"><button class="primary" type="submit">Save</button></div>
 </form>
 <form method="post" action="/account/apps/${app.grantId}/revoke">
 ${csrf}

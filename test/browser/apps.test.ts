@@ -47,10 +47,13 @@ describe.skipIf(skipWithoutChromium())('connected apps page in Chromium', () => 
     await expect(app.getByLabel('contacts').isChecked()).resolves.toBe(true);
     await expect(app.getByLabel('messages').isChecked()).resolves.toBe(true);
 
+    await expect(app.getByLabel('Read and change').isChecked()).resolves.toBe(true);
     await app.getByLabel('messages').uncheck();
-    await app.getByRole('button', { name: 'Save categories' }).click();
+    await app.getByLabel('Read only').check();
+    await app.getByRole('button', { name: 'Save' }).click();
     await expect(page.getByRole('region', { name: 'Desk Assistant' }).getByLabel('messages').isChecked()).resolves.toBe(false);
-    expect((await verifyAccessToken(t.database.db, tokens.access_token, systemClock))?.categories).toEqual(['contacts']);
+    await expect(page.getByRole('region', { name: 'Desk Assistant' }).getByLabel('Read only').isChecked()).resolves.toBe(true);
+    expect(await verifyAccessToken(t.database.db, tokens.access_token, systemClock)).toMatchObject({ categories: ['contacts'], readOnly: true });
 
     await page.getByRole('region', { name: 'Desk Assistant' }).getByRole('button', { name: 'Revoke access' }).click();
     await expect(page.getByText('No application is connected.').isVisible()).resolves.toBe(true);

@@ -102,6 +102,8 @@ export interface AuthorizeOptions {
   extra?: Record<string, string>;
   /** Defaults to approve. */
   decision?: 'approve' | 'deny';
+  /** The consent page's access choice; omitted means the form's default (read and change). */
+  access?: 'read' | 'write';
 }
 
 export interface AuthorizeResult {
@@ -151,7 +153,7 @@ export async function authorizeWithForms(app: FastifyInstance, o: AuthorizeOptio
     method: 'POST',
     url: '/oauth/authorize/consent',
     headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: jar.header() },
-    payload: formBody({ ...hiddenFields(signIn.body, '/oauth/authorize/consent'), categories: o.categories, decision: o.decision ?? 'approve' }),
+    payload: formBody({ ...hiddenFields(signIn.body, '/oauth/authorize/consent'), categories: o.categories, decision: o.decision ?? 'approve', ...(o.access ? { access: o.access } : {}) }),
   });
   const location = consent.headers.location;
   if (consent.statusCode !== 303 || typeof location !== 'string') throw new Error(`consent: ${consent.statusCode} ${consent.body.slice(0, 500)}`);

@@ -148,9 +148,37 @@ describe('the page', () => {
       expect(res.body).toContain(`<label for="category-${id}">${id}</label>`);
       expect(res.body).toMatch(new RegExp(`<input type="checkbox" id="category-${id}" name="categories" value="${id}" aria-describedby="category-${id}-description">`));
     }
-    expect(res.body).not.toMatch(/checked/);
+    expect(res.body).not.toMatch(/type="checkbox"[^>]*checked/);
+    // Read and change, or read only: radio buttons, read and change chosen.
+    expect(res.body).toMatch(/<input type="radio" id="access-write" name="access" value="write" checked>/);
+    expect(res.body).toMatch(/<input type="radio" id="access-read" name="access" value="read">/);
     expect(res.body).toMatch(/<button[^>]*value="approve">Approve<\/button>/);
     expect(res.body).toMatch(/<button[^>]*value="deny">Deny<\/button>/);
+  });
+
+  it('Read only gives the tools that only read: the others are unknown tools', async () => {
+    const mcp = (token: string, body: unknown) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/mcp',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+        payload: JSON.stringify(body),
+      });
+    const tokenFor = async (access: 'read' | 'write') => {
+      const { code, verifier } = await authorizeWithForms(t.app, { clientId: client.client_id, redirectUri: REDIRECT, email: user.email, password: user.password, categories: ['contacts', 'messages'], access });
+      return (await exchangeCode(t.app, { clientId: client.client_id, code, verifier, redirectUri: REDIRECT })).json.access_token as string;
+    };
+    const readOnly = await tokenFor('read');
+    const full = await tokenFor('write');
+    const names = async (token: string) => ((await mcp(token, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).json().result.tools as Array<{ name: string; annotations: { readOnlyHint: boolean } }>);
+    const readTools = await names(readOnly);
+    const allTools = await names(full);
+    expect(readTools.length).toBeGreaterThan(0);
+    expect(readTools.every((tool) => tool.annotations.readOnlyHint)).toBe(true);
+    expect(readTools.map((tool) => tool.name)).toEqual(allTools.filter((tool) => tool.annotations.readOnlyHint).map((tool) => tool.name));
+    expect(allTools.some((tool) => tool.name === 'contacts_create')).toBe(true);
+    const call = await mcp(readOnly, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'contacts_create', arguments: { firstName: 'Nope' } } });
+    expect(call.json().error).toMatchObject({ code: -32602, message: 'Tool contacts_create not found' });
   });
 
   it('remembers the sign-in: the next authorization goes straight to consent', async () => {

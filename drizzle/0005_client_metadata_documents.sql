@@ -1,1 +1,0 @@
-ALTER TABLE "oauth_clients" ADD COLUMN "document_expires_at" timestamp (3) with time zone;
