@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { createLimiter } from '../core/rate-limit.js';
 import { operations } from '../operations.js';
 import { createTransportGuard } from './guard.js';
-import type { McpServerDeps } from './server.js';
+import { createToolRunner } from './server.js';
 import { registerSse } from './sse.js';
 import { registerStreamableHttp } from './streamable-http.js';
 import { buildToolCatalog } from './tools.js';
@@ -25,7 +25,7 @@ export async function registerMcp(app: FastifyInstance) {
   // `MCP_RATE_LIMIT` (default 100, the spec's value) exists so load tests can lift it; 0 turns it off.
   const limiter = config.mcpRateLimit > 0 ? createLimiter({ name: 'mcp', points: config.mcpRateLimit, durationSeconds: MCP_RATE_WINDOW_S }, redis) : undefined;
   const guard = createTransportGuard({ publicUrl: config.publicUrl, db: database.db, clock, limiter, apiKeys: config.mcpApiKeys ? app.deps.apiKeys : undefined });
-  const deps: McpServerDeps = { db: database.db, catalog, log: app.log };
+  const runner = createToolRunner({ db: database.db, catalog, log: app.log });
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
@@ -33,6 +33,6 @@ export async function registerMcp(app: FastifyInstance) {
     if (!guard.checkOrigin(req, reply)) return reply;
   });
 
-  registerStreamableHttp(app, guard, deps, config.publicUrl);
-  registerSse(app, guard, deps, redis);
+  registerStreamableHttp(app, guard, runner, config.publicUrl);
+  registerSse(app, guard, runner, redis);
 }

@@ -9,7 +9,7 @@ import type { Db } from '../db/client.js';
 import type { Grant } from '../oauth/grants.js';
 import { runOperation } from '../run-operation.js';
 import { VERSION } from '../version.js';
-import type { ToolCatalog, ToolEntry } from './tools.js';
+import type { ToolCatalog, ToolDefinition, ToolEntry } from './tools.js';
 
 export interface McpServerDeps {
   db: Db;
@@ -30,62 +30,107 @@ const INSTRUCTIONS =
   'Records carry every field of their type (null when unset). Creating tools take an optional `idempotencyKey`: a retry with the same key ' +
   'and arguments (within 24 hours) returns the first result; the same key with other arguments is an IDEMPOTENCY_KEY_REUSED error.';
 
-/**
- * An MCP server for one grant: only the tools of the grant's categories are listed or callable.
- * The low-level `Server` is used (not `McpServer`) so that nothing is registered or converted per
- * request: the tool definitions and their JSON Schemas come precomputed from the catalog.
- */
-export function buildMcpServer(grantSource: GrantSource, deps: McpServerDeps): Server {
-  const grant = typeof grantSource === 'function' ? grantSource : () => grantSource;
-  const server = new Server({ name: 'switchboard', version: VERSION }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+/** What the grant may do: read and write in its categories (or read only), or an API key's own permissions. */
+const permissionsOf = (g: Grant) => g.apiKey?.permissions ?? categoryPermissions(g.categories, g.readOnly);
 
-  /** What the grant may do: read and write in its categories, or an API key's own permissions. */
-  const permissionsOf = (g: Grant) => g.apiKey?.permissions ?? categoryPermissions(g.categories, g.readOnly);
-  const offered = (entry: ToolEntry, g: Grant) => g.categories.includes(entry.category) && hasPermission(permissionsOf(g), operationPermission(entry.op));
-
+/** The tools of a grant: listed, and called through the operation table. Shared by the SDK server and the JSON fast path. */
+export interface ToolRunner {
+  /** The grant's tools, and the same list serialized once (`{"tools":[…]}`), per distinct set of permissions. */
+  list(grant: Grant): { tools: ToolDefinition[]; json: string };
   /** The tool, when it exists and the grant allows it; a tool outside the grant does not exist. */
-  const allowedTool = (name: string): ToolEntry | undefined => {
-    const entry = deps.catalog.get(name);
-    return entry && offered(entry, grant()) ? entry : undefined;
+  find(grant: Grant, name: string): ToolEntry | undefined;
+  call(grant: Grant, entry: ToolEntry, args: Record<string, unknown> | undefined): Promise<CallToolResult>;
+  /** The same result as `call`, already as JSON text (the envelope is serialized once, never parsed back). */
+  callJson(grant: Grant, entry: ToolEntry, args: Record<string, unknown> | undefined): Promise<string>;
+}
+
+/** A tool's outcome: the envelope's JSON text, or the error body's. */
+type Outcome = { ok: true; text: string } | { ok: false; text: string };
+
+const LIST_CACHE_MAX = 256;
+
+export function createToolRunner(deps: McpServerDeps): ToolRunner {
+  const offered = (entry: ToolEntry, g: Grant, permissions: readonly string[]) => g.categories.includes(entry.category) && hasPermission(permissions, operationPermission(entry.op));
+  // Grants with the same categories and permissions see the same list: it is filtered and serialized once.
+  const lists = new Map<string, { tools: ToolDefinition[]; json: string }>();
+
+  return {
+    list(g) {
+      const permissions = permissionsOf(g);
+      const key = `${g.categories.join(',')}|${permissions.join(',')}`;
+      let hit = lists.get(key);
+      if (!hit) {
+        const tools = [...deps.catalog.values()].filter((entry) => offered(entry, g, permissions)).map((entry) => entry.definition);
+        hit = { tools, json: JSON.stringify({ tools }) };
+        if (lists.size >= LIST_CACHE_MAX) lists.delete(lists.keys().next().value!);
+        lists.set(key, hit);
+      }
+      return hit;
+    },
+
+    find(g, name) {
+      const entry = deps.catalog.get(name);
+      return entry && offered(entry, g, permissionsOf(g)) ? entry : undefined;
+    },
+
+    async call(g, entry, args) {
+      const outcome = await run(g, entry, args);
+      // No structuredContent on errors: it would have to match the output schema, which describes success only.
+      return outcome.ok
+        ? { content: [{ type: 'text', text: outcome.text }], structuredContent: JSON.parse(outcome.text) as Record<string, unknown> }
+        : { content: [{ type: 'text', text: outcome.text }], isError: true };
+    },
+
+    async callJson(g, entry, args) {
+      const outcome = await run(g, entry, args);
+      const content = `[{"type":"text","text":${JSON.stringify(outcome.text)}}]`;
+      return outcome.ok ? `{"content":${content},"structuredContent":${outcome.text}}` : `{"content":${content},"isError":true}`;
+    },
   };
 
-  server.setRequestHandler('tools/list', () => {
-    const g = grant();
-    const tools = [];
-    for (const entry of deps.catalog.values()) if (offered(entry, g)) tools.push(entry.definition);
-    return { tools };
-  });
-
-  server.setRequestHandler('tools/call', async (request) => {
-    const name = request.params.name;
-    const entry = allowedTool(name);
-    // The same answer as the SDK's McpServer gives for a tool it does not know.
-    if (!entry) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${name} not found`);
-    const g = grant();
-    let result: CallToolResult;
+  async function run(g: Grant, entry: ToolEntry, rawArgs: Record<string, unknown> | undefined): Promise<Outcome> {
+    const name = entry.definition.name;
     try {
       const actor = g.apiKey ? { type: 'api_key' as const, id: g.apiKey.id, depth: 0 } : { type: 'user' as const, id: g.userId, depth: 0 };
       const caller = { orgId: g.organizationId, actor, permissions: permissionsOf(g), db: deps.db };
-      const { idempotencyKey, ...args } = request.params.arguments ?? {};
+      const { idempotencyKey, ...args } = rawArgs ?? {};
       const key = entry.op.method === 'POST' ? idempotencyArgument(idempotencyKey) : undefined;
       let envelope: unknown;
       if (key === undefined) {
-        envelope = await runOperation(entry.op, entry.op.method === 'POST' ? args : (request.params.arguments ?? {}), caller);
+        envelope = await runOperation(entry.op, entry.op.method === 'POST' ? args : (rawArgs ?? {}), caller);
       } else {
         const scope = { callerId: g.id, orgId: g.organizationId, key, hash: requestHash('TOOL', name, args) };
         envelope = (await runIdempotent(deps.db, scope, successStatus(entry.op), (tx) => runOperation(entry.op, args, caller, tx))).body;
         notifyEventsCommitted();
       }
       // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST).
-      const text = JSON.stringify(envelope);
-      result = { content: [{ type: 'text', text }], structuredContent: JSON.parse(text) as Record<string, unknown> };
+      return { ok: true, text: JSON.stringify(envelope) };
     } catch (err) {
       const appError = toAppError(err);
       if (appError.status >= 500) deps.log.error({ err, tool: name }, appError.code === 'SERVICE_UNAVAILABLE' ? 'database unavailable' : 'unexpected error in tool');
-      // No structuredContent: it would have to match the output schema, which describes success only.
-      result = { content: [{ type: 'text', text: JSON.stringify(appError.toBody()) }], isError: true };
+      return { ok: false, text: JSON.stringify(appError.toBody()) };
     }
-    return server.projectCallToolResult(result, entry.definition.outputSchema);
+  }
+}
+
+/**
+ * An MCP server for one grant: only the tools of the grant's categories are listed or callable.
+ * The low-level `Server` is used (not `McpServer`) so that nothing is registered or converted per
+ * request: the tool definitions and their JSON Schemas come precomputed from the catalog.
+ */
+export function buildMcpServer(grantSource: GrantSource, runner: ToolRunner): Server {
+  const grant = typeof grantSource === 'function' ? grantSource : () => grantSource;
+  const server = new Server({ name: 'switchboard', version: VERSION }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+
+  server.setRequestHandler('tools/list', () => ({ tools: runner.list(grant()).tools }));
+
+  server.setRequestHandler('tools/call', async (request) => {
+    const name = request.params.name;
+    const g = grant();
+    const entry = runner.find(g, name);
+    // The same answer as the SDK's McpServer gives for a tool it does not know.
+    if (!entry) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${name} not found`);
+    return server.projectCallToolResult(await runner.call(g, entry, request.params.arguments), entry.definition.outputSchema);
   });
 
   return server;

@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Grant } from '../oauth/grants.js';
 import { jsonRpcError, prototypeKeyError, requestIdOf, type TransportGuard } from './guard.js';
-import { buildMcpServer, type McpServerDeps } from './server.js';
+import { buildMcpServer, type ToolRunner } from './server.js';
 
 const KEEPALIVE_MS = 25_000;
 /** How long a session's owner record lives in Redis without a keep-alive refreshing it. */
@@ -78,12 +78,12 @@ const relayChannel = (id: string) => `sb:mcp:sse:relay:${id}`;
  * Sessions live in this process. With Redis, the session's owner is recorded in Redis and a POST that
  * reaches another instance is relayed to the owning instance over Redis pub/sub.
  */
-export function registerSse(app: FastifyInstance, guard: TransportGuard, deps: McpServerDeps, redis: Redis | undefined) {
+export function registerSse(app: FastifyInstance, guard: TransportGuard, runner: ToolRunner, redis: Redis | undefined) {
   const sessions = new Map<string, SseSession>();
   const subscriber = redis?.duplicate();
 
   if (subscriber) {
-    subscriber.on('error', (err) => deps.log.warn({ err }, 'redis subscriber error (mcp sse relay)'));
+    subscriber.on('error', (err) => app.log.warn({ err }, 'redis subscriber error (mcp sse relay)'));
     subscriber.on('message', (channel: string, payload: string) => {
       const session = sessions.get(channel.slice(relayChannel('').length));
       if (!session) return;
@@ -91,7 +91,7 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, deps: M
         const relayed = JSON.parse(payload) as RelayedMessage;
         dispatch(session, relayed.grant, relayed.messages);
       } catch (err) {
-        deps.log.warn({ err }, 'unreadable relayed mcp message');
+        app.log.warn({ err }, 'unreadable relayed mcp message');
       }
     });
   }
@@ -134,7 +134,7 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, deps: M
         const id = randomUUID();
         const res = reply.raw;
         const transport = new SseServerTransport(id, res);
-        const server = buildMcpServer(() => session.grant, deps);
+        const server = buildMcpServer(() => session.grant, runner);
         const session: SseSession = { id, userId: grant.userId, clientId: grant.clientId, grant, transport, server };
         sessions.set(id, session);
         // First beat after KEEPALIVE_MS, long after the head below is written.
@@ -154,7 +154,7 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, deps: M
             await subscriber.subscribe(relayChannel(id));
           } catch (err) {
             // Without Redis the session still works for POSTs that reach this instance.
-            deps.log.warn({ err }, 'redis unavailable: mcp sse session not shared with other instances');
+            app.log.warn({ err }, 'redis unavailable: mcp sse session not shared with other instances');
           }
         }
         await server.connect(transport);
@@ -212,7 +212,7 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, deps: M
         try {
           owner = await remoteOwner(redis, sessionId);
         } catch (err) {
-          deps.log.warn({ err }, 'redis unavailable: cannot relay mcp sse message');
+          app.log.warn({ err }, 'redis unavailable: cannot relay mcp sse message');
           return reply.code(503).header('retry-after', '2').type('application/json').send(jsonRpcError(requestId, -32603, 'Session store temporarily unavailable'));
         }
       }

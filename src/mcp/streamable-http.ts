@@ -9,7 +9,8 @@ import {
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Grant } from '../oauth/grants.js';
 import { jsonRpcError, prototypeKeyError, requestIdOf, type TransportGuard } from './guard.js';
-import { buildMcpServer, type McpServerDeps } from './server.js';
+import { buildMcpServer, type ToolRunner } from './server.js';
+import { fastJsonAnswer } from './fast-path.js';
 
 /** The grant travels to the per-request server factory inside the SDK's pass-through `authInfo`. */
 export function authInfoFor(grant: Grant, token: string): AuthInfo {
@@ -58,15 +59,15 @@ function parseJson(raw: string | undefined): unknown {
  * Streamable HTTP transport that answers in JSON rather than a one-event SSE stream. There is no
  * session to resume, so GET (standalone stream) and DELETE (session end) answer 405.
  */
-export function registerStreamableHttp(app: FastifyInstance, guard: TransportGuard, deps: McpServerDeps, publicUrl: string) {
-  const factory = (ctx: McpRequestContext) => buildMcpServer(grantOf(ctx.authInfo), deps);
-  const onerror = (err: Error) => deps.log.debug({ err }, 'mcp request rejected');
+export function registerStreamableHttp(app: FastifyInstance, guard: TransportGuard, runner: ToolRunner, publicUrl: string) {
+  const factory = (ctx: McpRequestContext) => buildMcpServer(grantOf(ctx.authInfo), runner);
+  const onerror = (err: Error) => app.log.debug({ err }, 'mcp request rejected');
   const modern = createMcpHandler(factory, { legacy: 'reject', onerror });
   // Before the server stops accepting: open modern streams (subscriptions) would otherwise hold it open.
   app.addHook('preClose', async () => modern.close());
 
   const legacy = async (request: Request, authInfo: AuthInfo, parsedBody: unknown) => {
-    const server = buildMcpServer(grantOf(authInfo), deps);
+    const server = buildMcpServer(grantOf(authInfo), runner);
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     try {
@@ -93,6 +94,8 @@ export function registerStreamableHttp(app: FastifyInstance, guard: TransportGua
         }
         const refused = prototypeKeyError(body);
         if (refused) return reply.code(400).type('application/json').send(refused);
+        const fast = await fastJsonAnswer(req.headers, body, grant, runner);
+        if (fast !== undefined) return reply.code(200).type('application/json').send(fast);
         const token = bearerToken(req.headers.authorization)!; // checked by the route's auth hook
         const authInfo = authInfoFor(grant, token);
         const request = toWebRequest(req, publicUrl, raw);

@@ -399,6 +399,37 @@ describe('tools', () => {
     await expect(`${JSON.stringify(tools, null, 2)}\n`).toMatchFileSnapshot('__toolsnaps__/tools.json');
   });
 
+  it('answers tools/list and tools/call on its JSON fast path exactly as the SDK path does', async () => {
+    const { token } = await mintToken(t, a, { categories: ['contacts'] });
+    const created = await a.request('POST', '/v1/contacts', { firstName: 'Fast', lastName: 'Path' });
+    const id = (created.json.data as { id: string }).id;
+    // Without MCP-Protocol-Version the request is not taken by the fast path: the SDK answers (as 2025-03-26).
+    const viaSdk = async (body: unknown) => {
+      const res = await fetch(`${t.origin}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, type: res.headers.get('content-type'), json: (await res.json()) as unknown };
+    };
+    const viaFast = async (body: unknown) => {
+      const res = await rawMcp(t.origin, token, body);
+      return { status: res.status, type: res.headers.get('content-type'), json: res.json as unknown };
+    };
+    for (const body of [
+      { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      { jsonrpc: '2.0', id: 'two', method: 'tools/list', params: { _meta: { progressToken: 7 } } },
+      { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'contacts_get', arguments: { id } } },
+      { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'contacts_get', arguments: { id: 'not-a-uuid' } } },
+      { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'contacts_list', arguments: { limit: 1 } } },
+      { jsonrpc: '2.0', id: 6, method: 'tools/call', params: { name: 'messages_list', arguments: {} } },
+      { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'contacts_get' } },
+    ]) {
+      const [fast, sdk] = [await viaFast(body), await viaSdk(body)];
+      expect(fast, JSON.stringify(body)).toEqual(sdk);
+    }
+  });
+
   it('keeps every tool small: bytes per tool in a snapshot, the whole list within its budget', async () => {
     const { token } = await mintToken(t, a);
     const res = await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/list' });

@@ -367,6 +367,19 @@ describe('search plans', () => {
     expect((await search('archaic', '&sortOrder=asc&limit=3&offset=2')).data.map((m) => m.text)).toEqual(['archaic note 3', 'archaic note 4', 'archaic note 5']);
     expect((await search('absentword')).data).toEqual([]);
     expect((await a.request('GET', '/v1/messages/search?q=archaic')).json.data).toEqual([]);
+
+    // The same searches again start with the plan that answered them: the same answers.
+    expect((await search('fresh')).data.map((m) => m.text)[0]).toBe('fresh note 2500');
+    expect((await search('scarce')).data.map((m) => m.text)).toEqual(['scarce note 2300', 'scarce note 2250', 'scarce note 2200']);
+    expect((await search('archaic', '&limit=2&offset=1')).data.map((m) => m.text)).toEqual(['archaic note 2099', 'archaic note 2098']);
+
+    // A remembered plan that no longer fits (a rare word became common) hands over: still the right page.
+    await t.database.db.execute(sql`
+      INSERT INTO messages (organization_id, type, direction, text, created_at)
+      SELECT ${owner.orgId}::uuid, 'email', 'incoming', 'scarce old ' || g, timestamp '2025-01-01' + g * interval '1 minute'
+      FROM generate_series(1, 2100) g`);
+    expect((await search('scarce', '&limit=5')).data.map((m) => m.text)).toEqual(['scarce note 2300', 'scarce note 2250', 'scarce note 2200', 'scarce old 2100', 'scarce old 2099']);
+    expect((await search('scarce', '&limit=2&sortOrder=asc')).data.map((m) => m.text)).toEqual(['scarce old 1', 'scarce old 2']);
   });
 });
 

@@ -116,42 +116,99 @@ const prepareWindow = (db: DbOrTx, dir: 'asc' | 'desc') => {
     .prepare(`messages_search_window_${dir}`);
 };
 
+/** Which plan answered a search: the window of newest rows, all (few) matches sorted, or the date-index walk. */
+type SearchPlan = 'window' | 'few' | 'walk';
+
+/**
+ * The plan that answered a search of these words lately, per organization and order (a bounded map, entries
+ * trusted for a minute). It only decides which question is asked first: every plan checks that its answer
+ * is complete and hands over to the next when it is not, so a stale entry costs time, never a wrong page.
+ */
+const PLAN_TTL_MS = 60_000;
+const PLAN_MEMORY = 2000;
+const planMemory = new Map<string, { plan: SearchPlan; until: number }>();
+
+function rememberedPlan(key: string): SearchPlan | undefined {
+  const hit = planMemory.get(key);
+  if (!hit) return undefined;
+  if (hit.until > Date.now()) return hit.plan;
+  planMemory.delete(key);
+  return undefined;
+}
+
+function rememberPlan(key: string, plan: SearchPlan) {
+  planMemory.delete(key);
+  if (planMemory.size >= PLAN_MEMORY) planMemory.delete(planMemory.keys().next().value!);
+  planMemory.set(key, { plan, until: Date.now() + PLAN_TTL_MS });
+}
+
 /**
  * Full-text search over the stored `search_vector` (text, summary, sender, recipient; 'simple' config, so
- * case-folded and unstemmed), organization-scoped and live rows only. Not prepared on purpose: each search
- * is planned with its own words.
+ * case-folded and unstemmed), organization-scoped and live rows only. Not prepared on purpose (but the
+ * first step): each search is planned with its own words.
  *
  * The planner cannot know how often a word it has no statistics for occurs, and when it guesses "often"
  * it walks the whole organization newest-first for a word that is rare. So the plan is chosen from what
- * the data says, cheapest question first:
- * 1. Read a small window of the newest messages in index order and keep the matches. When that fills the
- *    page it is the right page (every match outside the window is older): this answers common words.
- * 2. Count the matches through the GIN index, capped at FEW_MATCHES. With fewer, take them all from the
- *    index and sort them: the ORDER BY is an expression no index provides, so the planner cannot choose the
- *    walk. With more, walk the creation-date index: at that density a page is only a few rows away.
+ * the data says, cheapest question first (or the plan that answered these words last, see planMemory):
+ * 1. `window`: read a small window of the newest messages in index order and keep the matches. When that
+ *    fills the page it is the right page (every match outside the window is older): common words.
+ * 2. `few`: one statement takes the matches through the GIN index, capped at FEW_MATCHES, and answers their
+ *    count with the sorted page. Under the cap the page is right: rare and absent words, one round trip. The
+ *    ORDER BY runs over the capped set, so the planner cannot choose the date-index walk for a rare word.
+ * 3. `walk`: at or over the cap, walk the creation-date index: at that density a page is only a few rows away.
  */
 export async function searchMessages(db: DbOrTx, orgId: string, text: string, input: PageInput): Promise<Page<MessageJson>> {
-  const match = sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${text})`;
   const { limit, offset } = pageWindow(input);
-  const dir = input.sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
-  const byDate = (createdAt: unknown, id: unknown) => [sql`${createdAt} ${dir}`, sql`${id} ${dir}`];
+  const key = `${orgId}\u0000${input.sortOrder}\u0000${text}`;
+  const plan = rememberedPlan(key);
 
-  const window = statements(db)[`window_${input.sortOrder}`] ??= prepareWindow(db, input.sortOrder);
-  const fromWindow = await window.execute({ orgId, text, window: Math.max(MIN_WINDOW, (offset + limit) * WINDOW_PER_ROW), limit, offset });
-  if (fromWindow.length === limit) return { items: fromWindow.map((r) => r.m) };
+  if (plan === undefined || plan === 'window') {
+    const window = statements(db)[`window_${input.sortOrder}`] ??= prepareWindow(db, input.sortOrder);
+    const fromWindow = await window.execute({ orgId, text, window: Math.max(MIN_WINDOW, (offset + limit) * WINDOW_PER_ROW), limit, offset });
+    if (fromWindow.length === limit) {
+      rememberPlan(key, 'window');
+      return { items: fromWindow.map((r) => r.m) };
+    }
+  }
 
-  const where = messageRows.live(orgId, match);
-  const capped = db.select({ one: sql`1` }).from(messages).where(where).limit(FEW_MATCHES).as('capped');
-  const [probe] = await db.select({ n: sql<number>`count(*)::int` }).from(capped);
-  const few = (probe?.n ?? 0) < FEW_MATCHES;
-  const rows = await db
-    .select({ m: messageJson })
-    .from(messages)
-    .where(where)
-    .orderBy(...(few ? byDate(sql`(${messages.createdAt} + interval '0 seconds')`, messages.id) : pageOrder(input, messages.createdAt, messages.id)))
-    .limit(limit)
-    .offset(offset);
+  const where = messageRows.live(orgId, sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${text})`);
+  if (plan !== 'walk') {
+    const few = await fewMatches(db, where, input.sortOrder, limit, offset);
+    if (few) {
+      rememberPlan(key, 'few');
+      return few;
+    }
+  }
+  rememberPlan(key, 'walk');
+  const rows = await db.select({ m: messageJson }).from(messages).where(where).orderBy(...pageOrder(input, messages.createdAt, messages.id)).limit(limit).offset(offset);
   return { items: rows.map((r) => r.m) };
+}
+
+/**
+ * The page from all matches when there are fewer than FEW_MATCHES (one statement: the capped matches, their
+ * count, the sorted page); undefined when there are as many or more.
+ */
+async function fewMatches(db: DbOrTx, where: ReturnType<typeof messageRows.live>, sortOrder: PageInput['sortOrder'], limit: number, offset: number): Promise<Page<MessageJson> | undefined> {
+  const dir = sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
+  const hits = db.$with('hits').as(db.select({ id: messages.id, createdAt: messages.createdAt }).from(messages).where(where).limit(FEW_MATCHES));
+  const page = db.$with('page').as(
+    db
+      .select({ id: hits.id, createdAt: hits.createdAt })
+      .from(hits)
+      .orderBy(sql`${hits.createdAt} ${dir}`, sql`${hits.id} ${dir}`)
+      .limit(limit)
+      .offset(offset),
+  );
+  // The count rides on a one-row LEFT JOIN, so that an empty page still says how many matches there are.
+  const rows = await db
+    .with(hits, page)
+    .select({ n: sql<number>`(SELECT count(*) FROM ${hits})::int`, m: sql<MessageJson | null>`CASE WHEN ${messages.id} IS NULL THEN NULL ELSE ${messageJson} END` })
+    .from(sql`(SELECT 1) AS one`)
+    .leftJoin(page, sql`true`)
+    .leftJoin(messages, eq(messages.id, page.id))
+    .orderBy(sql`${page.createdAt} ${dir}`, sql`${page.id} ${dir}`);
+  if ((rows[0]?.n ?? 0) >= FEW_MATCHES) return undefined;
+  return { items: rows.flatMap((r) => (r.m === null ? [] : [r.m])) };
 }
 
 /** Live messages with `snoozedUntil` set (index `messages_snoozed`). */
