@@ -58,7 +58,8 @@ const prepareList = (db: DbOrTx, key: ListKey) => {
     .prepare(`messages_list_${key}`);
 };
 type Statements = { get: ReturnType<typeof prepareGet> } & Partial<Record<ListKey, ReturnType<typeof prepareList>>> &
-  Partial<Record<`window_${'asc' | 'desc'}`, ReturnType<typeof prepareWindow>>>;
+  Partial<Record<`window_${'asc' | 'desc'}`, ReturnType<typeof prepareWindow>>> &
+  Partial<Record<`few_${'asc' | 'desc'}`, ReturnType<typeof prepareFew>>>;
 const prepared = new WeakMap<DbOrTx, Statements>();
 function statements(db: DbOrTx): Statements {
   let found = prepared.get(db);
@@ -144,8 +145,8 @@ function rememberPlan(key: string, plan: SearchPlan) {
 
 /**
  * Full-text search over the stored `search_vector` (text, summary, sender, recipient; 'simple' config, so
- * case-folded and unstemmed), organization-scoped and live rows only. Not prepared on purpose (but the
- * first step): each search is planned with its own words.
+ * case-folded and unstemmed), organization-scoped and live rows only. The first two steps are prepared
+ * (their plans do not depend on the words); the walk is planned with its own words.
  *
  * The planner cannot know how often a word it has no statistics for occurs, and when it guesses "often"
  * it walks the whole organization newest-first for a word that is rare. So the plan is chosen from what
@@ -171,42 +172,56 @@ export async function searchMessages(db: DbOrTx, orgId: string, text: string, in
     }
   }
 
-  const where = messageRows.live(orgId, sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${text})`);
   if (plan !== 'walk') {
-    const few = await fewMatches(db, where, input.sortOrder, limit, offset);
+    const few = await fewMatches(db, orgId, text, input.sortOrder, limit, offset);
     if (few) {
       rememberPlan(key, 'few');
       return few;
     }
   }
   rememberPlan(key, 'walk');
+  const where = messageRows.live(orgId, sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${text})`);
   const rows = await db.select({ m: messageJson }).from(messages).where(where).orderBy(...pageOrder(input, messages.createdAt, messages.id)).limit(limit).offset(offset);
   return { items: rows.map((r) => r.m) };
 }
 
 /**
- * The page from all matches when there are fewer than FEW_MATCHES (one statement: the capped matches, their
- * count, the sorted page); undefined when there are as many or more.
+ * Step 2, prepared like step 1: the matches through the GIN index (whatever the words, a bitmap scan of the
+ * index is the plan for "at most FEW_MATCHES rows, in no order"), their count, and the sorted page, in one
+ * statement. The count rides on a one-row LEFT JOIN, so that an empty page still says how many matched.
  */
-async function fewMatches(db: DbOrTx, where: ReturnType<typeof messageRows.live>, sortOrder: PageInput['sortOrder'], limit: number, offset: number): Promise<Page<MessageJson> | undefined> {
+const prepareFew = (db: DbOrTx, sortOrder: 'asc' | 'desc') => {
   const dir = sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
-  const hits = db.$with('hits').as(db.select({ id: messages.id, createdAt: messages.createdAt }).from(messages).where(where).limit(FEW_MATCHES));
+  const match = sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${sql.placeholder('text')})`;
+  const hits = db.$with('hits').as(
+    db
+      .select({ id: messages.id, createdAt: messages.createdAt })
+      .from(messages)
+      .where(and(eq(messages.organizationId, org), isNull(messages.deletedAt), match))
+      .limit(FEW_MATCHES),
+  );
   const page = db.$with('page').as(
     db
       .select({ id: hits.id, createdAt: hits.createdAt })
       .from(hits)
       .orderBy(sql`${hits.createdAt} ${dir}`, sql`${hits.id} ${dir}`)
-      .limit(limit)
-      .offset(offset),
+      .limit(sql.placeholder('limit') as unknown as number)
+      .offset(sql.placeholder('offset') as unknown as number),
   );
-  // The count rides on a one-row LEFT JOIN, so that an empty page still says how many matches there are.
-  const rows = await db
+  return db
     .with(hits, page)
     .select({ n: sql<number>`(SELECT count(*) FROM ${hits})::int`, m: sql<MessageJson | null>`CASE WHEN ${messages.id} IS NULL THEN NULL ELSE ${messageJson} END` })
     .from(sql`(SELECT 1) AS one`)
     .leftJoin(page, sql`true`)
     .leftJoin(messages, eq(messages.id, page.id))
-    .orderBy(sql`${page.createdAt} ${dir}`, sql`${page.id} ${dir}`);
+    .orderBy(sql`${page.createdAt} ${dir}`, sql`${page.id} ${dir}`)
+    .prepare(`messages_search_few_${sortOrder}`);
+};
+
+/** The page from all matches when there are fewer than FEW_MATCHES; undefined when there are as many or more. */
+async function fewMatches(db: DbOrTx, orgId: string, text: string, sortOrder: PageInput['sortOrder'], limit: number, offset: number): Promise<Page<MessageJson> | undefined> {
+  const few = statements(db)[`few_${sortOrder}`] ??= prepareFew(db, sortOrder);
+  const rows = await few.execute({ orgId, text, limit, offset });
   if ((rows[0]?.n ?? 0) >= FEW_MATCHES) return undefined;
   return { items: rows.flatMap((r) => (r.m === null ? [] : [r.m])) };
 }
