@@ -35,24 +35,27 @@ export function createLimiter(spec: LimiterSpec, redis?: Redis): Limiter {
   };
 }
 
-/** Counts failures only (e.g. wrong passwords): a key is refused once it has `points` failures in the window. */
-export interface FailureLimiter {
+/**
+ * Counts chosen outcomes only (failed sign-ins, completed registrations): a key is refused once it has
+ * `points` of them in the window, while the attempts that do not count stay free.
+ */
+export interface OutcomeLimiter {
   /** Seconds until `key` may try again; 0 when it may now. */
   retryAfter(key: string): Promise<number>;
-  /** Counts one failure of `key`. */
-  fail(key: string): Promise<void>;
-  /** Forgets the failures of `key` (a success). */
+  /** Counts one outcome of `key`. */
+  count(key: string): Promise<void>;
+  /** Forgets the outcomes of `key` (e.g. a successful sign-in). */
   reset(key: string): Promise<void>;
 }
 
-export function createFailureLimiter(spec: LimiterSpec, redis?: Redis): FailureLimiter {
+export function createOutcomeLimiter(spec: LimiterSpec, redis?: Redis): OutcomeLimiter {
   const limiter = limiterStore(spec, redis);
   return {
     async retryAfter(key) {
       const res = await limiter.get(key);
       return res && res.consumedPoints >= spec.points ? Math.max(1, Math.ceil(res.msBeforeNext / 1000)) : 0;
     },
-    async fail(key) {
+    async count(key) {
       await limiter.consume(key).catch((res: unknown) => {
         if (!(res instanceof RateLimiterRes)) throw res;
       });

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { authenticateUser } from '../accounts/accounts.js';
-import { createFailureLimiter } from '../core/rate-limit.js';
+import { createOutcomeLimiter } from '../core/rate-limit.js';
 import type { DbOrTx } from '../db/client.js';
 
 export const SIGN_IN_FAILED = 'Incorrect email or password.';
@@ -21,8 +21,8 @@ export type SignIn = (ip: string, email: string, password: string) => Promise<Si
  * password and an unknown email get the same answer after the same argon2 work.
  */
 export function createSignIn(db: DbOrTx, redis: Redis | undefined): SignIn {
-  const accountFailures = createFailureLimiter({ name: 'sign-in-account', ...SIGN_IN_ACCOUNT_LIMIT }, redis);
-  const ipFailures = createFailureLimiter({ name: 'sign-in-ip', ...SIGN_IN_IP_LIMIT }, redis);
+  const accountFailures = createOutcomeLimiter({ name: 'sign-in-account', ...SIGN_IN_ACCOUNT_LIMIT }, redis);
+  const ipFailures = createOutcomeLimiter({ name: 'sign-in-ip', ...SIGN_IN_IP_LIMIT }, redis);
   return async (ip, email, password) => {
     const accountKey = email.trim().toLowerCase().slice(0, 320);
     const wait = Math.max(await ipFailures.retryAfter(ip), accountKey ? await accountFailures.retryAfter(accountKey) : 0);
@@ -33,7 +33,7 @@ export function createSignIn(db: DbOrTx, redis: Redis | undefined): SignIn {
     const plausible = email && password && email.length <= 320 && password.length <= 1024 && !email.includes('\0');
     const user = plausible ? await authenticateUser(db, email, password) : undefined;
     if (!user) {
-      await Promise.all([ipFailures.fail(ip), accountKey ? accountFailures.fail(accountKey) : undefined]);
+      await Promise.all([ipFailures.count(ip), accountKey ? accountFailures.count(accountKey) : undefined]);
       return { kind: 'failed', message: SIGN_IN_FAILED };
     }
     await accountFailures.reset(accountKey);

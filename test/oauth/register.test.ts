@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 
 let t: TestApp;
@@ -102,5 +102,27 @@ describe('POST /oauth/register', () => {
     expect(limited.json().error).toBe('rate_limited');
     expect(Object.keys(limited.headers).filter((h) => h.startsWith('x-ratelimit'))).toEqual([]);
     expect((await register(body, '192.0.2.78')).statusCode).toBe(201);
+  });
+
+  it('creates at most 100 clients per IP per day; refused attempts do not count', async () => {
+    const body = { redirect_uris: ['https://app.example.com/cb'], token_endpoint_auth_method: 'none' };
+    const ip = '192.0.2.99';
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() });
+    try {
+      expect((await register({ redirect_uris: [] }, ip)).statusCode).toBe(400);
+      for (let minute = 0; minute < 10; minute++) {
+        for (let i = 0; i < (minute === 0 ? 9 : 10); i++) expect((await register(body, ip)).statusCode).toBe(201);
+        vi.setSystemTime(Date.now() + 61_000);
+      }
+      expect((await register(body, ip)).statusCode).toBe(201); // the 100th client
+      vi.setSystemTime(Date.now() + 61_000);
+      const refused = await register(body, ip);
+      expect(refused.statusCode).toBe(429);
+      expect(refused.json().error_description).toMatch(/100 per day/);
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(22 * 3600);
+      expect((await register(body, '192.0.2.100')).statusCode).toBe(201);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
