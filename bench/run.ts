@@ -226,6 +226,13 @@ async function searchScenarios(database: string, service: Child, lean: Child | u
     if (database === 'postgres') p99Target(row, 20);
     found[kind] = row;
   }
+  // Rare and absent words take other plans than a common word: each at no less than 0.8x its rate.
+  for (const kind of Object.keys(WORDS).filter((k) => k !== 'common')) {
+    const [m, c] = [measured(found[kind]), measured(found.common)];
+    const row: Row = { database, scenario: `search ${kind} vs common @${label(size)}`, status: m && c ? 'measured' : 'unavailable', target: '>= 0.8x common', targetRatio: 0.8 };
+    if (m && c) Object.assign(row, { ratio: m.reqPerSec / c.reqPerSec, ratioOf: 'common', pass: m.reqPerSec / c.reqPerSec >= 0.8 });
+    rows.push(row);
+  }
   return found;
 }
 
@@ -330,7 +337,13 @@ async function benchPostgres() {
       },
     ];
     const mcp = await run({ database: db, name: 'MCP tools/call contacts_get', origin: service.url, requests: mcpRequests, headers: mcpHeaders, validate: mcpProblem });
-    throughputTarget(mcp, get, 'REST get', 0.5);
+    // TARGETS.md asks 0.5x; the second performance round aims at 0.7x with a p99 at most twice REST's.
+    throughputTarget(mcp, get, 'REST get', 0.7);
+    const [mcpM, getM] = [measured(mcp), measured(get)];
+    if (mcpM && getM) {
+      mcp.target = `${mcp.target}, p99 <= 2x REST p99 (${getM.p99} ms)`;
+      if (mcp.pass !== undefined) mcp.pass = mcp.pass && mcpM.p99 <= 2 * getM.p99;
+    }
 
     const smallSearch = await searchScenarios(db, service, lean, profile.smallMessages, auth);
     const smallIds = await sampleMessageIds(seed.db, tenant.orgId, 200);
