@@ -86,6 +86,9 @@ export const toolName = (op: Pick<Operation, 'id'>) => op.id.replace('.', '_');
 export const successStatus = (op: Pick<Operation, 'method' | 'status'>) => op.status ?? (op.method === 'POST' ? 201 : 200);
 export const pathParams = (op: Pick<Operation, 'path'>) => [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
 
+/** Where the input beside the path parameters travels: the query string (GET, DELETE) or the JSON body (POST, PUT, PATCH). */
+export const inputLocation = (op: Pick<Operation, 'method'>): 'query' | 'body' => (op.method === 'GET' || op.method === 'DELETE' ? 'query' : 'body');
+
 /** The response body of every operation, REST and MCP alike. */
 export interface Envelope {
   data: unknown;

@@ -1,4 +1,4 @@
-type JsonSchema = Record<string, unknown>;
+import type { JsonSchema } from '../core/json-schema.js';
 
 /**
  * Example values for the OpenAPI document, made from the JSON Schemas themselves, so that every operation

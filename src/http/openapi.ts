@@ -1,11 +1,11 @@
-import { z } from 'zod';
+import type { z } from 'zod';
 import { CATEGORIES } from '../core/categories.js';
 import { ERROR_STATUS, type ErrorCode } from '../core/errors.js';
 import { documentMetadata, MAX_INPUT_DEPTH } from '../core/schemas.js';
 import { exampleOf } from './examples.js';
-import { envelopeSchema, operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
+import { toJsonSchema, type JsonSchema } from '../core/json-schema.js';
+import { envelopeSchema, inputLocation, operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
 
-type JsonSchema = Record<string, unknown>;
 
 // Where a format says it all, the long regular expression Zod adds for it is noise to a reader and a code generator.
 const FORMATS_WITHOUT_PATTERN = new Set(['uuid', 'date-time', 'email', 'date', 'time', 'uri']);
@@ -39,8 +39,7 @@ function pointToComponents(node: unknown): void {
  * their definitions go to `named` (the document's components/schemas).
  */
 function toSchema(schema: z.ZodType, io: 'input' | 'output', named?: Record<string, JsonSchema>): JsonSchema {
-  const converted = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any', metadata: documentMetadata }) as JsonSchema;
-  const { $schema: _drop, $defs, ...rest } = converted as JsonSchema & { $defs?: Record<string, JsonSchema> };
+  const { $defs, ...rest } = toJsonSchema(schema, io, documentMetadata) as JsonSchema & { $defs?: Record<string, JsonSchema> };
   for (const [id, def] of Object.entries($defs ?? {})) {
     tidy(def, io);
     pointToComponents(def);
@@ -114,7 +113,7 @@ function operationObject(op: Operation, named: Record<string, JsonSchema>) {
   const input = toSchema(op.input, 'input', named) as { properties?: Record<string, JsonSchema>; required?: string[] };
   const props = input.properties ?? {};
   const required = new Set(input.required ?? []);
-  const inQuery = op.method === 'GET' || op.method === 'DELETE';
+  const inQuery = inputLocation(op) === 'query';
   const parameters: unknown[] = Object.entries(props)
     .filter(([name]) => params.includes(name) || inQuery)
     .map(([name, schema]) => ({

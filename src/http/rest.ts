@@ -2,9 +2,9 @@ import { notifyEventsCommitted } from '../modules/events/events.signal.js';
 import { idempotencyKeyOf, requestHash, runIdempotent } from '../idempotency.js';
 import { useJsonBodyParser } from './json-body.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { z } from 'zod';
 import { AppError } from '../core/errors.js';
-import { operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
+import { toJsonSchema } from '../core/json-schema.js';
+import { inputLocation, operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
 import { hasPermission } from '../core/permissions.js';
 import type { Limiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
@@ -15,7 +15,7 @@ type Scalar = 'integer' | 'number' | 'boolean' | 'string';
 
 /** Query strings carry text; the input schema says which fields are numbers or booleans. */
 function queryTypes(op: Operation): Record<string, { type: Scalar; nullable: boolean }> {
-  const json = z.toJSONSchema(op.input, { io: 'input', unrepresentable: 'any' }) as { properties?: Record<string, Record<string, unknown>> };
+  const json = toJsonSchema(op.input, 'input') as { properties?: Record<string, Record<string, unknown>> };
   const out: Record<string, { type: Scalar; nullable: boolean }> = {};
   for (const [name, prop] of Object.entries(json.properties ?? {})) {
     const variants = (prop.anyOf as Record<string, unknown>[] | undefined) ?? [prop];
@@ -49,7 +49,7 @@ function coerceQuery(query: Record<string, unknown>, types: ReturnType<typeof qu
 function rawInput(op: Operation, req: FastifyRequest, types: ReturnType<typeof queryTypes>, params: string[]) {
   const fromPath = req.params as Record<string, string>;
   let rest: Record<string, unknown>;
-  if (op.method === 'GET' || op.method === 'DELETE') {
+  if (inputLocation(op) === 'query') {
     rest = coerceQuery(req.query as Record<string, unknown>, types);
   } else {
     // No body at all (no Content-Type, or an empty JSON body) reads as `{}`; JSON `null` does not.

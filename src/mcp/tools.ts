@@ -1,9 +1,9 @@
 import { IDEMPOTENCY_ARGUMENT_SCHEMA } from '../idempotency.js';
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { Category } from '../core/categories.js';
+import { toJsonSchema, type JsonSchema } from '../core/json-schema.js';
 import { envelopeSchema, operationCategory, toolName, type HttpMethod, type Operation } from '../core/operation.js';
 
-type JsonSchema = Record<string, unknown>;
 
 /** MCP tool annotations: hints for clients, derived from the operation's HTTP method. */
 export interface ToolAnnotations {
@@ -33,13 +33,9 @@ export interface ToolEntry {
 /** Every tool, by name, in the order of the operation table. Built once at start-up. */
 export type ToolCatalog = ReadonlyMap<string, ToolEntry>;
 
-/**
- * JSON Schema of a Zod schema, without `$schema`: the MCP revisions this server speaks default to
- * draft 2020-12, and some clients validate with a draft-07 engine that refuses an unknown `$schema`.
- */
+/** The JSON Schema of a tool's input or output: always an object. */
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema & { type: 'object' } {
-  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
-  return { ...rest, type: 'object' };
+  return { ...toJsonSchema(schema, io), type: 'object' };
 }
 
 /** Bounds that no one would come near (safe integers, PostgreSQL's int4, very long texts): noise to a model. */

@@ -1,13 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import type { z } from 'zod';
 import fc from 'fast-check';
-import { z } from 'zod';
-import { pathParams, type Operation } from '../../src/core/operation.js';
-
-type JsonSchema = Record<string, unknown>;
+import { toJsonSchema, type JsonSchema } from '../../src/core/json-schema.js';
+import { inputLocation, pathParams, type Operation } from '../../src/core/operation.js';
 
 /** The input JSON Schema of an operation (the same one the OpenAPI document and the MCP tools use). */
 export function inputSchema(op: Operation): { properties: Record<string, JsonSchema>; required: string[] } {
-  const json = z.toJSONSchema(op.input, { io: 'input', unrepresentable: 'any' }) as { properties?: Record<string, JsonSchema>; required?: string[] };
+  const json = toJsonSchema(op.input, 'input') as { properties?: Record<string, JsonSchema>; required?: string[] };
   return { properties: json.properties ?? {}, required: json.required ?? [] };
 }
 
@@ -129,7 +128,7 @@ export function bodyOf(op: Operation, input: Record<string, unknown>): Record<st
   return Object.fromEntries(Object.entries(input).filter(([k]) => !params.has(k)));
 }
 
-export const hasBody = (op: Operation) => op.method === 'POST' || op.method === 'PUT' || op.method === 'PATCH';
+export const hasBody = (op: Operation) => inputLocation(op) === 'body';
 
 /** The query string of an input for GET/DELETE operations (path parameters left out). */
 export function queryOf(op: Operation, input: Record<string, unknown>): string {

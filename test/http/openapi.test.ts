@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { compileErrors, validate } from '@readme/openapi-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pathParams, successStatus } from '../../src/core/operation.js';
+import { inputLocation, pathParams, successStatus } from '../../src/core/operation.js';
 import { buildOpenApi } from '../../src/http/openapi.js';
 import { operations } from '../../src/operations.js';
 import { VERSION } from '../../src/version.js';
@@ -65,7 +65,7 @@ describe('GET /v1/openapi.json', () => {
         expect(p.schema.format, `${op.id} {${p.name}}`).toBe('uuid');
       }
       const fields = Object.keys(op.input.shape).filter((f) => !pathParams(op).includes(f));
-      if (op.method === 'GET' || op.method === 'DELETE') {
+      if (inputLocation(op) === 'query') {
         expect(o.requestBody).toBeUndefined();
         expect(o.parameters.filter((p: Json) => p.in === 'query').map((p: Json) => p.name).sort()).toEqual(fields.sort());
       } else {

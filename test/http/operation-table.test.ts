@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pathParams, successStatus, toolName, type Operation } from '../../src/core/operation.js';
+import { inputLocation, pathParams, successStatus, toolName, type Operation } from '../../src/core/operation.js';
 import { buildOpenApi } from '../../src/http/openapi.js';
 import { operations } from '../../src/operations.js';
 import { VERSION } from '../../src/version.js';
@@ -53,7 +53,7 @@ function fill(op: Operation): string | undefined {
   return `/v1${path}`;
 }
 
-const bodyFor = (op: Operation) => (op.method === 'GET' || op.method === 'DELETE' ? undefined : (exampleBody(op) ?? {}));
+const bodyFor = (op: Operation) => (inputLocation(op) === 'query' ? undefined : (exampleBody(op) ?? {}));
 
 describe('the operation table, tested from itself', () => {
   it('creates every resource from its documented example, parents before children', async () => {
