@@ -4,7 +4,7 @@ import type { Clock } from '../core/clock.js';
 import { FetchProblem, fetchDocument, urlProblem } from '../core/outbound.js';
 import type { DbOrTx } from '../db/client.js';
 import { oauthClients } from '../db/schema.js';
-import { findClient, parseRegistration, type Client } from './clients.js';
+import { clientColumns, findClient, parseRegistration, type Client } from './clients.js';
 
 /**
  * Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document, preferred by the MCP
@@ -116,14 +116,7 @@ async function refresh(db: DbOrTx, clientId: string, policy: ClientDocumentPolic
   const now = clock();
   const values = {
     secretHash: null,
-    tokenEndpointAuthMethod: 'none',
-    redirectUris: metadata.redirect_uris,
-    grantTypes: metadata.grant_types,
-    responseTypes: metadata.response_types,
-    clientName: metadata.client_name ?? null,
-    clientUri: metadata.client_uri ?? null,
-    logoUri: metadata.logo_uri ?? null,
-    scope: metadata.scope ?? null,
+    ...clientColumns(metadata),
     metadata: { client_id: clientId, ...metadata },
     documentExpiresAt: new Date(now.getTime() + documentLifetimeS(fetched.headers, now) * 1000),
   };

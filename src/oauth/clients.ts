@@ -130,6 +130,20 @@ export function parseRegistration(body: unknown) {
   } & Partial<Record<(typeof OPTIONAL_FIELDS)[number], string>>;
 }
 
+/** The columns of a client row that its validated metadata decides (registration and metadata documents alike). */
+export function clientColumns(metadata: ReturnType<typeof parseRegistration>) {
+  return {
+    tokenEndpointAuthMethod: metadata.token_endpoint_auth_method,
+    redirectUris: metadata.redirect_uris,
+    grantTypes: metadata.grant_types,
+    responseTypes: metadata.response_types,
+    clientName: metadata.client_name ?? null,
+    clientUri: metadata.client_uri ?? null,
+    logoUri: metadata.logo_uri ?? null,
+    scope: metadata.scope ?? null,
+  };
+}
+
 /** Stores a new client; the secret (confidential methods only) is returned once and kept as a SHA-256 hash. */
 export async function registerClient(db: DbOrTx, body: unknown, clock: Clock) {
   const metadata = parseRegistration(body);
@@ -140,14 +154,7 @@ export async function registerClient(db: DbOrTx, body: unknown, clock: Clock) {
     id: clientId,
     createdAt: now,
     secretHash: secret ? sha256(secret) : null,
-    tokenEndpointAuthMethod: metadata.token_endpoint_auth_method,
-    redirectUris: metadata.redirect_uris,
-    grantTypes: metadata.grant_types,
-    responseTypes: metadata.response_types,
-    clientName: metadata.client_name ?? null,
-    clientUri: metadata.client_uri ?? null,
-    logoUri: metadata.logo_uri ?? null,
-    scope: metadata.scope ?? null,
+    ...clientColumns(metadata),
     metadata,
   });
   return {
