@@ -69,52 +69,86 @@ export function guardedLookup(allowInsecure: boolean): LookupFunction {
   };
 }
 
-export interface FetchedDocument {
+export interface OutboundAnswer {
   status: number;
   headers: IncomingHttpHeaders;
+  /** The body as read: whole, or its first `maxBytes` when `overflow` is 'truncate'. */
   body: string;
 }
 
-/** Thrown by `fetchDocument` with a sentence saying why nothing usable came back. */
-export class FetchProblem extends Error {}
+/** Why a request brought no answer: `ForbiddenAddressError`'s message, a timeout, a network error or a body over the limit. */
+export class OutboundProblem extends Error {
+  constructor(
+    message: string,
+    readonly kind: 'forbidden' | 'timeout' | 'network' | 'too-large',
+  ) {
+    super(message);
+  }
+}
+
+export interface OutboundOptions {
+  method: 'GET' | 'POST';
+  headers: Record<string, string | number>;
+  body?: string;
+  allowInsecure: boolean;
+  timeoutMs: number;
+  /** The most of the answer's body read: past it the answer is cut ('truncate') or refused ('fail'). */
+  maxBytes: number;
+  overflow: 'truncate' | 'fail';
+}
 
 /**
- * GETs a small document: never follows redirects, gives up after `timeoutMs` and refuses a body over
- * `maxBytes` (announced or read). Written on node:http(s) rather than fetch because the guarded DNS
- * lookup must sit on the very connection, which fetch does not expose without a second HTTP stack.
+ * One request to an address a user chose (a webhook endpoint, a client metadata document): the address
+ * checked after DNS on the connection itself, no redirects followed, an answer within `timeoutMs`, at most
+ * `maxBytes` of body. Written on node:http(s) rather than fetch because the guarded DNS lookup must sit on
+ * the very connection, which fetch does not expose without a second HTTP stack.
  */
-export function fetchDocument(url: string, opts: { allowInsecure: boolean; timeoutMs: number; maxBytes: number; accept: string }): Promise<FetchedDocument> {
+export function outboundRequest(url: string, opts: OutboundOptions): Promise<OutboundAnswer> {
   return new Promise((resolve, reject) => {
     const target = new URL(url);
-    const get = target.protocol === 'https:' ? httpsRequest : httpRequest;
-    const fail = (message: string) => reject(new FetchProblem(message));
-    const req = get(target, { method: 'GET', headers: { accept: opts.accept, 'user-agent': 'Switchboard/1' }, lookup: guardedLookup(opts.allowInsecure), timeout: opts.timeoutMs }, (res) => {
-      const announced = Number(res.headers['content-length']);
-      if (announced > opts.maxBytes) {
-        res.destroy();
-        return fail(`The document is larger than ${opts.maxBytes} bytes`);
-      }
-      const chunks: Buffer[] = [];
-      let read = 0;
-      res.on('data', (chunk: Buffer) => {
-        read += chunk.length;
-        if (read > opts.maxBytes) {
-          res.destroy();
-          fail(`The document is larger than ${opts.maxBytes} bytes`);
-        } else chunks.push(chunk);
-      });
-      res.on('end', () => {
-        clearTimeout(deadline);
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
-      });
-      res.on('error', (err) => fail(`Could not read the document: ${err.message}`));
-    });
-    const deadline = setTimeout(() => req.destroy(new FetchProblem(`No answer within ${opts.timeoutMs / 1000} s`)), opts.timeoutMs);
-    req.on('timeout', () => req.destroy(new FetchProblem(`No answer within ${opts.timeoutMs / 1000} s`)));
-    req.on('error', (err) => {
+    const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
+    const timedOut = () => new OutboundProblem(`No answer within ${opts.timeoutMs / 1000} s`, 'timeout');
+    let settled = false;
+    const settle = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
       clearTimeout(deadline);
-      fail(err instanceof FetchProblem || err instanceof ForbiddenAddressError ? err.message : `Could not fetch the document: ${err.message}`);
-    });
-    req.end();
+      fn();
+    };
+    const req = send(
+      target,
+      {
+        method: opts.method,
+        headers: { ...opts.headers, ...(opts.body !== undefined ? { 'content-length': Buffer.byteLength(opts.body) } : {}) },
+        lookup: guardedLookup(opts.allowInsecure),
+        timeout: opts.timeoutMs,
+      },
+      (res) => {
+        const tooLarge = () => new OutboundProblem(`The answer is larger than ${opts.maxBytes} bytes`, 'too-large');
+        if (opts.overflow === 'fail' && Number(res.headers['content-length']) > opts.maxBytes) {
+          res.destroy();
+          return settle(() => reject(tooLarge()));
+        }
+        const chunks: Buffer[] = [];
+        let read = 0;
+        const finish = () => settle(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('data', (chunk: Buffer) => {
+          read += chunk.length;
+          if (read <= opts.maxBytes) return void chunks.push(chunk);
+          res.destroy();
+          if (opts.overflow === 'fail') settle(() => reject(tooLarge()));
+          else finish();
+        });
+        res.on('end', finish);
+        res.on('close', finish);
+        res.on('error', finish);
+      },
+    );
+    const deadline = setTimeout(() => req.destroy(timedOut()), opts.timeoutMs);
+    req.on('timeout', () => req.destroy(timedOut()));
+    req.on('error', (err) =>
+      settle(() => reject(err instanceof OutboundProblem ? err : err instanceof ForbiddenAddressError ? new OutboundProblem(err.message, 'forbidden') : new OutboundProblem(err.message, 'network'))),
+    );
+    req.end(opts.body);
   });
 }

@@ -4,7 +4,6 @@ import type { Category } from '../core/categories.js';
 import { toJsonSchema, type JsonSchema } from '../core/json-schema.js';
 import { envelopeSchema, operationCategory, toolName, type HttpMethod, type Operation } from '../core/operation.js';
 
-
 /** MCP tool annotations: hints for clients, derived from the operation's HTTP method. */
 export interface ToolAnnotations {
   title: string;
@@ -72,9 +71,11 @@ function slimInput(node: unknown, described = false): unknown {
 /** The JSON type(s) a schema node allows, e.g. `"string"` or `["string", "null"]`; undefined when any. */
 function typesOf(node: JsonSchema): string | string[] | undefined {
   const variants = (node.anyOf ?? node.oneOf) as JsonSchema[] | undefined;
-  const types = variants ? variants.flatMap((v) => [typesOf(v) ?? []].flat()) : node.type === undefined ? (node.const === null ? ['null'] : []) : [node.type as string | string[]].flat();
+  const ofVariants = variants?.map(typesOf);
+  // A variant that allows anything makes the whole field allow anything.
+  if (ofVariants?.includes(undefined)) return undefined;
+  const types = ofVariants ? ofVariants.flatMap((t) => [t!].flat()) : node.type === undefined ? (node.const === null ? ['null'] : []) : [node.type as string | string[]].flat();
   const unique = [...new Set(types.map((t) => (t === 'integer' && types.includes('number') ? 'number' : t)))];
-  if (variants && variants.some((v) => typesOf(v) === undefined)) return undefined;
   return unique.length === 0 ? undefined : unique.length === 1 ? unique[0] : unique;
 }
 

@@ -1,10 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { getUser } from '../accounts/accounts.js';
-import { isCategory, type Category } from '../core/categories.js';
 import { listUserGrants, revokeGrant, setGrantCategories } from './grants.js';
 import { csrfToken, csrfValid, endSession, sessionUserId, startSession } from './sessions.js';
 import type { SignIn } from './sign-in.js';
-import { accountSignInPage, appsPage, clientView, errorPage } from './views.js';
+import { accountSignInPage, appsPage, clientView, errorPage, grantChoice } from './views.js';
 
 const one = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
@@ -91,10 +90,9 @@ export function registerAccountRoutes(app: FastifyInstance, signIn: SignIn) {
     if (!form) return reply;
     const grant = await ownGrant(form.user.id, req.params.grantId);
     if (!grant) return errorPage(reply, 404, 'Not found', 'This application is not connected to your account.');
-    const ticked = ([] as unknown[]).concat(form.body.categories ?? []).filter((c): c is string => typeof c === 'string');
-    const categories = [...new Set(ticked.filter(isCategory))] as Category[];
+    const { categories, readOnly } = grantChoice(form.body);
     if (categories.length === 0) return errorPage(reply, 400, 'No category ticked', 'Tick at least one category, or revoke the application instead.');
-    await setGrantCategories(db, grant.id, categories, clock, one(form.body.access) === 'read');
+    await setGrantCategories(db, grant.id, categories, clock, readOnly);
     return back(reply);
   });
 

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { getUser } from '../accounts/accounts.js';
-import { isCategory, type Category } from '../core/categories.js';
 import { randomToken, sha256 } from '../core/secrets.js';
 import { oauthCodes } from '../db/schema.js';
 import { ClientDocumentError, createClientLookup, type ClientLookup } from './client-documents.js';
@@ -10,7 +9,7 @@ import { createGrant } from './grants.js';
 import { matchResource } from './resource.js';
 import type { SignIn } from './sign-in.js';
 import { csrfToken, csrfValid, endSession, sessionUserId, startSession } from './sessions.js';
-import { clientView, consentPage, errorPage, signInPage } from './views.js';
+import { clientView, consentPage, errorPage, grantChoice, signInPage } from './views.js';
 
 /** Authorization codes live 10 minutes (RFC 6749 §4.1.2 recommends at most 10). */
 export const CODE_TTL_S = 10 * 60;
@@ -216,8 +215,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
     }
     if (decision !== 'approve') return errorPage(reply, 400, 'No decision', 'Choose Approve or Deny.');
 
-    const ticked = ([] as unknown[]).concat(body.categories ?? []).filter((c): c is string => typeof c === 'string');
-    const categories = [...new Set(ticked.filter(isCategory))] as Category[];
+    const { categories, readOnly } = grantChoice(body);
     const code = randomToken(32);
     const now = clock();
     await db.transaction(async (tx) => {
@@ -228,7 +226,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
         scopes: r.scopes,
         categories,
         resource: r.resource,
-        readOnly: one(body.access) === 'read',
+        readOnly,
       });
       await tx.insert(oauthCodes).values({
         codeHash: sha256(code),

@@ -1,10 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { eq } from 'drizzle-orm';
 import type { Clock } from '../core/clock.js';
-import { FetchProblem, fetchDocument, urlProblem } from '../core/outbound.js';
+import { outboundRequest, OutboundProblem, urlProblem } from '../core/outbound.js';
 import type { DbOrTx } from '../db/client.js';
 import { oauthClients } from '../db/schema.js';
-import { clientColumns, findClient, parseRegistration, type Client } from './clients.js';
+import { clientColumns, findClient, MAX_CLIENT_ID_LENGTH, parseRegistration, type Client } from './clients.js';
 
 /**
  * Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document, preferred by the MCP
@@ -20,7 +19,6 @@ export const CLIENT_DOCUMENT_TIMEOUT_MS = 5_000;
 /** Kept this long when the document says nothing about caching; never longer than a day, whatever it says. */
 const DEFAULT_LIFETIME_S = 60 * 60;
 const MAX_LIFETIME_S = 24 * 60 * 60;
-const MAX_CLIENT_ID_LENGTH = 1000;
 /** The setting that allows http and private addresses (development and tests only). */
 const INSECURE_SETTING = 'OAUTH_CLIENT_METADATA_ALLOW_INSECURE';
 
@@ -100,14 +98,16 @@ async function refresh(db: DbOrTx, clientId: string, policy: ClientDocumentPolic
   if (problem) throw new ClientDocumentError(`The client_id URL ${problem}.`);
   let fetched;
   try {
-    fetched = await fetchDocument(clientId, {
+    fetched = await outboundRequest(clientId, {
+      method: 'GET',
+      headers: { accept: 'application/json', 'user-agent': 'Switchboard/1' },
       allowInsecure: policy.allowInsecure,
       timeoutMs: policy.timeoutMs ?? CLIENT_DOCUMENT_TIMEOUT_MS,
       maxBytes: CLIENT_DOCUMENT_MAX_BYTES,
-      accept: 'application/json',
+      overflow: 'fail',
     });
   } catch (err) {
-    if (!(err instanceof FetchProblem)) throw err;
+    if (!(err instanceof OutboundProblem)) throw err;
     throw new ClientDocumentError(`The client metadata document at ${clientId} could not be fetched: ${err.message}.`);
   }
   if (fetched.status !== 200) throw new ClientDocumentError(`The client metadata document at ${clientId} answered HTTP ${fetched.status}, not 200.`);
@@ -135,7 +135,7 @@ export type ClientLookup = (clientId: string) => Promise<Client | undefined>;
 export function createClientLookup(db: DbOrTx, policy: ClientDocumentPolicy, clock: Clock): ClientLookup {
   return async (clientId) => {
     if (!policy.enabled || !isDocumentClientId(clientId)) return findClient(db, clientId);
-    const [row] = clientId.length > MAX_CLIENT_ID_LENGTH ? [] : await db.select().from(oauthClients).where(eq(oauthClients.id, clientId)).limit(1);
+    const row = await findClient(db, clientId);
     if (row?.documentExpiresAt && row.documentExpiresAt > clock()) return row;
     return refresh(db, clientId, policy, clock);
   };

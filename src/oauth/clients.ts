@@ -165,9 +165,11 @@ export async function registerClient(db: DbOrTx, body: unknown, clock: Clock) {
   };
 }
 
+/** Registered ids are short; metadata-document ids are URLs of up to this many characters. */
+export const MAX_CLIENT_ID_LENGTH = 1000;
+
 export async function findClient(db: DbOrTx, clientId: string): Promise<Client | undefined> {
-  // Registered ids are short; metadata-document ids are URLs of up to 1000 characters.
-  if (clientId.length > 1000 || clientId.includes('\0')) return undefined;
+  if (clientId.length > MAX_CLIENT_ID_LENGTH || clientId.includes('\0')) return undefined;
   const [row] = await db.select().from(oauthClients).where(eq(oauthClients.id, clientId)).limit(1);
   return row;
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { isDocumentClientId } from './client-documents.js';
 import type { FastifyReply } from 'fastify';
-import { CATEGORIES } from '../core/categories.js';
+import { CATEGORIES, isCategory, type Category } from '../core/categories.js';
 
 /** The pages of the authorization step: plain server-rendered HTML, no JavaScript, one inline stylesheet. */
 
@@ -162,6 +162,12 @@ ${hidden}
 <p class="muted">Signed in as ${escapeHtml(opts.userEmail)}. <button class="link" type="submit">Use another account</button></p>
 </form>`;
   return sendPage(reply, 200, layout('Allow access', body), opts.redirectUri);
+}
+
+/** What a consent or connected-apps form chose: the ticked categories (known ones, once each) and read only. */
+export function grantChoice(body: Record<string, unknown>): { categories: Category[]; readOnly: boolean } {
+  const ticked = ([] as unknown[]).concat(body.categories ?? []).filter((c): c is string => typeof c === 'string');
+  return { categories: [...new Set(ticked.filter(isCategory))] as Category[], readOnly: body.access === 'read' };
 }
 
 /**

@@ -1,5 +1,3 @@
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import { Webhook as Signer } from 'standardwebhooks';
@@ -8,7 +6,7 @@ import type { Db } from '../db/client.js';
 import { events, webhookDeliveries, webhookEndpoints } from '../db/schema.js';
 import { onEventsCommitted } from '../modules/events/events.signal.js';
 import { toEvent } from '../modules/events/events.repository.js';
-import { ForbiddenAddressError, guardedLookup } from '../core/outbound.js';
+import { outboundRequest, OutboundProblem } from '../core/outbound.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /** A 2xx within this time counts as delivered. */
@@ -37,44 +35,25 @@ export interface DeliveryResult {
   durationMs: number;
 }
 
-/** POSTs one signed body; never follows redirects; reads at most 64 KiB of the answer. */
-export function postWebhook(url: string, body: string, headers: Record<string, string>, allowInsecure: boolean): Promise<DeliveryResult> {
+/** POSTs one signed body; never follows redirects; reads at most 64 KiB of the answer (and drops it). */
+export async function postWebhook(url: string, body: string, headers: Record<string, string>, allowInsecure: boolean): Promise<DeliveryResult> {
   const started = performance.now();
   const done = (statusCode: number | null, error: string | null): DeliveryResult => ({ statusCode, error, durationMs: Math.round(performance.now() - started) });
-  return new Promise((resolve) => {
-    const target = new URL(url);
-    const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
-    const req = send(
-      target,
-      {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'user-agent': 'Switchboard-Webhooks/1', 'content-length': Buffer.byteLength(body), ...headers },
-        lookup: guardedLookup(allowInsecure),
-        timeout: DELIVERY_TIMEOUT_MS,
-      },
-      (res) => {
-        let read = 0;
-        res.on('data', (chunk: Buffer) => {
-          read += chunk.length;
-          if (read > MAX_RESPONSE_BYTES) res.destroy();
-        });
-        const status = res.statusCode ?? 0;
-        const finish = () => resolve(done(status, status >= 200 && status < 300 ? null : `The endpoint answered HTTP ${status}`));
-        res.on('end', finish);
-        res.on('close', finish);
-        res.on('error', finish);
-      },
-    );
-    const deadline = setTimeout(() => req.destroy(new Error(`No answer within ${DELIVERY_TIMEOUT_MS / 1000} s`)), DELIVERY_TIMEOUT_MS);
-    req.on('timeout', () => req.destroy(new Error(`No answer within ${DELIVERY_TIMEOUT_MS / 1000} s`)));
-    req.on('error', (err) => {
-      clearTimeout(deadline);
-      const reason = err instanceof ForbiddenAddressError ? err.message : `Could not deliver: ${err.message}`;
-      resolve(done(null, reason));
+  try {
+    const answer = await outboundRequest(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'user-agent': 'Switchboard-Webhooks/1', ...headers },
+      body,
+      allowInsecure,
+      timeoutMs: DELIVERY_TIMEOUT_MS,
+      maxBytes: MAX_RESPONSE_BYTES,
+      overflow: 'truncate',
     });
-    req.on('close', () => clearTimeout(deadline));
-    req.end(body);
-  });
+    return done(answer.status, answer.status >= 200 && answer.status < 300 ? null : `The endpoint answered HTTP ${answer.status}`);
+  } catch (err) {
+    if (!(err instanceof OutboundProblem)) throw err;
+    return done(null, err.kind === 'forbidden' ? err.message : `Could not deliver: ${err.message}`);
+  }
 }
 
 export interface WebhookDeliveryDeps {

@@ -82,6 +82,9 @@ export async function listMessages(db: DbOrTx, orgId: string, input: PageInput &
   return { items: rows.map((r) => r.m) };
 }
 
+/** The full-text condition of a search, on a row's `search_vector` ('simple' config: case-folded, unstemmed). */
+const matches = (vector: unknown, text: unknown) => sql`${vector} @@ websearch_to_tsquery('simple', ${text})`;
+
 /** How many of the newest (or oldest) messages a search reads per row of the page before it changes plan. */
 const WINDOW_PER_ROW = 10;
 const MIN_WINDOW = 300;
@@ -104,7 +107,7 @@ const prepareWindow = (db: DbOrTx, dir: 'asc' | 'desc') => {
   const hits = db
     .select({ id: recent.id, createdAt: recent.createdAt })
     .from(recent)
-    .where(sql`${recent.vector} @@ websearch_to_tsquery('simple', ${sql.placeholder('text')})`)
+    .where(matches(recent.vector, sql.placeholder('text')))
     .orderBy(sql`${recent.createdAt} ${order}`, sql`${recent.id} ${order}`)
     .limit(sql.placeholder('limit') as unknown as number)
     .offset(sql.placeholder('offset') as unknown as number)
@@ -180,7 +183,7 @@ export async function searchMessages(db: DbOrTx, orgId: string, text: string, in
     }
   }
   rememberPlan(key, 'walk');
-  const where = messageRows.live(orgId, sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${text})`);
+  const where = messageRows.live(orgId, matches(messages.searchVector, text));
   const rows = await db.select({ m: messageJson }).from(messages).where(where).orderBy(...pageOrder(input, messages.createdAt, messages.id)).limit(limit).offset(offset);
   return { items: rows.map((r) => r.m) };
 }
@@ -192,12 +195,11 @@ export async function searchMessages(db: DbOrTx, orgId: string, text: string, in
  */
 const prepareFew = (db: DbOrTx, sortOrder: 'asc' | 'desc') => {
   const dir = sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
-  const match = sql`${messages.searchVector} @@ websearch_to_tsquery('simple', ${sql.placeholder('text')})`;
   const hits = db.$with('hits').as(
     db
       .select({ id: messages.id, createdAt: messages.createdAt })
       .from(messages)
-      .where(and(eq(messages.organizationId, org), isNull(messages.deletedAt), match))
+      .where(and(eq(messages.organizationId, org), isNull(messages.deletedAt), matches(messages.searchVector, sql.placeholder('text'))))
       .limit(FEW_MATCHES),
   );
   const page = db.$with('page').as(
