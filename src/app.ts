@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import { AppError } from './core/errors.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { createLimiter } from './core/rate-limit.js';
+import { withDeadline } from './core/deadline.js';
 import type { Config } from './config.js';
 import type { Database } from './db/client.js';
 import { createApiKeyAuth, type ApiKeyAuth } from './http/api-key-auth.js';
@@ -83,7 +84,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_req, reply) => {
     try {
-      await withTimeout(deps.database.ping(), 2000);
+      await withDeadline(deps.database.ping(), deps.config.dbReadTimeoutMs);
       return { status: 'ok', database: deps.database.kind };
     } catch {
       return reply.code(503).send({ status: 'unavailable', database: deps.database.kind });
@@ -96,7 +97,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       v1.get('/openapi.json', async () => openapi);
       await registerDocs(v1);
       const limiter = deps.config.restRateLimit > 0 ? createLimiter({ name: 'rest', points: deps.config.restRateLimit, durationSeconds: 60 }, deps.redis) : undefined;
-      registerRestRoutes(v1, operations, { db: deps.database.db, auth: apiKeys, limiter });
+      registerRestRoutes(v1, operations, { db: deps.database.db, auth: apiKeys, limiter, readTimeoutMs: deps.config.dbReadTimeoutMs });
     },
     { prefix: '/v1' },
   );
@@ -107,13 +108,3 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 }
 
 const database = (deps: AppDeps) => deps.database;
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('timeout')), ms);
-    promise.then(
-      (v) => (clearTimeout(timer), resolve(v)),
-      (e) => (clearTimeout(timer), reject(e)),
-    );
-  });
-}

@@ -36,8 +36,10 @@ const Env = z.object({
   AUTOMATION_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(500),
   /** Days events are kept (for GET /events and the automations); older ones are removed by the hourly cleanup. */
   EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
-  /** PostgreSQL: how long a statement may run or wait for a lock before the request answers 503 (ms). */
-  DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
+  /** PostgreSQL: how long a statement may run or wait for a lock before the request answers 503 (ms); bounds writes. */
+  DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(4000),
+  /** How long a read (an operation that writes nothing, and its authentication) may wait for the database before it answers 503 (ms). */
+  DB_READ_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(1500),
   /** Whether /mcp and /sse also accept a REST API key as the bearer token (its permissions decide the tools). */
   MCP_API_KEYS: z.enum(['true', 'false']).default('false'),
   /** Development and tests only: webhook endpoints may be http on a loopback host and reach private addresses. */
@@ -65,6 +67,7 @@ export interface Config {
   clientDocuments: { enabled: boolean; allowInsecure: boolean };
   webhookAllowInsecure: boolean;
   dbStatementTimeoutMs: number;
+  dbReadTimeoutMs: number;
   mcpApiKeys: boolean;
 }
 
@@ -98,6 +101,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookAllowInsecure: e.WEBHOOK_ALLOW_INSECURE === 'true',
     clientDocuments: { enabled: e.OAUTH_CLIENT_METADATA_DOCUMENTS === 'true', allowInsecure: e.OAUTH_CLIENT_METADATA_ALLOW_INSECURE === 'true' },
     dbStatementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
+    dbReadTimeoutMs: e.DB_READ_TIMEOUT_MS,
     mcpApiKeys: e.MCP_API_KEYS === 'true',
   };
 }

@@ -1,5 +1,5 @@
 import { debitCredits } from './accounts/accounts.js';
-import { eventTypesOf, parseInput, type Actor, type Envelope, type Operation, type OperationContext } from './core/operation.js';
+import { eventTypesOf, parseInput, readsOnly, type Actor, type Envelope, type Operation, type OperationContext } from './core/operation.js';
 import { paginationMeta, type PageInput } from './core/pagination.js';
 import type { Db, DbOrTx } from './db/client.js';
 import { isEventType } from './modules/events/events.catalog.js';
@@ -28,10 +28,9 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
       ? op.handler(input as never, ctx).then((page): Envelope => ({ data: page.items, meta: { pagination: paginationMeta(input as PageInput, page) } }))
       : op.handler(input as never, ctx).then((data): Envelope => ({ data }));
   };
-  const cost = op.cost ?? 0;
-  if (cost === 0 && !op.event) return exec(tx ?? caller.db);
+  if (readsOnly(op)) return exec(tx ?? caller.db);
   const write = async (t: DbOrTx) => {
-    if (cost > 0) await debitCredits(t, caller.orgId, cost);
+    if (op.cost) await debitCredits(t, caller.orgId, op.cost);
     const envelope = await exec(t);
     const recorded = await recordEvents(t, caller.actor, eventsOf(op, caller.orgId, envelope.data));
     return { envelope, recorded };

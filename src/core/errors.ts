@@ -60,6 +60,9 @@ export class AppError extends Error {
   }
 }
 
+/** The answer while the database cannot be reached or does not answer in time: 503 with `Retry-After: 2`. */
+export const unavailable = () => new AppError('SERVICE_UNAVAILABLE', 'The service is temporarily unavailable; try again shortly', undefined, 2);
+
 export const notFound = (what = 'Resource') => new AppError('NOT_FOUND', `${what} not found`);
 
 export function validationError(error: z.ZodError, message = 'The request is invalid'): AppError {
@@ -106,7 +109,7 @@ export function pgErrorCode(err: unknown): string | undefined {
 export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof z.ZodError) return validationError(err);
-  if (isDatabaseUnavailable(err)) return new AppError('SERVICE_UNAVAILABLE', 'The service is temporarily unavailable; try again shortly', undefined, 2);
+  if (isDatabaseUnavailable(err)) return unavailable();
   const pgCode = pgErrorCode(err);
   // Values PostgreSQL refuses (out-of-range numbers, bad text encodings, ...) are the client's input.
   if (pgCode === '22003' || pgCode === '22021' || pgCode === '22P02' || pgCode === '22P05' || pgCode === '22007' || pgCode === '22008') {

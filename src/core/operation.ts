@@ -111,6 +111,12 @@ export function parseInput(op: Operation, raw: unknown): Record<string, unknown>
   return parsed.data as Record<string, unknown>;
 }
 
+/**
+ * Whether an operation writes nothing: no credit to debit, no event to record. It then runs outside a
+ * transaction and is bound by the read timeout; everything else is a write.
+ */
+export const readsOnly = (op: Operation) => (op.cost ?? 0) === 0 && !op.event;
+
 /** The event types an operation records for the record it answered with. */
 export function eventTypesOf(op: Operation, data: unknown): string[] {
   if (!op.event || !data || typeof data !== 'object') return [];

@@ -42,8 +42,10 @@ export function createLimiter(spec: LimiterSpec, redis?: Redis): Limiter {
 export interface OutcomeLimiter {
   /** Seconds until `key` may try again; 0 when it may now. */
   retryAfter(key: string): Promise<number>;
-  /** Counts one outcome of `key`. */
-  count(key: string): Promise<void>;
+  /** Counts one outcome of `key`; answers how many it now has in the window. */
+  count(key: string): Promise<number>;
+  /** Refuses `key` for `seconds`, whatever its count. */
+  block(key: string, seconds: number): Promise<void>;
   /** Forgets the outcomes of `key` (e.g. a successful sign-in). */
   reset(key: string): Promise<void>;
 }
@@ -56,9 +58,14 @@ export function createOutcomeLimiter(spec: LimiterSpec, redis?: Redis): OutcomeL
       return res && res.consumedPoints >= spec.points ? Math.max(1, Math.ceil(res.msBeforeNext / 1000)) : 0;
     },
     async count(key) {
-      await limiter.consume(key).catch((res: unknown) => {
+      const res = await limiter.consume(key).catch((res: unknown) => {
         if (!(res instanceof RateLimiterRes)) throw res;
+        return res;
       });
+      return res.consumedPoints;
+    },
+    async block(key, seconds) {
+      await limiter.block(key, seconds);
     },
     async reset(key) {
       await limiter.delete(key);

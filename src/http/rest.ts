@@ -4,7 +4,8 @@ import { useJsonBodyParser } from './json-body.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../core/errors.js';
 import { toJsonSchema } from '../core/json-schema.js';
-import { inputLocation, operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
+import { withDeadline } from '../core/deadline.js';
+import { inputLocation, operationPermission, pathParams, readsOnly, successStatus, type Operation } from '../core/operation.js';
 import { hasPermission } from '../core/permissions.js';
 import type { Limiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
@@ -74,6 +75,14 @@ export interface RestDeps {
   db: Db;
   auth: ApiKeyAuth;
   limiter: Limiter | undefined;
+  /** A read (its authentication included) answers 503 when the database has not answered within this (ms). */
+  readTimeoutMs: number;
+}
+
+interface Answer {
+  status: number;
+  body: unknown;
+  replayed?: boolean;
 }
 
 /** Registers one Fastify route per operation. The prefix (`/v1`) comes from the caller. */
@@ -86,6 +95,27 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
     const params = pathParams(op);
     const permission = operationPermission(op);
     const status = successStatus(op);
+    const serve = async (req: FastifyRequest): Promise<Answer> => {
+      const principal = await deps.auth.authenticate(req);
+      if (deps.limiter) {
+        const verdict = await deps.limiter.consume(principal.keyId);
+        if (!verdict.allowed) throw new AppError('RATE_LIMITED', 'Too many requests; retry later', undefined, verdict.retryAfter);
+      }
+      if (!hasPermission(principal.permissions, permission)) {
+        throw new AppError('FORBIDDEN', `This API key lacks the "${permission}" permission`);
+      }
+      const key = op.method === 'POST' ? idempotencyKeyOf(req.headers['idempotency-key']) : undefined;
+      const input = rawInput(op, req, types, params);
+      const caller = { orgId: principal.orgId, actor: { type: 'api_key' as const, id: principal.keyId, depth: 0 }, permissions: principal.permissions, db: deps.db };
+      if (!key) return { status, body: await runOperation(op, input, caller) };
+      const scope = { callerId: principal.keyId, orgId: principal.orgId, key, hash: requestHash(op.method, req.url.split('?')[0]!, input) };
+      const answer = await runIdempotent(deps.db, scope, status, (tx) => runOperation(op, input, caller, tx));
+      if (!answer.replayed) notifyEventsCommitted(); // runOperation leaves the nudge to whoever owns the transaction
+      return answer;
+    };
+    // A write is bound by the database's statement timeout, so that a 503 always means "not written"; a
+    // read may give up earlier, since abandoning it changes nothing.
+    const deadline = readsOnly(op) ? deps.readTimeoutMs : undefined;
     app.route({
       method: op.method,
       url: op.path.replace(/\{(\w+)\}/g, ':$1'),
@@ -93,22 +123,8 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
         // `/contacts/` matches `/contacts/:id` with an empty id: that is no route, like any other unknown path.
         const fromPath = req.params as Record<string, string>;
         if (params.some((p) => fromPath[p] === '')) throw new AppError('NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`);
-        const principal = await deps.auth.authenticate(req);
-        if (deps.limiter) {
-          const verdict = await deps.limiter.consume(principal.keyId);
-          if (!verdict.allowed) throw new AppError('RATE_LIMITED', 'Too many requests; retry later', undefined, verdict.retryAfter);
-        }
-        if (!hasPermission(principal.permissions, permission)) {
-          throw new AppError('FORBIDDEN', `This API key lacks the "${permission}" permission`);
-        }
-        const key = op.method === 'POST' ? idempotencyKeyOf(req.headers['idempotency-key']) : undefined;
-        const input = rawInput(op, req, types, params);
-        const caller = { orgId: principal.orgId, actor: { type: 'api_key' as const, id: principal.keyId, depth: 0 }, permissions: principal.permissions, db: deps.db };
-        if (!key) return reply.code(status).send(await runOperation(op, input, caller));
-        const scope = { callerId: principal.keyId, orgId: principal.orgId, key, hash: requestHash(op.method, req.url.split('?')[0]!, input) };
-        const answer = await runIdempotent(deps.db, scope, status, (tx) => runOperation(op, input, caller, tx));
+        const answer = deadline ? await withDeadline(serve(req), deadline) : await serve(req);
         if (answer.replayed) reply.header('idempotent-replayed', 'true');
-        else notifyEventsCommitted(); // runOperation leaves the nudge to whoever owns the transaction
         return reply.code(answer.status).send(answer.body);
       },
     });

@@ -8,6 +8,7 @@ import type { Limiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
 import { verifyAccessToken, type Grant } from '../oauth/grants.js';
 import { matchResource } from '../oauth/resource.js';
+import { withDeadline } from '../core/deadline.js';
 
 /** The transport paths; each has its own route-scoped protected-resource metadata document. */
 export type TransportPath = '/mcp' | '/sse';
@@ -62,6 +63,8 @@ export interface GuardOptions {
   limiter: Limiter | undefined;
   /** Set when API keys are accepted as bearer tokens too (`MCP_API_KEYS=true`). */
   apiKeys?: Pick<ApiKeyAuth, 'verify'> | undefined;
+  /** The bearer check answers 503 when the database has not answered within this (ms). */
+  readTimeoutMs: number;
 }
 
 /** The grant an API key stands for on the MCP transports: its organization, its permissions' categories. */
@@ -101,6 +104,14 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
   const challenge = (path: TransportPath) =>
     `Bearer realm="OAuth", resource_metadata="${publicOrigin}/.well-known/oauth-protected-resource${path}", error="invalid_token", error_description="Missing or invalid access token"`;
   const challenges = { '/mcp': challenge('/mcp'), '/sse': challenge('/sse') } as const;
+
+  async function lookUp(token: string): Promise<Grant | undefined> {
+    const grant = await verifyAccessToken(opts.db, token, opts.clock);
+    // A token is good for both transports when it is bound to the origin, /mcp or /sse (RFC 8707).
+    if (grant && grant.scopes.includes('mcp') && matchResource(grant.resource, opts.publicUrl)) return grant;
+    const principal = !grant && opts.apiKeys ? await opts.apiKeys.verify(token) : undefined;
+    return principal ? apiKeyGrant(principal, opts.publicUrl) : undefined;
+  }
 
   /**
    * Browsers always send Origin on cross-origin requests and on POSTs: only the service's own origin
@@ -155,11 +166,8 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
 
     async authenticate(req, reply, path) {
       const token = bearerToken(req.headers.authorization);
-      const grant = token ? await verifyAccessToken(opts.db, token, opts.clock) : undefined;
-      // A token is good for both transports when it is bound to the origin, /mcp or /sse (RFC 8707).
-      if (grant && grant.scopes.includes('mcp') && matchResource(grant.resource, opts.publicUrl)) return grant;
-      const principal = token && !grant && opts.apiKeys ? await opts.apiKeys.verify(token) : undefined;
-      if (principal) return apiKeyGrant(principal, opts.publicUrl);
+      const found = token ? await withDeadline(lookUp(token), opts.readTimeoutMs) : undefined;
+      if (found) return found;
       void reply.code(401).header('www-authenticate', challenges[path]).type('application/json').send(INVALID_TOKEN);
       return undefined;
     },

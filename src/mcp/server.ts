@@ -3,7 +3,8 @@ import { notifyEventsCommitted } from '../modules/events/events.signal.js';
 import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@modelcontextprotocol/server';
 import type { FastifyBaseLogger } from 'fastify';
 import { toAppError } from '../core/errors.js';
-import { operationPermission, successStatus } from '../core/operation.js';
+import { withDeadline } from '../core/deadline.js';
+import { operationPermission, readsOnly, successStatus } from '../core/operation.js';
 import { categoryPermissions, hasPermission } from '../core/permissions.js';
 import type { Db } from '../db/client.js';
 import type { Grant } from '../oauth/grants.js';
@@ -15,6 +16,8 @@ export interface McpServerDeps {
   db: Db;
   catalog: ToolCatalog;
   log: FastifyBaseLogger;
+  /** A tool that writes nothing answers SERVICE_UNAVAILABLE when the database has not answered within this (ms). */
+  readTimeoutMs: number;
 }
 
 /**
@@ -97,7 +100,8 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
       const key = entry.op.method === 'POST' ? idempotencyArgument(idempotencyKey) : undefined;
       let envelope: unknown;
       if (key === undefined) {
-        envelope = await runOperation(entry.op, entry.op.method === 'POST' ? args : (rawArgs ?? {}), caller);
+        const running = runOperation(entry.op, entry.op.method === 'POST' ? args : (rawArgs ?? {}), caller);
+        envelope = await (readsOnly(entry.op) ? withDeadline(running, deps.readTimeoutMs) : running);
       } else {
         const scope = { callerId: g.id, orgId: g.organizationId, key, hash: requestHash('TOOL', name, args) };
         envelope = (await runIdempotent(deps.db, scope, successStatus(entry.op), (tx) => runOperation(entry.op, args, caller, tx))).body;

@@ -8,7 +8,7 @@ import type { Grant } from '../../src/oauth/grants.js';
 import { operations } from '../../src/operations.js';
 
 // tools/list and the refusals never touch the database.
-const runner = createToolRunner({ db: undefined as unknown as Db, catalog: buildToolCatalog(operations), log: pino({ level: 'silent' }) });
+const runner = createToolRunner({ db: undefined as unknown as Db, catalog: buildToolCatalog(operations), log: pino({ level: 'silent' }), readTimeoutMs: 2000 });
 const grant: Grant = { id: 'g', userId: 'u', organizationId: 'o', clientId: 'c', scopes: ['mcp'], categories: ['contacts'], resource: 'http://x/mcp', readOnly: false };
 const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
 const list = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
