@@ -74,6 +74,28 @@ const pool = new pg.Pool({ connectionString: process.env.BASELINE_DATABASE_URL, 
 pool.on('error', () => {});
 
 const run = async (name: keyof typeof SQL, values: unknown[]) => (await pool.query<{ j: unknown }>({ name, text: SQL[name], values })).rows.map((r) => r.j);
+
+const RECORD_EVENT = `INSERT INTO events (organization_id, type, resource_id, data, actor_type, depth) VALUES ($1, $2, ($3::jsonb ->> 'id')::uuid, $3, 'api_key', 0)`;
+/**
+ * The least an atomic write with its event can do: BEGIN, the write, the event, COMMIT on one connection,
+ * four round trips. The service's writes are also measured against this, to tell the cost of atomicity
+ * (what node-postgres, which does not pipeline, pays per round trip) from the service's own.
+ */
+async function runAtomic(name: keyof typeof SQL, values: unknown[], event: string) {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const rows = (await client.query<{ j: unknown }>({ name, text: SQL[name], values })).rows.map((r) => r.j);
+    if (rows[0]) await client.query({ name: 'recordEvent', text: RECORD_EVENT, values: [orgId, event, JSON.stringify(rows[0])] });
+    await client.query('COMMIT');
+    return rows;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
 const page = (q: Record<string, string | undefined>) => ({ limit: Number(q.limit ?? 10), offset: Number(q.offset ?? 0) });
 
 const app = Fastify({ logger: false });
@@ -94,18 +116,24 @@ if (process.env.BASELINE_DATABASE_URL) {
     const [row] = await run('message', [orgId, req.params.id]);
     return row ? { data: row } : reply.code(404).send({ error: { code: 'NOT_FOUND', message: 'Message not found' } });
   });
-  app.post<{ Body: { name?: string } }>('/v1/contacts', async (req, reply) => {
-    const [row] = await run('createContact', [orgId, req.body.name ?? null]);
-    return reply.code(201).send({ data: row });
-  });
-  app.post<{ Body: { direction: string; type: string; text?: string } }>('/v1/messages', async (req, reply) => {
-    const [row] = await run('createMessage', [orgId, req.body.direction, req.body.type, req.body.text ?? null]);
-    return reply.code(201).send({ data: row });
-  });
-  app.patch<{ Params: { id: string }; Body: { readAt?: string | null } }>('/v1/messages/:id', async (req, reply) => {
-    const [row] = await run('updateMessage', [orgId, req.params.id, req.body.readAt ?? null]);
-    return row ? { data: row } : reply.code(404).send({ error: { code: 'NOT_FOUND', message: 'Message not found' } });
-  });
+  // The writes, as one statement at /v1 and as an atomic write with its event at /atomic/v1.
+  for (const [prefix, write] of [
+    ['', (name: keyof typeof SQL, values: unknown[]) => run(name, values)],
+    ['/atomic', (name: keyof typeof SQL, values: unknown[], event: string) => runAtomic(name, values, event)],
+  ] as const) {
+    app.post<{ Body: { name?: string } }>(`${prefix}/v1/contacts`, async (req, reply) => {
+      const [row] = await write('createContact', [orgId, req.body.name ?? null], 'contact.created');
+      return reply.code(201).send({ data: row });
+    });
+    app.post<{ Body: { direction: string; type: string; text?: string } }>(`${prefix}/v1/messages`, async (req, reply) => {
+      const [row] = await write('createMessage', [orgId, req.body.direction, req.body.type, req.body.text ?? null], 'message.received');
+      return reply.code(201).send({ data: row });
+    });
+    app.patch<{ Params: { id: string }; Body: { readAt?: string | null } }>(`${prefix}/v1/messages/:id`, async (req, reply) => {
+      const [row] = await write('updateMessage', [orgId, req.params.id, req.body.readAt ?? null], 'message.updated');
+      return row ? { data: row } : reply.code(404).send({ error: { code: 'NOT_FOUND', message: 'Message not found' } });
+    });
+  }
   app.get<{ Querystring: Record<string, string> }>('/v1/messages/search', async (req) => {
     const { limit, offset } = page(req.query);
     const rows = await run('search', [orgId, req.query.q ?? '', limit, offset]);

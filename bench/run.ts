@@ -263,8 +263,14 @@ async function writeScenarios(database: string, service: Child, lean: Child | un
   for (const scenario of scenarios) {
     const row = await run({ database, name: scenario.name, origin: service.url, requests: scenario.requests, headers: auth });
     if (!lean) continue;
-    const base = await run({ database, name: `  lean ${scenario.name.split(' ').slice(0, 2).join(' ')}`, origin: lean.url, requests: scenario.requests });
+    const short = scenario.name.split(' ').slice(0, 2).join(' ');
+    const base = await run({ database, name: `  lean ${short}`, origin: lean.url, requests: scenario.requests });
     throughputTarget(row, base, 'lean', min);
+    // The same write with its event in one transaction, bare: the share of the gap that atomicity costs.
+    const atomic = await run({ database, name: `  lean atomic ${short} (BEGIN, write, event, COMMIT)`, origin: lean.url, requests: scenario.requests.map((r) => ({ ...r, path: `/atomic${r.path}` })) });
+    throughputTarget(atomic, base, 'lean', undefined);
+    const [m, a] = [measured(row), measured(atomic)];
+    if (m && a) row.note = `${(m.reqPerSec / a.reqPerSec).toFixed(2)}x the lean atomic write`;
   }
 }
 
