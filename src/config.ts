@@ -50,26 +50,9 @@ const Env = z.object({
   OAUTH_CLIENT_METADATA_ALLOW_INSECURE: z.enum(['true', 'false']).default('false'),
 });
 
-export interface Config {
-  port: number;
-  host: string;
-  dataDir: string;
-  databaseUrl: string | undefined;
-  publicUrl: string;
-  redisUrl: string | undefined;
-  logLevel: z.infer<typeof Env>['LOG_LEVEL'];
-  restRateLimit: number;
-  mcpRateLimit: number;
-  apiKeyCacheMs: number;
-  trustProxy: boolean | string[] | ((address: string, hop: number) => boolean);
-  automations: { llmUrl: string | undefined; llmModel: string | undefined; llmApiKey: string | undefined; worker: boolean; pollMs: number };
-  eventRetentionDays: number;
-  clientDocuments: { enabled: boolean; allowInsecure: boolean };
-  webhookAllowInsecure: boolean;
-  dbStatementTimeoutMs: number;
-  dbReadTimeoutMs: number;
-  mcpApiKeys: boolean;
-}
+
+/** The service's settings, read from the environment (see `Env` for each one's meaning). */
+export type Config = ReturnType<typeof fromEnv>;
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = Env.safeParse(env);
@@ -77,7 +60,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
   }
-  const e = parsed.data;
+  return fromEnv(parsed.data);
+}
+
+function fromEnv(e: z.infer<typeof Env>) {
   return {
     port: e.PORT,
     host: e.HOST,
@@ -106,7 +92,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
-function parseTrustProxy(value: string): Config['trustProxy'] {
+type TrustProxy = boolean | string[] | ((address: string, hop: number) => boolean);
+
+function parseTrustProxy(value: string): TrustProxy {
   const v = value.trim().toLowerCase();
   if (v === '' || v === 'false' || v === '0' || v === 'no') return false;
   if (v === 'true' || v === 'yes') return true;

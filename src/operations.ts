@@ -11,3 +11,7 @@ import { messagesOperations } from './modules/messages/messages.operations.js';
 
 /** Every operation of the service. The REST routes, the OpenAPI document and the MCP tools are built from it. */
 export const operations: Operation[] = [...contactsOperations, ...messagesOperations, ...customersOperations, ...businessesOperations, ...foldersOperations, ...automationsOperations, ...domainsOperations, ...eventsOperations, ...webhooksOperations];
+
+const byId = new Map<string, Operation>(operations.map((op) => [op.id, op]));
+/** The operation with this id (e.g. `messages.update`), as automation plans name them. */
+export const operationById = (id: string): Operation | undefined => byId.get(id);

@@ -1,3 +1,4 @@
+import closeWithGrace from 'close-with-grace';
 import { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import { loadConfig, type Config } from './config.js';
@@ -55,27 +56,17 @@ export async function serve(config: Config = loadConfig()) {
     );
   }
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    app.log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), 25_000);
-    force.unref();
-    try {
-      await commandSocket?.close();
-      await app.close();
-      await Promise.all(workers.map((w) => w.stop()));
-      await database.close();
-      redis?.disconnect();
-      process.exit(0);
-    } catch (err) {
-      app.log.error({ err }, 'shutdown failed');
-      process.exit(1);
-    }
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  // On SIGTERM or SIGINT (or an error nothing caught): close in order, then exit 0 (1 after an error);
+  // a second signal, or 25 s without an end, exits at once.
+  closeWithGrace({ delay: 25_000, logger: { error: (msg: string) => app.log.error(msg) } }, async ({ signal, err }) => {
+    if (err) app.log.error({ err }, 'stopping after an unexpected error');
+    else app.log.info({ signal }, 'shutting down');
+    await commandSocket?.close();
+    await app.close();
+    await Promise.all(workers.map((w) => w.stop()));
+    await database.close();
+    redis?.disconnect();
+  });
 
   await app.listen({ port: config.port, host: config.host });
   for (const w of workers) w.start();

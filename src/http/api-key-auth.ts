@@ -3,6 +3,7 @@ import { findApiKeyByHash } from '../accounts/accounts.js';
 import { AppError } from '../core/errors.js';
 import { bearerToken, sha256 } from '../core/secrets.js';
 import type { Db } from '../db/client.js';
+import { LRUCache } from 'lru-cache';
 
 export interface ApiKeyPrincipal {
   keyId: string;
@@ -18,18 +19,15 @@ const MAX_ENTRIES = 10_000;
  * time, or at once when it is revoked through this process (`forget`).
  */
 export function createApiKeyAuth(db: Db, ttlMs: number) {
-  const cache = new Map<string, { principal: ApiKeyPrincipal | undefined; expires: number }>();
+  // Unknown keys are remembered too (as `{ principal: undefined }`), so a flood of bad keys costs no queries.
+  const cache = ttlMs > 0 ? new LRUCache<string, { principal: ApiKeyPrincipal | undefined }>({ max: MAX_ENTRIES, ttl: ttlMs }) : undefined;
 
   async function lookup(keyHash: string): Promise<ApiKeyPrincipal | undefined> {
-    const now = Date.now();
-    const hit = cache.get(keyHash);
-    if (hit && hit.expires > now) return hit.principal;
+    const hit = cache?.get(keyHash);
+    if (hit) return hit.principal;
     const row = await findApiKeyByHash(db, keyHash);
     const principal = row && { keyId: row.id, orgId: row.organizationId, permissions: row.permissions };
-    if (ttlMs > 0) {
-      if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value!);
-      cache.set(keyHash, { principal, expires: now + ttlMs });
-    }
+    cache?.set(keyHash, { principal });
     return principal;
   }
 
@@ -47,7 +45,7 @@ export function createApiKeyAuth(db: Db, ttlMs: number) {
     },
     /** Drops a key from the cache (after it is revoked through this process). */
     forget(keyHash: string) {
-      cache.delete(keyHash);
+      cache?.delete(keyHash);
     },
   };
 }

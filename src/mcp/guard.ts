@@ -2,7 +2,7 @@ import { bearerToken, isLoopbackHost } from '../core/secrets.js';
 import { CATEGORY_IDS } from '../core/categories.js';
 import type { ApiKeyAuth, ApiKeyPrincipal } from '../http/api-key-auth.js';
 import { forbiddenKeysIn } from '../core/schemas.js';
-import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Limiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
@@ -95,6 +95,22 @@ export interface TransportGuard {
   grantOf(req: FastifyRequest): Grant;
   /** Counts one request of (user, client); false after sending the 429. */
   consume(grant: Grant, reply: FastifyReply, requestId: string | number | null): Promise<boolean>;
+  /**
+   * A transport's endpoint at `path` and `path/` (a pasted URL often ends with a slash): the bearer check,
+   * the rate limit, then `handler` for `method` with the request's grant and its JSON body (undefined when
+   * there is none or it is not JSON); any other method is a 405 saying `notAllowed`.
+   */
+  endpoint(app: FastifyInstance, path: TransportPath, method: 'GET' | 'POST', notAllowed: string, handler: (req: FastifyRequest, reply: FastifyReply, grant: Grant, body: unknown) => Promise<unknown>): void;
+}
+
+/** A request body as JSON, or undefined when there is none or it is not JSON (the transports answer that themselves). */
+export function parseJson(raw: unknown): unknown {
+  if (typeof raw !== 'string') return undefined;
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch {
+    return undefined;
+  }
 }
 
 export function createTransportGuard(opts: GuardOptions): TransportGuard {
@@ -192,6 +208,23 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
       if (verdict.allowed) return true;
       void reply.code(429).header('retry-after', String(verdict.retryAfter)).type('application/json').send(jsonRpcError(requestId, -32004, 'Rate limit exceeded'));
       return false;
+    },
+
+    endpoint(app, path, method, notAllowed, handler) {
+      for (const url of [path, `${path}/`]) {
+        app.route({
+          method: ['GET', 'POST', 'DELETE', 'OPTIONS'],
+          url,
+          onRequest: guard.authHook(path),
+          handler: async (req, reply) => {
+            const grant = guard.grantOf(req);
+            const body = parseJson(req.body);
+            if (!(await guard.consume(grant, reply, requestIdOf(body)))) return reply;
+            if (req.method !== method) return reply.code(405).header('allow', `${method}, OPTIONS`).type('application/json').send(jsonRpcError(null, -32000, notAllowed));
+            return handler(req, reply, grant, body);
+          },
+        });
+      }
     },
   };
   return guard;

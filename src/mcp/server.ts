@@ -11,6 +11,7 @@ import type { Grant } from '../oauth/grants.js';
 import { runOperation } from '../run-operation.js';
 import { VERSION } from '../version.js';
 import type { ToolCatalog, ToolDefinition, ToolEntry } from './tools.js';
+import { LRUCache } from 'lru-cache';
 
 export interface McpServerDeps {
   db: Db;
@@ -55,7 +56,7 @@ const LIST_CACHE_MAX = 256;
 export function createToolRunner(deps: McpServerDeps): ToolRunner {
   const offered = (entry: ToolEntry, g: Grant, permissions: readonly string[]) => g.categories.includes(entry.category) && hasPermission(permissions, operationPermission(entry.op));
   // Grants with the same categories and permissions see the same list: it is filtered and serialized once.
-  const lists = new Map<string, { tools: ToolDefinition[]; json: string }>();
+  const lists = new LRUCache<string, { tools: ToolDefinition[]; json: string }>({ max: LIST_CACHE_MAX });
 
   return {
     list(g) {
@@ -65,7 +66,6 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
       if (!hit) {
         const tools = [...deps.catalog.values()].filter((entry) => offered(entry, g, permissions)).map((entry) => entry.definition);
         hit = { tools, json: JSON.stringify({ tools }) };
-        if (lists.size >= LIST_CACHE_MAX) lists.delete(lists.keys().next().value!);
         lists.set(key, hit);
       }
       return hit;

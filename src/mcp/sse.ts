@@ -4,7 +4,7 @@ import { parseJSONRPCMessage, type JSONRPCMessage, type MessageExtraInfo, type S
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Grant } from '../oauth/grants.js';
-import { jsonRpcError, prototypeKeyError, requestIdOf, type TransportGuard } from './guard.js';
+import { jsonRpcError, parseJson, prototypeKeyError, requestIdOf, type TransportGuard } from './guard.js';
 import { buildMcpServer, type ToolRunner } from './server.js';
 
 const KEEPALIVE_MS = 25_000;
@@ -118,61 +118,48 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, runner:
     if (subscriber) subscriber.disconnect();
   });
 
-  // A URL pasted with a trailing slash is the same endpoint (clients do not all normalise it).
-  for (const url of ['/sse', '/sse/']) {
-    app.route({
-      method: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-      url,
-      onRequest: guard.authHook('/sse'),
-      handler: async (req, reply) => {
-        const grant = guard.grantOf(req);
-        if (!(await guard.consume(grant, reply, null))) return reply;
-        if (req.method !== 'GET') {
-          return reply.code(405).header('allow', 'GET, OPTIONS').type('application/json').send(jsonRpcError(null, -32000, 'Method not allowed: open the stream with GET /sse, then POST to the endpoint it names.'));
-        }
+  guard.endpoint(app, '/sse', 'GET', 'Method not allowed: open the stream with GET /sse, then POST to the endpoint it names.', async (_req, reply, grant) => {
 
-        const id = randomUUID();
-        const res = reply.raw;
-        const transport = new SseServerTransport(id, res);
-        const server = buildMcpServer(() => session.grant, runner);
-        const session: SseSession = { id, userId: grant.userId, clientId: grant.clientId, grant, transport, server };
-        sessions.set(id, session);
-        // First beat after KEEPALIVE_MS, long after the head below is written.
-        const keepalive = setInterval(() => {
-          transport.write(': keep-alive\n\n');
-          if (redis) void redis.expire(ownerKey(id), OWNER_TTL_S).catch(() => {});
-        }, KEEPALIVE_MS);
-        keepalive.unref();
-        res.on('close', () => {
-          clearInterval(keepalive);
-          void closeSession(session);
-        });
-
-        if (redis && subscriber) {
-          try {
-            await redis.set(ownerKey(id), JSON.stringify({ userId: grant.userId, clientId: grant.clientId }), 'EX', OWNER_TTL_S);
-            await subscriber.subscribe(relayChannel(id));
-          } catch (err) {
-            // Without Redis the session still works for POSTs that reach this instance.
-            app.log.warn({ err }, 'redis unavailable: mcp sse session not shared with other instances');
-          }
-        }
-        await server.connect(transport);
-
-        reply.hijack();
-        const headers: Record<string, string> = {};
-        for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = String(value);
-        res.writeHead(200, {
-          ...headers,
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache, no-transform',
-          connection: 'keep-alive',
-          'x-accel-buffering': 'no',
-        });
-        transport.write(`event: endpoint\ndata: /sse/messages?sessionId=${id}\n\n`);
-      },
+    const id = randomUUID();
+    const res = reply.raw;
+    const transport = new SseServerTransport(id, res);
+    const server = buildMcpServer(() => session.grant, runner);
+    const session: SseSession = { id, userId: grant.userId, clientId: grant.clientId, grant, transport, server };
+    sessions.set(id, session);
+    // First beat after KEEPALIVE_MS, long after the head below is written.
+    const keepalive = setInterval(() => {
+      transport.write(': keep-alive\n\n');
+      if (redis) void redis.expire(ownerKey(id), OWNER_TTL_S).catch(() => {});
+    }, KEEPALIVE_MS);
+    keepalive.unref();
+    res.on('close', () => {
+      clearInterval(keepalive);
+      void closeSession(session);
     });
-  }
+
+    if (redis && subscriber) {
+      try {
+        await redis.set(ownerKey(id), JSON.stringify({ userId: grant.userId, clientId: grant.clientId }), 'EX', OWNER_TTL_S);
+        await subscriber.subscribe(relayChannel(id));
+      } catch (err) {
+        // Without Redis the session still works for POSTs that reach this instance.
+        app.log.warn({ err }, 'redis unavailable: mcp sse session not shared with other instances');
+      }
+    }
+    await server.connect(transport);
+
+    reply.hijack();
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = String(value);
+    res.writeHead(200, {
+      ...headers,
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    transport.write(`event: endpoint\ndata: /sse/messages?sessionId=${id}\n\n`);
+  });
 
   app.route({
     method: ['POST', 'OPTIONS'],
@@ -180,12 +167,7 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, runner:
     onRequest: guard.authHook('/sse'),
     handler: async (req, reply) => {
       const grant = guard.grantOf(req);
-      let body: unknown;
-      try {
-        body = typeof req.body === 'string' ? JSON.parse(req.body) : undefined;
-      } catch {
-        body = undefined;
-      }
+      const body = parseJson(req.body);
       const requestId = requestIdOf(body);
       if (!(await guard.consume(grant, reply, requestId))) return reply;
 

@@ -8,7 +8,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Grant } from '../oauth/grants.js';
-import { jsonRpcError, prototypeKeyError, requestIdOf, type TransportGuard } from './guard.js';
+import { prototypeKeyError, type TransportGuard } from './guard.js';
 import { buildMcpServer, type ToolRunner } from './server.js';
 import { fastJsonAnswer } from './fast-path.js';
 
@@ -43,15 +43,6 @@ async function sendWebResponse(reply: FastifyReply, response: Response) {
   return reply.send(text);
 }
 
-function parseJson(raw: string | undefined): unknown {
-  if (raw === undefined) return undefined;
-  try {
-    return JSON.parse(raw) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * `/mcp`: Streamable HTTP, stateless. Every POST is served by a fresh server built from the grant of
  * its token. Requests of the current revision (2026-07-28) go through the SDK's per-request handler;
@@ -78,30 +69,15 @@ export function registerStreamableHttp(app: FastifyInstance, guard: TransportGua
     }
   };
 
-  // A URL pasted with a trailing slash is the same endpoint (clients do not all normalise it).
-  for (const url of ['/mcp', '/mcp/']) {
-    app.route({
-      method: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-      url,
-      onRequest: guard.authHook('/mcp'),
-      handler: async (req, reply) => {
-        const grant = guard.grantOf(req);
-        const raw = typeof req.body === 'string' ? req.body : undefined;
-        const body = parseJson(raw);
-        if (!(await guard.consume(grant, reply, requestIdOf(body)))) return reply;
-        if (req.method !== 'POST') {
-          return reply.code(405).header('allow', 'POST, OPTIONS').type('application/json').send(jsonRpcError(null, -32000, 'Method not allowed.'));
-        }
-        const refused = prototypeKeyError(body);
-        if (refused) return reply.code(400).type('application/json').send(refused);
-        const fast = await fastJsonAnswer(req.headers, body, grant, runner);
-        if (fast !== undefined) return reply.code(200).type('application/json').send(fast);
-        const token = bearerToken(req.headers.authorization)!; // checked by the route's auth hook
-        const authInfo = authInfoFor(grant, token);
-        const request = toWebRequest(req, publicUrl, raw);
-        const response = (await isLegacyRequest(request, body)) ? await legacy(request, authInfo, body) : await modern.fetch(request, { authInfo, ...(body !== undefined ? { parsedBody: body } : {}) });
-        return sendWebResponse(reply, response);
-      },
-    });
-  }
+  guard.endpoint(app, '/mcp', 'POST', 'Method not allowed.', async (req, reply, grant, body) => {
+    const refused = prototypeKeyError(body);
+    if (refused) return reply.code(400).type('application/json').send(refused);
+    const fast = await fastJsonAnswer(req.headers, body, grant, runner);
+    if (fast !== undefined) return reply.code(200).type('application/json').send(fast);
+    const token = bearerToken(req.headers.authorization)!; // checked by the route's auth hook
+    const authInfo = authInfoFor(grant, token);
+    const request = toWebRequest(req, publicUrl, typeof req.body === 'string' ? req.body : undefined);
+    const response = (await isLegacyRequest(request, body)) ? await legacy(request, authInfo, body) : await modern.fetch(request, { authInfo, ...(body !== undefined ? { parsedBody: body } : {}) });
+    return sendWebResponse(reply, response);
+  });
 }

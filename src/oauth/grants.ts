@@ -4,6 +4,7 @@ import type { Clock } from '../core/clock.js';
 import { randomToken, sha256 } from '../core/secrets.js';
 import type { DbOrTx } from '../db/client.js';
 import { oauthClients, oauthGrants, oauthSessions, oauthTokens } from '../db/schema.js';
+import { LRUCache } from 'lru-cache';
 
 /** Token lifetimes of the spec. */
 export const ACCESS_TOKEN_TTL_S = 60 * 60;
@@ -85,7 +86,7 @@ export async function issueTokens(db: DbOrTx, grant: Grant, clock: Clock): Promi
  */
 const GRANT_CACHE_MS = 2000;
 const GRANT_CACHE_MAX = 10_000;
-const grantCache = new Map<string, { grant: Grant; tokenExpires: number; until: number }>();
+const grantCache = new LRUCache<string, { grant: Grant; tokenExpires: number }>({ max: GRANT_CACHE_MAX, ttl: GRANT_CACHE_MS });
 
 const prepareVerify = (db: DbOrTx) =>
   db
@@ -110,7 +111,7 @@ export async function verifyAccessToken(db: DbOrTx, token: string, clock: Clock)
   const hash = sha256(token);
   const now = clock().getTime();
   const hit = grantCache.get(hash);
-  if (hit && hit.until > Date.now() && hit.tokenExpires > now) return hit.grant;
+  if (hit && hit.tokenExpires > now) return hit.grant;
   let statement = verifyStatements.get(db);
   if (!statement) verifyStatements.set(db, (statement = prepareVerify(db)));
   const [row] = await statement.execute({ hash, now: new Date(now) });
@@ -119,14 +120,13 @@ export async function verifyAccessToken(db: DbOrTx, token: string, clock: Clock)
     return undefined;
   }
   const grant = toGrant(row.grant);
-  if (grantCache.size >= GRANT_CACHE_MAX) grantCache.delete(grantCache.keys().next().value!);
-  grantCache.set(hash, { grant, tokenExpires: row.expiresAt.getTime(), until: Date.now() + GRANT_CACHE_MS });
+  grantCache.set(hash, { grant, tokenExpires: row.expiresAt.getTime() });
   return grant;
 }
 
 /** Drops a grant's tokens from the verification cache (after a change to the grant). */
 export function forgetGrant(grantId: string) {
-  for (const [hash, entry] of grantCache) if (entry.grant.id === grantId) grantCache.delete(hash);
+  for (const [hash, entry] of grantCache.entries()) if (entry.grant.id === grantId) grantCache.delete(hash);
 }
 
 /** Drops one token from the verification cache (after it is revoked). */

@@ -3,7 +3,7 @@ import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { toAppError } from '../core/errors.js';
-import { operationPermission, type Actor, type Operation } from '../core/operation.js';
+import { operationPermission, type Actor } from '../core/operation.js';
 import { hasPermission } from '../core/permissions.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { automationExecutions, automations, events, messages, type ExecutionStepRecord } from '../db/schema.js';
@@ -17,7 +17,7 @@ import { renderTemplates, usesDigest, type TemplateContext } from '../modules/au
 import type { EventRecord } from '../modules/events/events.recorder.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
-import { operations } from '../operations.js';
+import { operationById } from '../operations.js';
 import { runOperation } from '../run-operation.js';
 import { createWorkerLoop } from './loop.js';
 
@@ -35,7 +35,6 @@ const DISPATCH_BATCH = 100;
 const DIGEST_MESSAGES = 50;
 
 const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
-const operationsById = new Map<string, Operation>(operations.map((op) => [op.id, op]));
 
 export interface AutomationEngineDeps {
   db: Db;
@@ -335,7 +334,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
       };
       if (usesDigest(a.actions)) ctx.digest = await digestSince(sp, a.organizationId, a.lastRunAt ?? new Date(now.getTime() - 24 * 3600_000), now);
       for (const step of a.actions as PlanStep[]) {
-        const op = operationsById.get(step.operation);
+        const op = operationById(step.operation);
         if (!op) throw new PlanError(`Unknown operation "${step.operation}"`);
         if (!Array.isArray(allowed) || !allowed.includes(op.id)) throw new PlanError(`The plan's permissions do not include "${op.id}"`);
         const needed = operationPermission(op);

@@ -8,6 +8,7 @@ import { messages } from '../../db/schema.js';
 import { jsonRow } from '../../db/json.js';
 import { definedOnly, scopedRepository, softDeleteLive } from '../../db/scoped.js';
 import type { Message } from './messages.schemas.js';
+import { LRUCache } from 'lru-cache';
 
 export const messageRows = scopedRepository(messages, 'Message');
 
@@ -130,21 +131,7 @@ type SearchPlan = 'window' | 'few' | 'walk';
  */
 const PLAN_TTL_MS = 60_000;
 const PLAN_MEMORY = 2000;
-const planMemory = new Map<string, { plan: SearchPlan; until: number }>();
-
-function rememberedPlan(key: string): SearchPlan | undefined {
-  const hit = planMemory.get(key);
-  if (!hit) return undefined;
-  if (hit.until > Date.now()) return hit.plan;
-  planMemory.delete(key);
-  return undefined;
-}
-
-function rememberPlan(key: string, plan: SearchPlan) {
-  planMemory.delete(key);
-  if (planMemory.size >= PLAN_MEMORY) planMemory.delete(planMemory.keys().next().value!);
-  planMemory.set(key, { plan, until: Date.now() + PLAN_TTL_MS });
-}
+const planMemory = new LRUCache<string, SearchPlan>({ max: PLAN_MEMORY, ttl: PLAN_TTL_MS });
 
 /**
  * Full-text search over the stored `search_vector` (text, summary, sender, recipient; 'simple' config, so
@@ -164,13 +151,13 @@ function rememberPlan(key: string, plan: SearchPlan) {
 export async function searchMessages(db: DbOrTx, orgId: string, text: string, input: PageInput): Promise<Page<MessageJson>> {
   const { limit, offset } = pageWindow(input);
   const key = `${orgId}\u0000${input.sortOrder}\u0000${text}`;
-  const plan = rememberedPlan(key);
+  const plan = planMemory.get(key);
 
   if (plan === undefined || plan === 'window') {
     const window = statements(db)[`window_${input.sortOrder}`] ??= prepareWindow(db, input.sortOrder);
     const fromWindow = await window.execute({ orgId, text, window: Math.max(MIN_WINDOW, (offset + limit) * WINDOW_PER_ROW), limit, offset });
     if (fromWindow.length === limit) {
-      rememberPlan(key, 'window');
+      planMemory.set(key, 'window');
       return { items: fromWindow.map((r) => r.m) };
     }
   }
@@ -178,11 +165,11 @@ export async function searchMessages(db: DbOrTx, orgId: string, text: string, in
   if (plan !== 'walk') {
     const few = await fewMatches(db, orgId, text, input.sortOrder, limit, offset);
     if (few) {
-      rememberPlan(key, 'few');
+      planMemory.set(key, 'few');
       return few;
     }
   }
-  rememberPlan(key, 'walk');
+  planMemory.set(key, 'walk');
   const where = messageRows.live(orgId, matches(messages.searchVector, text));
   const rows = await db.select({ m: messageJson }).from(messages).where(where).orderBy(...pageOrder(input, messages.createdAt, messages.id)).limit(limit).offset(offset);
   return { items: rows.map((r) => r.m) };

@@ -1,7 +1,7 @@
 import { AppError } from '../../../core/errors.js';
 import { operationCategory, operationPermission, parseInput, type Operation } from '../../../core/operation.js';
 import { hasPermission } from '../../../core/permissions.js';
-import { operations } from '../../../operations.js';
+import { operationById, operations } from '../../../operations.js';
 import { isEventType, SCHEDULE_TRIGGER } from '../../events/events.catalog.js';
 import { isValidCron } from '../automations.schemas.js';
 import { conditionIssues } from '../condition.js';
@@ -13,7 +13,6 @@ import { canonicalTimeZone } from './vocabulary.js';
 export const FORBIDDEN_STEP_AREAS = new Set(['automations', 'events']);
 export const MAX_STEPS = 20;
 
-const operationsById = new Map<string, Operation>(operations.map((op) => [op.id, op]));
 
 /** The operations a plan may call: the writes outside the forbidden areas. */
 export const plannableOperations = (): Operation[] => operations.filter((op) => op.method !== 'GET' && !FORBIDDEN_STEP_AREAS.has(operationCategory(op)));
@@ -85,7 +84,7 @@ export function validatePlan(plan: Plan, opts: { creatorPermissions: readonly st
     const ctx = sampleContext(plan, plan.actions.length);
     plan.actions.forEach((step, i) => {
       const at = `Step ${i + 1} (${step.operation})`;
-      const op = operationsById.get(step.operation);
+      const op = operationById(step.operation);
       if (!op) return void issues.push(`${at}: unknown operation "${step.operation}"`);
       if (op.method === 'GET') return void issues.push(`${at}: only writes are plan steps; reads are not`);
       if (FORBIDDEN_STEP_AREAS.has(operationCategory(op))) return void issues.push(`${at}: operations of the "${operationCategory(op)}" area are not allowed in plans`);
