@@ -1,3 +1,4 @@
+import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import { useJsonBodyParser } from '../http/json-body.js';
 import type { FastifyInstance } from 'fastify';
@@ -17,6 +18,7 @@ import { errorPage } from './views.js';
  */
 export async function registerOAuth(app: FastifyInstance) {
   await app.register(formbody, { bodyLimit: 64 * 1024 });
+  await app.register(cookie);
   useJsonBodyParser(app);
 
   app.setErrorHandler((err, req, reply) => {

@@ -17,25 +17,12 @@ export function cookieNames(secure: boolean) {
   return { session: `${prefix}sb_session`, csrf: `${prefix}sb_csrf` };
 }
 
-export function readCookie(req: FastifyRequest, name: string): string | undefined {
-  const header = req.headers.cookie;
-  if (!header) return undefined;
-  for (const part of header.split(';')) {
-    const eqAt = part.indexOf('=');
-    if (eqAt < 0) continue;
-    if (part.slice(0, eqAt).trim() === name) return part.slice(eqAt + 1).trim();
-  }
-  return undefined;
-}
+// Cookies are parsed and written by @fastify/cookie (registered with the authorization server's routes).
+const readCookie = (req: FastifyRequest, name: string): string | undefined => req.cookies[name];
 
 /** HttpOnly, SameSite=Lax, Path=/, Secure on https; `maxAge` undefined = until the browser closes. */
-export function setCookie(reply: FastifyReply, name: string, value: string, opts: { secure: boolean; maxAge?: number }) {
-  const attrs = [`${name}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax'];
-  if (opts.secure) attrs.push('Secure');
-  if (opts.maxAge !== undefined) attrs.push(`Max-Age=${opts.maxAge}`);
-  const previous = reply.getHeader('set-cookie');
-  const list = previous === undefined ? [] : Array.isArray(previous) ? previous : [String(previous)];
-  reply.header('set-cookie', [...list, attrs.join('; ')]);
+function setCookie(reply: FastifyReply, name: string, value: string, opts: { secure: boolean; maxAge?: number }) {
+  void reply.setCookie(name, value, { path: '/', httpOnly: true, sameSite: 'lax', secure: opts.secure, ...(opts.maxAge !== undefined ? { maxAge: opts.maxAge } : {}) });
 }
 
 const TOKEN_SHAPE = /^[A-Za-z0-9_-]{20,100}$/;
