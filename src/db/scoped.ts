@@ -93,6 +93,8 @@ export function scopedRepository<T extends ScopedTable>(table: T, label: string)
   };
 }
 
+export type ScopedRepository<T extends ScopedTable> = ReturnType<typeof scopedRepository<T>>;
+
 /** Drops keys whose value is `undefined`, so a PATCH touches only the fields it was given. */
 export function definedOnly<T extends Record<string, unknown>>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;

@@ -44,6 +44,48 @@ describe('contacts', () => {
     expect(list.json.data.map((x: { id: string }) => x.id)).not.toContain(c.id);
   });
 
+  it.each([
+    { segment: 'emails', create: { email: 'ada@example.com' }, update: { label: 'home' }, updated: { email: 'ada@example.com', label: 'home' } },
+    {
+      segment: 'phone-numbers',
+      create: { phoneNumber: '+44 20 7946 0000' },
+      // A new number is stored as E.164 again, its country code and national number derived anew.
+      update: { phoneNumber: '+1 212 555 0123' },
+      updated: { phoneNumber: '+12125550123', countryCode: '1', nationalNumber: '2125550123', label: 'other' },
+    },
+    { segment: 'addresses', create: { city: 'London' }, update: { city: 'Paris', country: 'FR' }, updated: { city: 'Paris', country: 'FR', address1: '' } },
+  ])("lists, gets, updates and deletes a contact's $segment", async ({ segment, create, update, updated }) => {
+    const contact = (await a.request('POST', '/v1/contacts', { firstName: 'Grace' })).json.data;
+    const base = `/v1/contacts/${contact.id}/${segment}`;
+    const child = (await a.request('POST', base, create)).json.data;
+    expect(child).toMatchObject({ contactId: contact.id, deletedAt: null });
+
+    const list = await a.request('GET', base);
+    expect(list.status).toBe(200);
+    expect(list.json.data.map((x: { id: string }) => x.id)).toEqual([child.id]);
+    expect(list.json.meta.pagination.total).toBe(1);
+    expect((await a.request('GET', `${base}/${child.id}`)).json.data).toEqual(child);
+
+    const patched = await a.request('PATCH', `${base}/${child.id}`, update);
+    expect(patched.status, JSON.stringify(patched.json)).toBe(200);
+    expect(patched.json.data).toMatchObject({ id: child.id, ...updated });
+    expect((await a.request('GET', `/v1/contacts/${contact.id}`)).json.data).toMatchObject({ [segment === 'phone-numbers' ? 'phoneNumbers' : segment]: [expect.objectContaining(updated)] });
+
+    const deleted = await a.request('DELETE', `${base}/${child.id}`);
+    expect(deleted.status).toBe(200);
+    expect(deleted.json.data.deletedAt).not.toBeNull();
+    expect((await a.request('GET', `${base}/${child.id}`)).status).toBe(404);
+    expect((await a.request('PATCH', `${base}/${child.id}`, update)).status).toBe(404);
+    expect((await a.request('GET', base)).json.data).toEqual([]);
+
+    // Under a contact that is not there: list and create are a 404 naming the contact.
+    const missing = `/v1/contacts/9b2f6c1e-3f1a-4c59-8d1e-2f1b7e0c4a11/${segment}`;
+    for (const res of [await a.request('GET', missing), await a.request('POST', missing, create)]) {
+      expect(res.status).toBe(404);
+      expect(res.json.error.message).toBe('Contact not found');
+    }
+  });
+
   it('keeps organizations apart: a foreign contact is a 404 and stays unchanged', async () => {
     const c = (await a.request('POST', '/v1/contacts', { name: 'Private' })).json.data;
     expect((await b.request('GET', `/v1/contacts/${c.id}`)).status).toBe(404);

@@ -3,11 +3,11 @@ import { z } from 'zod';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { IdParam, ShortText } from '../../core/schemas.js';
-import type { contactEmails } from '../../db/schema.js';
-import type { ScopedTable, scopedRepository } from '../../db/scoped.js';
+import { contactAddresses, contactEmails, contactPhoneNumbers } from '../../db/schema.js';
+import { childResource } from '../child-resource.js';
 import {
   addressRows,
-  assertContact,
+  contactRows,
   createContact,
   deleteContact,
   emailRows,
@@ -96,132 +96,57 @@ const contactOperations: Operation[] = [
   }),
 ];
 
-type Rows = ReturnType<typeof scopedRepository<ScopedTable & { contactId: typeof contactEmails.contactId }>>;
-
-/**
- * The five operations of a contact's child list (emails, phone numbers, addresses), all under
- * `/contacts/{id}/<segment>`, all answering 404 when the contact is not live in the organization.
- */
-function childOperations(spec: {
-  action: string;
-  segment: string;
-  param: string;
-  singular: string;
-  plural: string;
-  rows: Rows;
-  output: z.ZodType;
-  create: Record<string, z.ZodType>;
-  update: Record<string, z.ZodType>;
-  /** Derived columns, computed from the validated body. */
-  derive?: (body: Record<string, unknown>) => Record<string, unknown>;
-}): Operation[] {
-  const { rows } = spec;
-  const parent = { id: IdParam('contact') };
-  const ids = { ...parent, [spec.param]: IdParam(spec.singular) };
-  const path = `/contacts/{id}/${spec.segment}`;
-  const item = `${path}/{${spec.param}}`;
-  const ofContact = (contactId: string) => eq(rows.table.contactId, contactId);
-  const derive = spec.derive ?? ((b) => b);
-  const child = (input: Record<string, unknown>) => input[spec.param] as string;
-
-  return [
-    defineOperation({
-      id: `contacts.list_${spec.segment.replace('-', '_')}`,
-      kind: 'list',
-      method: 'GET',
-      path,
-      summary: `List a contact's ${spec.plural}`,
-      input: Pagination.extend(parent).strict(),
-      output: spec.output,
-      handler: async (input, ctx) => {
-        await assertContact(ctx.db, ctx.orgId, input.id);
-        return rows.list(ctx.db, ctx.orgId, input, { where: ofContact(input.id), withTotal: true }) as never;
-      },
-    }),
-    defineOperation({
-      id: `contacts.create_${spec.action}`,
-      method: 'POST',
-      event: `contact.${spec.action}.created`,
-      path,
-      summary: `Add ${spec.singular.startsWith('a') || spec.singular.startsWith('e') ? 'an' : 'a'} ${spec.singular} to a contact`,
-      input: z.strictObject({ ...parent, ...spec.create }),
-      output: spec.output,
-      handler: async ({ id, ...body }, ctx) => {
-        await assertContact(ctx.db, ctx.orgId, id);
-        return rows.insert(ctx.db, { ...derive(body), contactId: id, organizationId: ctx.orgId } as never) as never;
-      },
-    }),
-    defineOperation({
-      id: `contacts.get_${spec.action}`,
-      method: 'GET',
-      path: item,
-      summary: `Get a contact's ${spec.singular}`,
-      input: z.strictObject(ids),
-      output: spec.output,
-      handler: async (input, ctx) => rows.get(ctx.db, ctx.orgId, child(input), ofContact(input.id as string)) as never,
-    }),
-    defineOperation({
-      id: `contacts.update_${spec.action}`,
-      method: 'PATCH',
-      event: `contact.${spec.action}.updated`,
-      path: item,
-      summary: `Update a contact's ${spec.singular}`,
-      description: 'Only the fields present in the body are changed.',
-      input: z.strictObject({ ...ids, ...spec.update }),
-      output: spec.output,
-      handler: async (input, ctx) => {
-        const { id, [spec.param]: childId, ...body } = input as Record<string, unknown>;
-        return rows.update(ctx.db, ctx.orgId, childId as string, derive(body) as never, ofContact(id as string)) as never;
-      },
-    }),
-    defineOperation({
-      id: `contacts.delete_${spec.action}`,
-      method: 'DELETE',
-      event: `contact.${spec.action}.deleted`,
-      path: item,
-      summary: `Delete a contact's ${spec.singular}`,
-      description: 'Soft delete: the record gets `deletedAt` and disappears from lists and gets.',
-      input: z.strictObject(ids),
-      output: spec.output,
-      handler: async (input, ctx) => rows.softDelete(ctx.db, ctx.orgId, child(input), ofContact(input.id as string)) as never,
-    }),
-  ];
-}
+/** What the three child lists of a contact share. */
+const ofContact = { area: 'contacts', parent: 'contact', parentRows: contactRows } as const;
+const patchOnly = { method: 'PATCH', description: 'Only the fields present in the body are changed.' } as const;
 
 export const contactsOperations: Operation[] = [
   ...contactOperations,
-  ...childOperations({
-    action: 'email',
+  ...childResource({
+    ...ofContact,
     segment: 'emails',
+    action: 'email',
     param: 'emailId',
     singular: 'email address',
     plural: 'email addresses',
-    rows: emailRows as unknown as Rows,
+    rows: emailRows,
+    ofParent: (id) => eq(contactEmails.contactId, id),
     output: ContactEmail,
-    create: ContactEmailCreate,
-    update: ContactEmailUpdate,
+    present: (row) => row,
+    create: { summary: 'Add an email address to a contact', fields: ContactEmailCreate, toInsert: (body, contact, ctx) => ({ ...body, contactId: contact.id, organizationId: ctx.orgId }) },
+    update: { ...patchOnly, fields: ContactEmailUpdate, toPatch: (body) => body },
   }),
-  ...childOperations({
-    action: 'phone_number',
+  ...childResource({
+    ...ofContact,
     segment: 'phone-numbers',
+    action: 'phone_number',
     param: 'phoneNumberId',
     singular: 'phone number',
     plural: 'phone numbers',
-    rows: phoneNumberRows as unknown as Rows,
+    rows: phoneNumberRows,
+    ofParent: (id) => eq(contactPhoneNumbers.contactId, id),
     output: ContactPhoneNumber,
-    create: ContactPhoneNumberCreate,
-    update: ContactPhoneNumberUpdate,
-    derive: (body) => (typeof body.phoneNumber === 'string' ? { ...body, ...phoneParts(body.phoneNumber) } : body),
+    present: (row) => row,
+    create: {
+      summary: 'Add a phone number to a contact',
+      fields: ContactPhoneNumberCreate,
+      // The number is stored as E.164 with its country code and national number derived from it.
+      toInsert: (body, contact, ctx) => ({ ...body, ...phoneParts(body.phoneNumber), contactId: contact.id, organizationId: ctx.orgId }),
+    },
+    update: { ...patchOnly, fields: ContactPhoneNumberUpdate, toPatch: (body) => (body.phoneNumber === undefined ? body : { ...body, ...phoneParts(body.phoneNumber) }) },
   }),
-  ...childOperations({
-    action: 'address',
+  ...childResource({
+    ...ofContact,
     segment: 'addresses',
+    action: 'address',
     param: 'addressId',
     singular: 'address',
     plural: 'addresses',
-    rows: addressRows as unknown as Rows,
+    rows: addressRows,
+    ofParent: (id) => eq(contactAddresses.contactId, id),
     output: ContactAddress,
-    create: ContactAddressCreate,
-    update: ContactAddressUpdate,
+    present: (row) => row,
+    create: { summary: 'Add an address to a contact', fields: ContactAddressCreate, toInsert: (body, contact, ctx) => ({ ...body, contactId: contact.id, organizationId: ctx.orgId }) },
+    update: { ...patchOnly, fields: ContactAddressUpdate, toPatch: (body) => body },
   }),
 ];

@@ -124,10 +124,6 @@ export async function deleteContact(db: DbOrTx, orgId: string, id: string) {
 }
 
 /** 404 unless the contact is live in the organization. */
-export async function assertContact(db: DbOrTx, orgId: string, id: string) {
-  if (!(await contactRows.exists(db, orgId, id))) throw notFound('Contact');
-}
-
 /** `countryCode` and `nationalNumber` derived from an international number; the number stored as E.164. */
 export function phoneParts(phoneNumber: string) {
   const parsed = parsePhoneNumber(phoneNumber);

@@ -1,27 +1,19 @@
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
-import {
-  createCustomer,
-  createTransaction,
-  deleteCustomer,
-  deleteTransaction,
-  getCustomer,
-  getTransaction,
-  listCustomers,
-  listTransactions,
-  updateCustomer,
-  updateTransaction,
-} from './customers.repository.js';
+import { eq } from 'drizzle-orm';
+import { toDate } from '../../core/schemas.js';
+import { customerTransactions } from '../../db/schema.js';
+import { definedOnly } from '../../db/scoped.js';
+import { childResource } from '../child-resource.js';
+import { assertRefs, createCustomer, customerRows, deleteCustomer, getCustomer, listCustomers, transactionRows, updateCustomer } from './customers.repository.js';
 import {
   Customer,
   CustomerCreateInput,
   CustomerIdInput,
   CustomerTransaction,
   CustomerUpdateInput,
-  TransactionCreateInput,
-  TransactionIdInput,
-  TransactionListInput,
-  TransactionUpdateInput,
+  TransactionCreateFields,
+  TransactionUpdateFields,
 } from './customers.schemas.js';
 
 const customerOperations: Operation[] = [
@@ -80,60 +72,48 @@ const customerOperations: Operation[] = [
   }),
 ];
 
-const transactionOperations: Operation[] = [
-  defineOperation({
-    id: 'customers.list_transactions',
-    kind: 'list',
-    method: 'GET',
-    path: '/customers/{id}/transactions',
-    summary: "List a customer's transactions",
-    description: 'Newest first by default. `meta.pagination.total` is included.',
-    input: Pagination.extend(TransactionListInput).strict(),
-    output: CustomerTransaction,
-    handler: (input, ctx) => listTransactions(ctx.db, ctx.orgId, input.id, input),
-  }),
-  defineOperation({
-    id: 'customers.create_transaction',
-    method: 'POST',
-    event: 'customer.transaction.created',
-    path: '/customers/{id}/transactions',
+const ofCustomer = (customerId: string) => eq(customerTransactions.customerId, customerId);
+/** A transaction's columns from a body: the date parsed, absent fields left out. */
+const transactionValues = <B extends { transactionDate?: string | null | undefined }>({ transactionDate, ...rest }: B) =>
+  definedOnly({ ...rest, transactionDate: toDate(transactionDate) });
+
+const transactionOperations = childResource({
+  area: 'customers',
+  parent: 'customer',
+  parentRows: customerRows,
+  segment: 'transactions',
+  action: 'transaction',
+  param: 'transactionId',
+  singular: 'transaction',
+  plural: 'transactions',
+  rows: transactionRows,
+  ofParent: ofCustomer,
+  output: CustomerTransaction,
+  present: (row) => row,
+  // The total is cheap here (one customer's rows, index `customer_transactions_customer`).
+  listDescription: 'Newest first by default. `meta.pagination.total` is included.',
+  create: {
     summary: 'Add a transaction to a customer',
     description: "`amount`, `currency`, `status` and `type` are required. `businessId` defaults to the customer's business.",
-    input: TransactionCreateInput,
-    output: CustomerTransaction,
-    handler: ({ id, ...body }, ctx) => createTransaction(ctx.db, ctx.orgId, id, body),
-  }),
-  defineOperation({
-    id: 'customers.get_transaction',
-    method: 'GET',
-    path: '/customers/{id}/transactions/{transactionId}',
-    summary: "Get a customer's transaction",
-    input: TransactionIdInput,
-    output: CustomerTransaction,
-    handler: (input, ctx) => getTransaction(ctx.db, ctx.orgId, input.id, input.transactionId),
-  }),
-  defineOperation({
-    id: 'customers.update_transaction',
+    fields: TransactionCreateFields,
+    toInsert: async (body, customer, ctx) => {
+      await assertRefs(ctx.db, ctx.orgId, body);
+      // Absent businessId: the customer's own business (a null in the body means "none").
+      return { businessId: customer.businessId, ...transactionValues(body), amount: body.amount, currency: body.currency, status: body.status, type: body.type, customerId: customer.id, organizationId: ctx.orgId };
+    },
+  },
+  update: {
     method: 'PUT',
-    event: 'customer.transaction.updated',
-    path: '/customers/{id}/transactions/{transactionId}',
-    summary: "Update a customer's transaction",
     description: 'Accepts partial bodies: only the fields present are changed, null clears `businessId`, `description` or `transactionDate`. 404 for an unknown transaction.',
-    input: TransactionUpdateInput,
-    output: CustomerTransaction,
-    handler: ({ id, transactionId, ...body }, ctx) => updateTransaction(ctx.db, ctx.orgId, id, transactionId, body),
-  }),
-  defineOperation({
-    id: 'customers.delete_transaction',
-    method: 'DELETE',
-    event: 'customer.transaction.deleted',
-    path: '/customers/{id}/transactions/{transactionId}',
-    summary: "Delete a customer's transaction",
-    description: 'Soft delete: the transaction gets `deletedAt` and disappears from lists and gets.',
-    input: TransactionIdInput,
-    output: CustomerTransaction,
-    handler: (input, ctx) => deleteTransaction(ctx.db, ctx.orgId, input.id, input.transactionId),
-  }),
-];
+    fields: TransactionUpdateFields,
+    toPatch: async (body, ctx, { parentId, childId }) => {
+      // The transaction first, so an unknown id is a 404 whatever the body names.
+      await transactionRows.get(ctx.db, ctx.orgId, childId, ofCustomer(parentId));
+      await assertRefs(ctx.db, ctx.orgId, body);
+      return transactionValues(body);
+    },
+  },
+  deleteDescription: 'Soft delete: the transaction gets `deletedAt` and disappears from lists and gets.',
+});
 
 export const customersOperations: Operation[] = [...customerOperations, ...transactionOperations];

@@ -12,10 +12,9 @@ export const customerRows = scopedRepository(customers, 'Customer');
 export const transactionRows = scopedRepository(customerTransactions, 'Customer transaction');
 
 type Customer = typeof customers.$inferSelect;
-type Transaction = typeof customerTransactions.$inferSelect;
 
 /** A reference in a body must name a live record of the caller's organization; otherwise it is the client's input error. */
-async function assertRefs(db: DbOrTx, orgId: string, refs: { businessId?: string | null | undefined; contactId?: string | null | undefined }) {
+export async function assertRefs(db: DbOrTx, orgId: string, refs: { businessId?: string | null | undefined; contactId?: string | null | undefined }) {
   if (refs.businessId && !(await businessRows.exists(db, orgId, refs.businessId))) {
     throw fieldError('businessId', 'No business with this id exists in the organization');
   }
@@ -65,60 +64,3 @@ export async function deleteCustomer(db: DbOrTx, orgId: string, id: string) {
     return deleted;
   });
 }
-
-// ------------------------------------------------------------------ transactions
-
-export interface TransactionBody {
-  businessId?: string | null | undefined;
-  amount?: string | undefined;
-  currency?: string | undefined;
-  status?: string | undefined;
-  type?: string | undefined;
-  description?: string | null | undefined;
-  transactionDate?: string | null | undefined;
-}
-
-const transactionValues = ({ transactionDate, ...rest }: TransactionBody) => definedOnly({ ...rest, transactionDate: toDate(transactionDate) });
-const ofCustomer = (customerId: string) => eq(customerTransactions.customerId, customerId);
-
-/**
- * A customer's transactions. The total is cheap here (one customer's rows, index
- * `customer_transactions_customer`), so it is included. 404 unless the customer is live.
- */
-export async function listTransactions(db: DbOrTx, orgId: string, customerId: string, page: PageInput): Promise<Page<Transaction>> {
-  await customerRows.get(db, orgId, customerId);
-  return transactionRows.list(db, orgId, page, { where: ofCustomer(customerId), withTotal: true });
-}
-
-export async function createTransaction(
-  db: DbOrTx,
-  orgId: string,
-  customerId: string,
-  body: TransactionBody & Required<Pick<TransactionBody, 'amount' | 'currency' | 'status' | 'type'>>,
-) {
-  const customer = await customerRows.get(db, orgId, customerId);
-  await assertRefs(db, orgId, body);
-  return transactionRows.insert(db, {
-    // Absent businessId: the customer's own business (a null in the body means "none").
-    businessId: customer.businessId,
-    ...transactionValues(body),
-    amount: body.amount,
-    currency: body.currency,
-    status: body.status,
-    type: body.type,
-    customerId,
-    organizationId: orgId,
-  });
-}
-
-// A customer's soft delete also deletes its transactions, so scoping by customer id is enough for gets and writes.
-export const getTransaction = (db: DbOrTx, orgId: string, customerId: string, id: string) => transactionRows.get(db, orgId, id, ofCustomer(customerId));
-
-export async function updateTransaction(db: DbOrTx, orgId: string, customerId: string, id: string, body: TransactionBody) {
-  await transactionRows.get(db, orgId, id, ofCustomer(customerId));
-  await assertRefs(db, orgId, body);
-  return transactionRows.update(db, orgId, id, transactionValues(body), ofCustomer(customerId));
-}
-
-export const deleteTransaction = (db: DbOrTx, orgId: string, customerId: string, id: string) =>
-  transactionRows.softDelete(db, orgId, id, ofCustomer(customerId));

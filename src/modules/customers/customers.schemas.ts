@@ -82,25 +82,17 @@ const transactionFields = {
   transactionDate: DateTimeInput.nullable().optional().describe('When the transaction took place (ISO 8601)'),
 };
 
-const customerParam = { id: IdParam('customer') };
-const transactionIds = { ...customerParam, transactionId: IdParam('transaction') };
-
-export const TransactionListInput = customerParam;
-export const TransactionIdInput = z.strictObject(transactionIds);
-
 /** POST /customers/{id}/transactions: `amount`, `currency`, `status` and `type` are required. */
-export const TransactionCreateInput = z.strictObject({
-  ...customerParam,
+export const TransactionCreateFields = {
   ...transactionFields,
   amount: transactionFields.amount.describe(`Required. ${transactionFields.amount.description}`),
   currency: transactionFields.currency.describe(`Required. ${transactionFields.currency.description}`),
   status: transactionFields.status.describe(`Required. ${transactionFields.status.description}`),
   type: transactionFields.type.describe(`Required. ${transactionFields.type.description}`),
-});
+};
 
 /** PUT /customers/{id}/transactions/{transactionId}: partial bodies, exactly like a PATCH. */
-export const TransactionUpdateInput = z.strictObject({
-  ...transactionIds,
+export const TransactionUpdateFields = {
   businessId: Uuid.nullable().optional().describe('Business the transaction belongs to; must be a live business of the organization; null for none'),
   amount: transactionFields.amount.optional(),
   currency: transactionFields.currency.optional(),
@@ -108,7 +100,7 @@ export const TransactionUpdateInput = z.strictObject({
   type: transactionFields.type.optional(),
   description: transactionFields.description,
   transactionDate: transactionFields.transactionDate,
-});
+};
 
 // Named schemas of the OpenAPI document (components/schemas).
 components.add(Customer, { id: 'Customer' });

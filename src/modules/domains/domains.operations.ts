@@ -1,30 +1,15 @@
 import { z } from 'zod';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
-import {
-  createDomain,
-  createRegistration,
-  deleteDomain,
-  deleteRegistration,
-  domainRows,
-  getRegistration,
-  listRegistrations,
-  updateRegistration,
-} from './domains.repository.js';
-import {
-  Domain,
-  DomainCreateInput,
-  DomainIdParam,
-  DomainRegistration,
-  RegistrationCreateFields,
-  RegistrationIds,
-  RegistrationUpdateFields,
-} from './domains.schemas.js';
+import { eq } from 'drizzle-orm';
+import { domainRegistrations } from '../../db/schema.js';
+import { childResource } from '../child-resource.js';
+import { createDomain, deleteDomain, domainRows, registrationRows } from './domains.repository.js';
+import { Domain, DomainCreateInput, DomainIdParam, DomainRegistration, RegistrationCreateFields, RegistrationUpdateFields } from './domains.schemas.js';
 
 const DomainId = z.strictObject(DomainIdParam);
-const RegistrationId = z.strictObject(RegistrationIds);
 
-export const domainsOperations: Operation[] = [
+const domainOperations: Operation[] = [
   defineOperation({
     id: 'domains.list',
     kind: 'list',
@@ -67,56 +52,35 @@ export const domainsOperations: Operation[] = [
     output: Domain,
     handler: (input, ctx) => deleteDomain(ctx.db, ctx.orgId, input.id),
   }),
-  defineOperation({
-    id: 'domains.list_registrations',
-    kind: 'list',
-    method: 'GET',
-    path: '/domains/{id}/registrations',
-    summary: "List a domain's registrations",
-    input: Pagination.extend(DomainIdParam).strict(),
-    output: DomainRegistration,
-    handler: ({ id, ...page }, ctx) => listRegistrations(ctx.db, ctx.orgId, id, page),
-  }),
-  defineOperation({
-    id: 'domains.create_registration',
-    method: 'POST',
-    event: 'domain.registration.created',
-    path: '/domains/{id}/registrations',
+];
+
+const registrationOperations = childResource({
+  area: 'domains',
+  parent: 'domain',
+  parentRows: domainRows,
+  segment: 'registrations',
+  action: 'registration',
+  param: 'registrationId',
+  singular: 'registration',
+  plural: 'registrations',
+  idLabel: 'domain registration',
+  rows: registrationRows,
+  ofParent: (id) => eq(domainRegistrations.domainId, id),
+  output: DomainRegistration,
+  present: (row) => row,
+  create: {
     summary: 'Record a registration of a domain',
     description: 'Every field is optional: `state` defaults to "pending", the three flags to true, `period` to 1 year.',
-    input: z.strictObject({ ...DomainIdParam, ...RegistrationCreateFields }),
-    output: DomainRegistration,
-    handler: ({ id, ...values }, ctx) => createRegistration(ctx.db, ctx.orgId, ctx.actorId, id, values),
-  }),
-  defineOperation({
-    id: 'domains.get_registration',
-    method: 'GET',
-    path: '/domains/{id}/registrations/{registrationId}',
-    summary: "Get a domain's registration",
-    input: RegistrationId,
-    output: DomainRegistration,
-    handler: (input, ctx) => getRegistration(ctx.db, ctx.orgId, input.id, input.registrationId),
-  }),
-  defineOperation({
-    id: 'domains.update_registration',
+    fields: RegistrationCreateFields,
+    toInsert: (body, domain, ctx) => ({ ...body, organizationId: ctx.orgId, domainId: domain.id, createdBy: ctx.actorId }),
+  },
+  update: {
     method: 'PUT',
-    event: 'domain.registration.updated',
-    path: '/domains/{id}/registrations/{registrationId}',
-    summary: "Update a domain's registration",
     description: 'Partial updates are accepted exactly as PATCH would: only the fields present in the body are changed; null clears `externalDomainId` or `externalId`.',
-    input: z.strictObject({ ...RegistrationIds, ...RegistrationUpdateFields }),
-    output: DomainRegistration,
-    handler: ({ id, registrationId, ...patch }, ctx) => updateRegistration(ctx.db, ctx.orgId, id, registrationId, patch),
-  }),
-  defineOperation({
-    id: 'domains.delete_registration',
-    method: 'DELETE',
-    event: 'domain.registration.deleted',
-    path: '/domains/{id}/registrations/{registrationId}',
-    summary: "Delete a domain's registration",
-    description: 'Soft delete: the registration gets `deletedAt` and disappears from lists and gets.',
-    input: RegistrationId,
-    output: DomainRegistration,
-    handler: (input, ctx) => deleteRegistration(ctx.db, ctx.orgId, input.id, input.registrationId),
-  }),
-];
+    fields: RegistrationUpdateFields,
+    toPatch: (body) => body,
+  },
+  deleteDescription: 'Soft delete: the registration gets `deletedAt` and disappears from lists and gets.',
+});
+
+export const domainsOperations: Operation[] = [...domainOperations, ...registrationOperations];

@@ -88,7 +88,6 @@ export const DomainRegistration = z.object({
 });
 
 export const DomainIdParam = { id: IdParam('domain') };
-export const RegistrationIds = { ...DomainIdParam, registrationId: IdParam('domain registration') };
 
 // Named schemas of the OpenAPI document (components/schemas).
 components.add(Domain, { id: 'Domain' });
