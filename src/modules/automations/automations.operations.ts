@@ -1,7 +1,5 @@
-import { z } from 'zod';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
-import { IdParam } from '../../core/schemas.js';
 import type { AutomationStatus } from './automations.lifecycle.js';
 import {
   createAutomation,
@@ -13,9 +11,7 @@ import {
   transitionAutomation,
   updateAutomation,
 } from './automations.repository.js';
-import { Automation, AutomationCreateInput, AutomationExecution, AutomationUpdateInput, DEFAULT_STATUS, PLACEHOLDER_TRIGGER_EVENT } from './automations.schemas.js';
-
-const AutomationId = z.strictObject({ id: IdParam('automation') });
+import { Automation, AutomationCreateInput, AutomationExecution, AutomationId, AutomationUpdateInput, DEFAULT_STATUS, PLACEHOLDER_TRIGGER_EVENT } from './automations.schemas.js';
 
 /** POST /automations/{id}/<action>: one move of the lifecycle, answering the automation. */
 function lifecycleOperation(action: string, to: AutomationStatus, from: readonly AutomationStatus[] | 'any', summary: string, description: string) {

@@ -2,6 +2,9 @@ import { CronExpressionParser } from 'cron-parser';
 import { z } from 'zod';
 import { AuditFields, components, DateTimeInput, IdParam, JsonObject, LongText, ShortText, Uuid } from '../../core/schemas.js';
 
+export const AutomationIdParam = { id: IdParam('automation') };
+export const AutomationId = z.strictObject(AutomationIdParam);
+
 export const AUTOMATION_STATUSES = [
   'draft',
   'pending_evaluation',
@@ -93,7 +96,7 @@ const fields = {
 export const AutomationCreateInput = z.strictObject(fields);
 
 export const AutomationUpdateInput = z.strictObject({
-  id: IdParam('automation'),
+  ...AutomationIdParam,
   ...fields,
   name: fields.name.optional(),
   instructions: fields.instructions.optional(),

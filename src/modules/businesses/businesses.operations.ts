@@ -2,7 +2,7 @@ import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { definedOnly } from '../../db/scoped.js';
 import { businessRows } from './businesses.repository.js';
-import { Business, BusinessCreateInput, BusinessIdInput, BusinessUpdateInput } from './businesses.schemas.js';
+import { Business, BusinessCreateInput, BusinessId, BusinessUpdateInput } from './businesses.schemas.js';
 
 export const businessesOperations: Operation[] = [
   defineOperation({
@@ -32,7 +32,7 @@ export const businessesOperations: Operation[] = [
     method: 'GET',
     path: '/businesses/{id}',
     summary: 'Get a business',
-    input: BusinessIdInput,
+    input: BusinessId,
     output: Business,
     handler: (input, ctx) => businessRows.get(ctx.db, ctx.orgId, input.id),
   }),
@@ -55,7 +55,7 @@ export const businessesOperations: Operation[] = [
     summary: 'Delete a business',
     description:
       'Soft delete: the business gets `deletedAt` and disappears from lists and gets. Customers and transactions that name it keep their `businessId`.',
-    input: BusinessIdInput,
+    input: BusinessId,
     output: Business,
     handler: (input, ctx) => businessRows.softDelete(ctx.db, ctx.orgId, input.id),
   }),

@@ -10,7 +10,8 @@ export const Business = z.object({
 
 const name = ShortText(255).trim().min(1).describe('Name of the business, 1 to 255 characters');
 
-export const BusinessIdInput = z.strictObject({ id: IdParam('business') });
+export const BusinessIdParam = { id: IdParam('business') };
+export const BusinessId = z.strictObject(BusinessIdParam);
 
 export const BusinessCreateInput = z.strictObject({
   name: name.describe('Required. Name of the business, 1 to 255 characters'),
@@ -18,7 +19,7 @@ export const BusinessCreateInput = z.strictObject({
 });
 
 export const BusinessUpdateInput = z.strictObject({
-  id: IdParam('business'),
+  ...BusinessIdParam,
   name: name.optional(),
   data: JsonObject.optional().describe('Free-form JSON object; replaces the stored one'),
 });

@@ -1,8 +1,7 @@
 import { eq } from 'drizzle-orm';
-import { z } from 'zod';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
-import { IdParam, ShortText } from '../../core/schemas.js';
+import { ShortText } from '../../core/schemas.js';
 import { contactAddresses, contactEmails, contactPhoneNumbers } from '../../db/schema.js';
 import { childResource } from '../child-resource.js';
 import {
@@ -26,13 +25,12 @@ import {
   ContactEmail,
   ContactEmailCreate,
   ContactEmailUpdate,
+  ContactId,
   ContactPhoneNumber,
   ContactPhoneNumberCreate,
   ContactPhoneNumberUpdate,
   ContactUpdateInput,
 } from './contacts.schemas.js';
-
-const ContactId = { id: IdParam('contact') };
 
 const contactOperations: Operation[] = [
   defineOperation({
@@ -68,7 +66,7 @@ const contactOperations: Operation[] = [
     path: '/contacts/{id}',
     summary: 'Get a contact',
     description: 'The contact with its emails, phone numbers and addresses embedded.',
-    input: z.strictObject(ContactId),
+    input: ContactId,
     output: Contact,
     handler: (input, ctx) => getContact(ctx.db, ctx.orgId, input.id),
   }),
@@ -90,7 +88,7 @@ const contactOperations: Operation[] = [
     path: '/contacts/{id}',
     summary: 'Delete a contact',
     description: 'Soft delete: the contact and its emails, phone numbers and addresses get `deletedAt` and disappear from lists and gets.',
-    input: z.strictObject(ContactId),
+    input: ContactId,
     output: Contact,
     handler: (input, ctx) => deleteContact(ctx.db, ctx.orgId, input.id),
   }),

@@ -22,7 +22,9 @@ const ContactFields = {
 };
 
 export const ContactCreateInput = z.strictObject(ContactFields);
-export const ContactUpdateInput = z.strictObject({ id: IdParam('contact'), ...ContactFields });
+export const ContactIdParam = { id: IdParam('contact') };
+export const ContactId = z.strictObject(ContactIdParam);
+export const ContactUpdateInput = z.strictObject({ ...ContactIdParam, ...ContactFields });
 
 const childAudit = { ...AuditFields, contactId: Uuid.describe('Contact the record belongs to') };
 const label = (example: string) => ShortText(64).describe(`Label, e.g. "${example}"`);

@@ -35,14 +35,15 @@ const customerFields = {
   data: JsonObject.optional().describe('Free-form JSON object; defaults to {}'),
 };
 
-export const CustomerIdInput = z.strictObject({ id: IdParam('customer') });
+export const CustomerIdParam = { id: IdParam('customer') };
+export const CustomerId = z.strictObject(CustomerIdParam);
 
 /** POST /customers: every field is optional (like a contact's). */
 export const CustomerCreateInput = z.strictObject(customerFields);
 
 /** PATCH /customers/{id}: any subset; null clears a field. */
 export const CustomerUpdateInput = z.strictObject({
-  id: IdParam('customer'),
+  ...CustomerIdParam,
   ...customerFields,
   data: JsonObject.optional().describe('Free-form JSON object; replaces the stored one'),
 });

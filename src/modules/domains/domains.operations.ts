@@ -1,13 +1,10 @@
-import { z } from 'zod';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { eq } from 'drizzle-orm';
 import { domainRegistrations } from '../../db/schema.js';
 import { childResource } from '../child-resource.js';
 import { createDomain, deleteDomain, domainRows, registrationRows } from './domains.repository.js';
-import { Domain, DomainCreateInput, DomainIdParam, DomainRegistration, RegistrationCreateFields, RegistrationUpdateFields } from './domains.schemas.js';
-
-const DomainId = z.strictObject(DomainIdParam);
+import { Domain, DomainCreateInput, DomainId, DomainRegistration, RegistrationCreateFields, RegistrationUpdateFields } from './domains.schemas.js';
 
 const domainOperations: Operation[] = [
   defineOperation({

@@ -88,6 +88,7 @@ export const DomainRegistration = z.object({
 });
 
 export const DomainIdParam = { id: IdParam('domain') };
+export const DomainId = z.strictObject(DomainIdParam);
 
 // Named schemas of the OpenAPI document (components/schemas).
 components.add(Domain, { id: 'Domain' });

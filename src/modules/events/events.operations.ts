@@ -1,6 +1,6 @@
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { getEvent, listEvents } from './events.repository.js';
-import { Event, EventIdInput, EventListInput } from './events.schemas.js';
+import { Event, EventId, EventListInput } from './events.schemas.js';
 
 export const eventsOperations: Operation[] = [
   defineOperation({
@@ -22,7 +22,7 @@ export const eventsOperations: Operation[] = [
     method: 'GET',
     path: '/events/{id}',
     summary: 'Get an event',
-    input: EventIdInput,
+    input: EventId,
     output: Event,
     handler: (input, ctx) => getEvent(ctx.db, ctx.orgId, input.id),
   }),

@@ -25,7 +25,8 @@ export const EventListInput = Pagination.extend({
   type: EventTypeSchema.optional().describe('Only events of this type'),
 }).strict();
 
-export const EventIdInput = z.strictObject({ id: IdParam('event') });
+export const EventIdParam = { id: IdParam('event') };
+export const EventId = z.strictObject(EventIdParam);
 
 // Named schemas of the OpenAPI document (components/schemas).
 components.add(Event, { id: 'Event' });

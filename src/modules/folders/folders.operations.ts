@@ -1,11 +1,7 @@
-import { z } from 'zod';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
-import { IdParam } from '../../core/schemas.js';
 import { createFolder, deleteFolder, getFolder, listFolders, updateFolder } from './folders.repository.js';
-import { Folder, FolderCreateInput, FolderListInput, FolderUpdateInput } from './folders.schemas.js';
-
-const FolderId = z.strictObject({ id: IdParam('folder') });
+import { Folder, FolderCreateInput, FolderId, FolderListInput, FolderUpdateInput } from './folders.schemas.js';
 
 export const foldersOperations: Operation[] = [
   defineOperation({

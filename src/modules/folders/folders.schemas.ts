@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { AuditFields, components, IdParam, JsonObject, Uuid } from '../../core/schemas.js';
 
+export const FolderIdParam = { id: IdParam('folder') };
+export const FolderId = z.strictObject(FolderIdParam);
+
 /** Length in characters (code points), as the spec counts it, not UTF-16 units. */
 const chars = (s: string) => [...s].length;
 
@@ -22,7 +25,7 @@ export const FolderCreateInput = z.strictObject({
 });
 
 export const FolderUpdateInput = z.strictObject({
-  id: IdParam('folder'),
+  ...FolderIdParam,
   name: FolderName.optional(),
   parentFolderId: ParentFolderId.optional().describe(
     'Moves the folder under this parent (null: to the top level). A folder cannot be moved into itself or one of its descendants.',

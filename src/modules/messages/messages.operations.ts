@@ -10,7 +10,7 @@ import {
   updateMessageFlags,
   type Direction,
 } from './messages.repository.js';
-import { DIRECTIONS, Message, MessageCreateInput, MessageIdInput, MessageListInput, MessageSearchInput, MessageUpdateInput, searchTextOf } from './messages.schemas.js';
+import { DIRECTIONS, Message, MessageCreateInput, MessageId, MessageListInput, MessageSearchInput, MessageUpdateInput, searchTextOf } from './messages.schemas.js';
 
 const ORDER = 'Newest first by default (`sortOrder=asc` for oldest first).';
 
@@ -71,7 +71,7 @@ export const messagesOperations: Operation[] = [
     method: 'GET',
     path: '/messages/{id}',
     summary: 'Get a message',
-    input: MessageIdInput,
+    input: MessageId,
     output: Message,
     handler: (input, ctx) => getMessage(ctx.db, ctx.orgId, input.id),
   }),
@@ -105,7 +105,7 @@ export const messagesOperations: Operation[] = [
     path: '/messages/{id}',
     summary: 'Delete a message',
     description: 'Soft delete: the message gets `deletedAt` and disappears from lists, search, the snoozed count and gets.',
-    input: MessageIdInput,
+    input: MessageId,
     output: Message,
     handler: (input, ctx) => deleteMessage(ctx.db, ctx.orgId, input.id),
   }),

@@ -33,7 +33,7 @@ export const Message = z.object({
   metadata: JsonValue.describe('Free-form JSON value'),
 });
 
-const MessageId = { id: IdParam('message') };
+export const MessageIdParam = { id: IdParam('message') };
 
 const shortValue = (what: string, examples: string) => ShortText(64).min(1).optional().describe(openValue(what, examples));
 const provider = (what: string) => ShortText(255).optional().describe(what);
@@ -75,7 +75,7 @@ const triage = (what: string, examples: string) =>
 
 /** PATCH /messages/{id}: the three flags of the specification, and the triage fields automations set. */
 export const MessageUpdateInput = z.strictObject({
-  ...MessageId,
+  ...MessageIdParam,
   readAt: flag('When the message was read'),
   archivedAt: flag('When the message was archived'),
   snoozedUntil: flag('Until when the message is snoozed'),
@@ -85,7 +85,7 @@ export const MessageUpdateInput = z.strictObject({
   action: triage('Action the message calls for', '"reply", "none"'),
 });
 
-export const MessageIdInput = z.strictObject(MessageId);
+export const MessageId = z.strictObject(MessageIdParam);
 
 const searchText = (what: string) => z.string().trim().max(500).optional().describe(what);
 

@@ -3,6 +3,8 @@ import { Pagination } from '../../core/pagination.js';
 import { AuditFields, components, IdParam, JsonObject, NullableTimestamp, ShortText, Timestamp, Uuid } from '../../core/schemas.js';
 import { EVENT_TYPES, WEBHOOK_TEST_EVENT } from '../events/events.catalog.js';
 
+export const WebhookIdParam = { id: IdParam('webhook endpoint') };
+
 /** Endpoints an organization may have (deleted ones do not count). */
 export const MAX_WEBHOOKS_PER_ORGANIZATION = 20;
 
@@ -26,7 +28,7 @@ export const WebhookCreateInput = z.strictObject({
 });
 
 export const WebhookUpdateInput = z.strictObject({
-  id: IdParam('webhook endpoint'),
+  ...WebhookIdParam,
   url: Url.optional(),
   eventTypes: EventTypes.optional(),
   enabled: z.boolean().optional().describe('true re-enables an endpoint (also one the service disabled, clearing `disabledReason`); false pauses deliveries'),
@@ -34,7 +36,7 @@ export const WebhookUpdateInput = z.strictObject({
   metadata: JsonObject.optional().describe('Replaces the whole metadata object'),
 });
 
-export const WebhookId = z.strictObject({ id: IdParam('webhook endpoint') });
+export const WebhookId = z.strictObject(WebhookIdParam);
 
 export const Webhook = z.object({
   ...AuditFields,
@@ -73,11 +75,11 @@ export const WebhookDelivery = z.object({
 });
 
 export const DeliveryListInput = Pagination.extend({
-  id: IdParam('webhook endpoint'),
+  ...WebhookIdParam,
   sortOrder: Pagination.shape.sortOrder.describe('Order by queueing time; newest first by default'),
 }).strict();
 
-export const DeliveryRetryInput = z.strictObject({ id: IdParam('webhook endpoint'), deliveryId: IdParam('delivery') });
+export const DeliveryRetryInput = z.strictObject({ ...WebhookIdParam, deliveryId: IdParam('delivery') });
 
 // Named schemas of the OpenAPI document (components/schemas).
 components.add(Webhook, { id: 'Webhook' });
