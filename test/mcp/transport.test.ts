@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CATEGORY_IDS } from '../../src/core/categories.js';
@@ -392,11 +393,15 @@ describe('tools', () => {
     for (const [name, hints] of expected) expect(byName.get(name)!.annotations, name).toMatchObject({ ...hints, openWorldHint: false });
   });
 
-  it('keeps the tool list (names, annotations, schemas) in a snapshot', async () => {
+  it('keeps every tool (name, annotations, schemas) in a snapshot of its own', async () => {
     const { token } = await mintToken(t, a);
-    const { tools } = (await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).json.result;
+    const { tools } = (await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).json.result as { tools: { name: string }[] };
     expect(tools).toHaveLength(operations.length);
-    await expect(`${JSON.stringify(tools, null, 2)}\n`).toMatchFileSnapshot('__toolsnaps__/tools.json');
+    for (const tool of tools) await expect(`${JSON.stringify(tool, null, 2)}\n`).toMatchFileSnapshot(`__toolsnaps__/${tool.name}.json`);
+    // A tool that is gone leaves no snapshot behind (delete its file).
+    const names = new Set(tools.map((tool) => `${tool.name}.json`));
+    const orphans = readdirSync(new URL('./__toolsnaps__/', import.meta.url)).filter((f) => f !== 'sizes.json' && !names.has(f));
+    expect(orphans).toEqual([]);
   });
 
   it('answers tools/list and tools/call on its JSON fast path exactly as the SDK path does', async () => {
