@@ -4,7 +4,7 @@ import { buildApp } from './app.js';
 import { loadConfig, type Config } from './config.js';
 import { startCommandSocket, type CommandSocket } from './cli/command-socket.js';
 import { openDatabase } from './db/client.js';
-import { evaluatorFromConfig } from './modules/automations/evaluator/index.js';
+import { evaluatorFromConfig } from './workers/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';

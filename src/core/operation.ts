@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import type { DbOrTx } from '../db/client.js';
 import type { Category } from './categories.js';
 import { AppError, validationError, type ErrorCode } from './errors.js';
 import { PaginationMetaSchema, type Page, type PageInput, type paginationMeta } from './pagination.js';
@@ -21,6 +20,15 @@ export interface Actor {
   depth: number;
 }
 
+/**
+ * The types `core/` needs from the layers above it, filled in where they are defined (declaration merging,
+ * as Fastify's own types are extended), so that `core/` imports nothing from them: `src/db/client.ts` adds
+ * `db`, the handle repositories take (the database or a transaction).
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface CoreTypes {}
+type DbHandle = CoreTypes extends { db: infer D } ? D : never;
+
 /** Who is calling, in which organization. Built by the REST adapter (API key), the MCP adapter (OAuth grant) or the automation engine. */
 export interface OperationContext {
   orgId: string;
@@ -30,7 +38,7 @@ export interface OperationContext {
   /** What the caller may do (`*`, `<area>:read|write`); checked by the adapters, available to rules that depend on it. */
   permissions: readonly string[];
   /** The database, or the transaction the operation runs in. */
-  db: DbOrTx;
+  db: DbHandle;
 }
 
 /** The event type(s) a successful write records, from the record it answers with. */

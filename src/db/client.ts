@@ -7,6 +7,7 @@ import pg from 'pg';
 import { packagePath } from '../core/paths.js';
 import { acquireDataDirLock, type DataDirLock } from './lock.js';
 import * as schema from './schema.js';
+import type { OperationContext } from '../core/operation.js';
 
 /**
  * The query API every repository uses. PGlite's and node-postgres' Drizzle databases expose the same
@@ -16,6 +17,17 @@ export type Db = NodePgDatabase<typeof schema>;
 /** A transaction handle or the database itself: repositories accept either. */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 export type DbOrTx = Db | Tx;
+
+declare module '../core/operation.js' {
+  interface CoreTypes {
+    db: DbOrTx;
+  }
+}
+/** Fails to compile unless the declaration above took: an operation's `ctx.db` is exactly `DbOrTx`. */
+export type DbHandleCheck = Exact<OperationContext['db'], DbOrTx>;
+type Exact<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
+const dbHandleCheck: DbHandleCheck = true;
+void dbHandleCheck;
 
 export interface Database {
   db: Db;

@@ -11,7 +11,7 @@ import { ENGINE_TRANSITIONS, type AutomationStatus } from '../modules/automation
 import { toAutomation, type AutomationRow } from '../modules/automations/automations.repository.js';
 import type { TriggerType } from '../modules/automations/automations.schemas.js';
 import { evaluateCondition } from '../modules/automations/condition.js';
-import { evaluateAutomation } from '../modules/automations/evaluator/index.js';
+import { evaluateAutomation } from './evaluator/index.js';
 import type { Condition, EvaluationOutcome, Evaluator, PlanStep } from '../modules/automations/plan.js';
 import { renderTemplates, usesDigest, type TemplateContext } from '../modules/automations/template.js';
 import type { EventRecord } from '../modules/events/events.recorder.js';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { automationExecutions, automations, events, organizations } from '../../src/db/schema.js';
 import { CLIENT_TRANSITIONS, type AutomationStatus } from '../../src/modules/automations/automations.lifecycle.js';
 import { AUTOMATION_STATUSES } from '../../src/modules/automations/automations.schemas.js';
-import { builtinEvaluator } from '../../src/modules/automations/evaluator/deterministic.js';
+import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
 import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
 

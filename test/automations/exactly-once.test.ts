@@ -2,7 +2,7 @@ import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { automationExecutions, automations } from '../../src/db/schema.js';
-import { builtinEvaluator } from '../../src/modules/automations/evaluator/deterministic.js';
+import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
 import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { builtinEvaluator } from '../../../src/modules/automations/evaluator/deterministic.js';
-import { evaluateAutomation, evaluatorFromConfig } from '../../../src/modules/automations/evaluator/index.js';
-import { validatePlan } from '../../../src/modules/automations/evaluator/validate.js';
+import { builtinEvaluator } from '../../../src/workers/evaluator/deterministic.js';
+import { evaluateAutomation, evaluatorFromConfig } from '../../../src/workers/evaluator/index.js';
+import { validatePlan } from '../../../src/workers/evaluator/validate.js';
 import type { Condition, EvaluationRequest, Plan, PlanStep } from '../../../src/modules/automations/plan.js';
 
 const NOW = new Date('2030-01-07T08:00:00Z');

@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { evaluateAutomation } from '../../../src/modules/automations/evaluator/index.js';
-import { chatCompletionsUrl, createLlmEvaluator, systemPrompt } from '../../../src/modules/automations/evaluator/llm.js';
+import { evaluateAutomation } from '../../../src/workers/evaluator/index.js';
+import { chatCompletionsUrl, createLlmEvaluator, systemPrompt } from '../../../src/workers/evaluator/llm.js';
 import type { EvaluationRequest } from '../../../src/modules/automations/plan.js';
 
 type Reply = { status: number; body: unknown };

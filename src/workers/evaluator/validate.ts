@@ -1,12 +1,12 @@
-import { AppError } from '../../../core/errors.js';
-import { operationCategory, operationPermission, parseInput, type Operation } from '../../../core/operation.js';
-import { hasPermission } from '../../../core/permissions.js';
-import { operationById, operations } from '../../../operations.js';
-import { isEventType, SCHEDULE_TRIGGER } from '../../events/events.catalog.js';
-import { isValidCron } from '../automations.schemas.js';
-import { conditionIssues } from '../condition.js';
-import type { Plan } from '../plan.js';
-import { parseExpression, renderTemplates, templateExpressions, templateIssues, type TemplateContext } from '../template.js';
+import { AppError } from '../../core/errors.js';
+import { operationCategory, operationPermission, parseInput, type Operation } from '../../core/operation.js';
+import { hasPermission } from '../../core/permissions.js';
+import { operationById, operations } from '../../operations.js';
+import { isEventType, SCHEDULE_TRIGGER } from '../../modules/events/events.catalog.js';
+import { isValidCron } from '../../modules/automations/automations.schemas.js';
+import { conditionIssues } from '../../modules/automations/condition.js';
+import type { Plan } from '../../modules/automations/plan.js';
+import { parseExpression, renderTemplates, templateExpressions, templateIssues, type TemplateContext } from '../../modules/automations/template.js';
 import { canonicalTimeZone } from './vocabulary.js';
 
 /** Areas whose operations a plan may not call: automations may not manage automations, events are read-only. */

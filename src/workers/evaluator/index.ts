@@ -1,4 +1,4 @@
-import type { EvaluationOutcome, EvaluationRequest, Evaluator } from '../plan.js';
+import type { EvaluationOutcome, EvaluationRequest, Evaluator } from '../../modules/automations/plan.js';
 import { builtinEvaluator } from './deterministic.js';
 import { createLlmEvaluator } from './llm.js';
 import { validatePlan } from './validate.js';

@@ -1,5 +1,5 @@
-import { SCHEDULE_TRIGGER } from '../../events/events.catalog.js';
-import type { Condition, EvaluationOutcome, EvaluationRequest, Evaluator, Plan, PlanStep, TriggerType } from '../plan.js';
+import { SCHEDULE_TRIGGER } from '../../modules/events/events.catalog.js';
+import type { Condition, EvaluationOutcome, EvaluationRequest, Evaluator, Plan, PlanStep, TriggerType } from '../../modules/automations/plan.js';
 import { normalize, Scanner, takeActions, takeLevels, takeMessageConditions, takeSchedule, takeTimeZone, takeTrigger, type ActionSpec } from './vocabulary.js';
 
 /** The sender of the messages the digest action writes. */

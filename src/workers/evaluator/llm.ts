@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { describeEventType, EVENT_TYPES, SCHEDULE_TRIGGER } from '../../events/events.catalog.js';
-import { CONDITION_OPERATORS, type Condition, type EvaluationOutcome, type EvaluationRequest, type Evaluator, type Plan, type PlanStep } from '../plan.js';
+import { describeEventType, EVENT_TYPES, SCHEDULE_TRIGGER } from '../../modules/events/events.catalog.js';
+import { CONDITION_OPERATORS, type Condition, type EvaluationOutcome, type EvaluationRequest, type Evaluator, type Plan, type PlanStep } from '../../modules/automations/plan.js';
 import { plannableOperations } from './validate.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { ConditionTest, Condition } from '../plan.js';
+import type { ConditionTest, Condition } from '../../modules/automations/plan.js';
 
 /**
  * The English vocabulary of the built-in evaluator: the phrases it recognizes, each turned into a
