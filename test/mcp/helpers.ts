@@ -35,6 +35,8 @@ export interface MintOptions {
   clientId?: string;
   userId?: string;
   clock?: Clock;
+  /** A "Read only" grant: only the tools that change nothing. */
+  readOnly?: boolean;
 }
 
 export interface Minted {
@@ -67,6 +69,7 @@ export async function mintToken(t: LiveApp, tenant: Tenant, opts: MintOptions = 
     scopes: opts.scopes ?? ['mcp'],
     categories: opts.categories ?? [...CATEGORY_IDS],
     resource: opts.resource ?? `${t.origin}/mcp`,
+    ...(opts.readOnly ? { readOnly: true } : {}),
   });
   const tokens = await issueTokens(db, grant, opts.clock ?? (() => new Date()));
   return { token: tokens.access_token, grant, clientId, userId };

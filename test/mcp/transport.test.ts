@@ -445,6 +445,16 @@ describe('tools', () => {
     for (const [name, bytes] of Object.entries(sizes)) expect(bytes, name).toBeLessThanOrEqual(TOOL_BYTES_BUDGET);
     expect(Buffer.byteLength(JSON.stringify(res.json))).toBeLessThanOrEqual(TOOL_LIST_BYTES_BUDGET);
   });
+
+  it('fits a read-only grant of every category in 40 tools and 64 KB (clients with a tool limit)', async () => {
+    const { token } = await mintToken(t, a, { readOnly: true });
+    const res = await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const tools = res.json.result.tools as Array<{ annotations: { readOnlyHint: boolean } }>;
+    expect(tools.length).toBeGreaterThan(30);
+    expect(tools.length).toBeLessThanOrEqual(40);
+    expect(tools.every((tool) => tool.annotations.readOnlyHint)).toBe(true);
+    expect(Buffer.byteLength(JSON.stringify(res.json))).toBeLessThanOrEqual(64 * 1024);
+  });
 });
 
 describe('/sse sessions', () => {
