@@ -105,6 +105,15 @@ export function pgErrorCode(err: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * Logs a failure of the service's own (5xx) with its cause, for whoever answers it (REST, an MCP tool);
+ * client errors (4xx) are the client's and are not logged.
+ */
+export function logServerError(log: { error(obj: object, msg: string): void }, appError: AppError, err: unknown, context: Record<string, unknown> = {}) {
+  if (appError.status < 500) return;
+  log.error({ err, ...context }, appError.code === 'SERVICE_UNAVAILABLE' ? 'database unavailable' : 'unexpected error');
+}
+
 /** Any thrown value as an AppError; unknown faults become a bare INTERNAL_ERROR. */
 export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;

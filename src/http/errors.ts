@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, toAppError } from '../core/errors.js';
+import { AppError, logServerError, toAppError } from '../core/errors.js';
 
 /** Fastify's own errors (body parsing, limits) mapped to the error codes of the API. */
 function fromFastify(err: FastifyError): AppError | undefined {
@@ -25,9 +25,7 @@ function fromFastify(err: FastifyError): AppError | undefined {
 /** The one place an error becomes a response: `{ error: { code, message, details? } }`, never internals. */
 export function sendError(err: unknown, req: FastifyRequest, reply: FastifyReply) {
   const appError = fromFastify(err as FastifyError) ?? toAppError(err);
-  if (appError.status >= 500) {
-    req.log.error({ err }, appError.code === 'SERVICE_UNAVAILABLE' ? 'database unavailable' : 'unexpected error');
-  }
+  logServerError(req.log, appError, err);
   // Errors raised before the onRequest hooks (e.g. an unreadable URL) still carry the request id.
   reply.header('x-request-id', req.id);
   if (appError.retryAfter) reply.header('retry-after', String(appError.retryAfter));

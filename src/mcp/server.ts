@@ -2,7 +2,7 @@ import { idempotencyArgument, requestHash, runIdempotent } from '../idempotency.
 import { notifyEventsCommitted } from '../modules/events/events.signal.js';
 import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@modelcontextprotocol/server';
 import type { FastifyBaseLogger } from 'fastify';
-import { toAppError } from '../core/errors.js';
+import { logServerError, toAppError } from '../core/errors.js';
 import { withDeadline } from '../core/deadline.js';
 import { operationPermission, readsOnly, successStatus } from '../core/operation.js';
 import { categoryPermissions, hasPermission } from '../core/permissions.js';
@@ -111,7 +111,7 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
       return { ok: true, text: JSON.stringify(envelope) };
     } catch (err) {
       const appError = toAppError(err);
-      if (appError.status >= 500) deps.log.error({ err, tool: name }, appError.code === 'SERVICE_UNAVAILABLE' ? 'database unavailable' : 'unexpected error in tool');
+      logServerError(deps.log, appError, err, { tool: name });
       return { ok: false, text: JSON.stringify(appError.toBody()) };
     }
   }
