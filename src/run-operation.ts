@@ -1,5 +1,5 @@
 import { debitCredits } from './accounts/accounts.js';
-import { eventTypesOf, parseInput, readsOnly, type Actor, type Envelope, type Operation, type OperationContext } from './core/operation.js';
+import { eventTypesOf, parseInput, type Actor, type Envelope, type Operation, type OperationContext } from './core/operation.js';
 import { paginationMeta, type PageInput } from './core/pagination.js';
 import type { Db, DbOrTx } from './db/client.js';
 import { isEventType } from './modules/events/events.catalog.js';
@@ -28,7 +28,8 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
       ? op.handler(input as never, ctx).then((page): Envelope => ({ data: page.items, meta: { pagination: paginationMeta(input as PageInput, page) } }))
       : op.handler(input as never, ctx).then((data): Envelope => ({ data }));
   };
-  if (readsOnly(op)) return exec(tx ?? caller.db);
+  // Nothing to debit and no event to record: the handler's own statements need no transaction around them.
+  if (!op.cost && !op.event) return exec(tx ?? caller.db);
   const write = async (t: DbOrTx) => {
     if (op.cost) await debitCredits(t, caller.orgId, op.cost);
     const envelope = await exec(t);

@@ -119,11 +119,8 @@ export function parseInput(op: Operation, raw: unknown): Record<string, unknown>
   return parsed.data as Record<string, unknown>;
 }
 
-/**
- * Whether an operation writes nothing: no credit to debit, no event to record. It then runs outside a
- * transaction and is bound by the read timeout; everything else is a write.
- */
-export const readsOnly = (op: Operation) => (op.cost ?? 0) === 0 && !op.event;
+/** Whether an operation only reads (a GET): bound by the read timeout, offered to read-only grants. */
+export const readsOnly = (op: Pick<Operation, 'method'>) => op.method === 'GET';
 
 /** The event types an operation records for the record it answered with. */
 export function eventTypesOf(op: Operation, data: unknown): string[] {
