@@ -38,7 +38,7 @@ const Env = z.object({
   EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   /** PostgreSQL: how long a statement may run or wait for a lock before the request answers 503 (ms); bounds writes. */
   DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(4000),
-  /** How long a read (an operation that writes nothing, and its authentication) may wait for the database before it answers 503 (ms). */
+  /** How long a read (a GET operation, and its authentication) may wait for the database before it answers 503 (ms). */
   DB_READ_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(1500),
   /** Whether /mcp and /sse also accept a REST API key as the bearer token (its permissions decide the tools). */
   MCP_API_KEYS: z.enum(['true', 'false']).default('false'),

@@ -17,7 +17,7 @@ export interface McpServerDeps {
   db: Db;
   catalog: ToolCatalog;
   log: FastifyBaseLogger;
-  /** A tool that writes nothing answers SERVICE_UNAVAILABLE when the database has not answered within this (ms). */
+  /** A read-only tool (a GET operation) answers SERVICE_UNAVAILABLE when the database has not answered within this (ms). */
   readTimeoutMs: number;
 }
 
