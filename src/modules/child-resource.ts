@@ -1,4 +1,5 @@
-import type { SQL } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
+import type { PgColumn } from 'drizzle-orm/pg-core';
 import { z } from 'zod';
 import type { Category } from '../core/categories.js';
 import { defineOperation, type Operation, type OperationContext, type Wire } from '../core/operation.js';
@@ -37,8 +38,8 @@ export interface ChildResourceSpec<T extends ScopedTable, PT extends ScopedTable
   /** What the child id's description calls it, when not `singular`. */
   idLabel?: string;
   rows: ScopedRepository<T>;
-  /** The condition that a child row belongs to the parent. */
-  ofParent: (parentId: string) => SQL;
+  /** The child's column holding its parent's id. */
+  parentColumn: PgColumn;
   output: O;
   /** A stored row as the output schema describes it (usually the row itself: the type checker holds the two together). */
   present: (row: T['$inferSelect']) => Wire<z.input<O>>;
@@ -69,7 +70,8 @@ function without(obj: Record<string, unknown>, keys: readonly string[]): Record<
 export function childResource<T extends ScopedTable, PT extends ScopedTable, P extends string, C extends z.ZodRawShape, U extends z.ZodRawShape, O extends z.ZodType>(
   spec: ChildResourceSpec<T, PT, P, C, U, O>,
 ): Operation[] {
-  const { rows, present, ofParent } = spec;
+  const { rows, present } = spec;
+  const ofParent = (parentId: string) => eq(spec.parentColumn, parentId);
   const parentId = { id: IdParam(spec.parent) };
   // A computed key is typed `string` by TypeScript: this says it is the literal P.
   const ids: Ids<P> = { ...parentId, ...({ [spec.param]: IdParam(spec.idLabel ?? spec.singular) } as Record<P, Id>) };

@@ -1,4 +1,3 @@
-import { eq } from 'drizzle-orm';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { ShortText } from '../../core/schemas.js';
@@ -108,7 +107,7 @@ export const contactsOperations: Operation[] = [
     singular: 'email address',
     plural: 'email addresses',
     rows: emailRows,
-    ofParent: (id) => eq(contactEmails.contactId, id),
+    parentColumn: contactEmails.contactId,
     output: ContactEmail,
     present: (row) => row,
     create: { summary: 'Add an email address to a contact', fields: ContactEmailCreate, toInsert: (body, contact, ctx) => ({ ...body, contactId: contact.id, organizationId: ctx.orgId }) },
@@ -122,7 +121,7 @@ export const contactsOperations: Operation[] = [
     singular: 'phone number',
     plural: 'phone numbers',
     rows: phoneNumberRows,
-    ofParent: (id) => eq(contactPhoneNumbers.contactId, id),
+    parentColumn: contactPhoneNumbers.contactId,
     output: ContactPhoneNumber,
     present: (row) => row,
     create: {
@@ -141,7 +140,7 @@ export const contactsOperations: Operation[] = [
     singular: 'address',
     plural: 'addresses',
     rows: addressRows,
-    ofParent: (id) => eq(contactAddresses.contactId, id),
+    parentColumn: contactAddresses.contactId,
     output: ContactAddress,
     present: (row) => row,
     create: { summary: 'Add an address to a contact', fields: ContactAddressCreate, toInsert: (body, contact, ctx) => ({ ...body, contactId: contact.id, organizationId: ctx.orgId }) },

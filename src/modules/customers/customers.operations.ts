@@ -87,7 +87,7 @@ const transactionOperations = childResource({
   singular: 'transaction',
   plural: 'transactions',
   rows: transactionRows,
-  ofParent: ofCustomer,
+  parentColumn: customerTransactions.customerId,
   output: CustomerTransaction,
   present: (row) => row,
   // The total is cheap here (one customer's rows, index `customer_transactions_customer`).

@@ -1,6 +1,5 @@
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
-import { eq } from 'drizzle-orm';
 import { domainRegistrations } from '../../db/schema.js';
 import { childResource } from '../child-resource.js';
 import { createDomain, deleteDomain, domainRows, registrationRows } from './domains.repository.js';
@@ -62,7 +61,7 @@ const registrationOperations = childResource({
   plural: 'registrations',
   idLabel: 'domain registration',
   rows: registrationRows,
-  ofParent: (id) => eq(domainRegistrations.domainId, id),
+  parentColumn: domainRegistrations.domainId,
   output: DomainRegistration,
   present: (row) => row,
   create: {
