@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: builds the service, starts it on a fresh PostgreSQL database (and, with --pglite, on the
- * embedded database), seeds it with set-based SQL, loads it with autocannon and reports each scenario as
+ * embedded database), seeds it with the shared seeder, loads it with autocannon and reports each scenario as
  * a ratio of baselines measured in the same run. See bench/README.md.
  */
 import { spawnSync } from 'node:child_process';

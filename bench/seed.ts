@@ -5,42 +5,24 @@ import { systemClock } from '../src/core/clock.js';
 import type { Db } from '../src/db/client.js';
 import { oauthClients } from '../src/db/schema.js';
 import { createGrant, issueTokens } from '../src/oauth/grants.js';
+import { seedOrganization } from '../src/seed/seed.js';
 
 /**
- * Bench data, written with set-based SQL (INSERT … SELECT generate_series) so that a million messages
- * take seconds, not the minutes a row-at-a-time seed through the API would.
+ * The benchmark's data: the organization is filled by the same seeder as `switchboard seed` (realistic
+ * contacts and messages from its typed generators); this file adds what only a benchmark needs: tenants and
+ * tokens, a word planted at a known rate for the search scenarios, and secondary indexes rebuilt around a
+ * large insert.
  */
 
-/** Words every search scenario looks for. `COMMON` is in most messages, `RARE` in one in 10,000, `ABSENT` in none. */
-export const WORDS = { common: 'thanks', rare: 'zeppelin', absent: 'xylophone' } as const;
+/** Words every search scenario looks for: `common` closes every seeded email, `rare` is planted in one message in 10,000, `absent` in none. */
+export const WORDS = { common: 'regards', rare: 'zeppelin', absent: 'xylophone' } as const;
 const RARE_EVERY = 10_000;
 
-// Ordered by how often they occur: the picker below favours the start of the list (a rough Zipf curve).
-const VOCABULARY = `thanks please meeting invoice order delivery tomorrow today call back update account payment
-  question schedule confirm price quote shipment received sent team project report review contract office week
-  monday friday morning afternoon available details attached document request support issue ticket resolved
-  customer service refund return product sample catalog discount offer renewal subscription plan upgrade
-  trial demo training onboarding feedback survey event webinar conference booking reservation table room
-  hotel flight travel agenda minutes notes summary draft final version approval signature budget forecast
-  quarter revenue sales marketing campaign launch release feature bug fix deploy server outage maintenance
-  password login access permission security audit compliance policy insurance claim warranty repair
-  technician visit appointment reminder confirmation cancellation reschedule delay tracking parcel courier
-  warehouse stock inventory supplier vendor purchase receipt balance statement transfer bank card charge
-  credit overdue late fee discount coupon loyalty member welcome hello regards best cheers kindly urgent
-  asap soon later happy sorry great perfect sure noted understood agreed`
-  .split(/\s+/)
-  .filter(Boolean);
+/** A seed that makes nothing but what it is asked for. */
+const NOTHING = { contacts: 0, messages: 0, businesses: 0, customers: 0, transactions: 0, folders: 0, domains: 0 };
 
-const FIRST_NAMES = ['Ana', 'Ben', 'Chloe', 'Daniel', 'Elena', 'Farid', 'Grace', 'Hiro', 'Ines', 'Jonas', 'Kemal', 'Lena', 'Marta', 'Nils', 'Olga', 'Pedro'];
-const LAST_NAMES = ['Smith', 'Garcia', 'Muller', 'Rossi', 'Dubois', 'Nowak', 'Silva', 'Tanaka', 'Okafor', 'Jensen', 'Kowalski', 'Novak', 'Haddad', 'Larsen'];
-const COMPANIES = ['Acme Ltd', 'Globex', 'Initech', 'Umbrella Foods', 'Stark Logistics', 'Wayne Retail', 'Hooli', 'Vandelay Imports'];
-
-const textArray = (values: readonly string[]) => sql.raw(`(ARRAY[${values.map((v) => `'${v.replace(/'/g, "''")}'`).join(',')}]::text[])`);
-/** `arr[k]` with k drawn so that early elements come up far more often than late ones. */
-const skewedPick = (arr: string, n: number) => `${arr}[1 + floor(${n} * random() ^ 2)::int]`;
 /** An integer literal (typed by PostgreSQL as int, unlike an untyped parameter). */
 const int = (value: number) => sql.raw(String(Math.trunc(value)));
-const uniformPick = (arr: string, n: number) => `${arr}[1 + floor(${n} * random())::int]`;
 
 export interface Tenant {
   orgId: string;
@@ -79,52 +61,21 @@ export async function createMcpTokens(db: Db, orgId: string, resource: string, c
   return tokens;
 }
 
-/** `count` contacts, each with two emails, one phone number and one address; returns some of their ids. */
+/** `count` contacts with their emails, phone numbers and addresses; returns some of their ids. */
 export async function seedContacts(db: Db, orgId: string, count: number): Promise<string[]> {
-  const first = textArray(FIRST_NAMES);
-  const last = textArray(LAST_NAMES);
-  const companies = textArray(COMPANIES);
-  // Creation times one minute apart ending now, so "newest first" pages read the end of the index.
-  await db.execute(sql`
-    INSERT INTO contacts (organization_id, created_at, updated_at, first_name, last_name, name, company, job_title, title, notes, data)
-    SELECT ${orgId}::uuid, t, t, f, l, f || ' ' || l, ${companies}[1 + i % ${int(COMPANIES.length)}], 'Account manager', CASE WHEN i % 3 = 0 THEN 'Dr' END,
-           'Met at the ' || (2015 + i % 10) || ' trade fair', jsonb_build_object('source', 'bench', 'rank', i)
-    FROM (
-      SELECT i, now() - (${int(count)} - i) * interval '1 minute' AS t,
-             ${first}[1 + i % ${int(FIRST_NAMES.length)}] AS f, ${last}[1 + (i / ${int(FIRST_NAMES.length)}) % ${int(LAST_NAMES.length)}] AS l
-      FROM generate_series(1, ${int(count)}) AS i
-    ) s`);
-  const owned = sql`SELECT id, created_at, first_name, last_name FROM contacts WHERE organization_id = ${orgId}`;
-  await db.execute(sql`
-    INSERT INTO contact_emails (organization_id, contact_id, created_at, updated_at, email, label)
-    SELECT ${orgId}::uuid, c.id, c.created_at + k * interval '1 second', c.created_at + k * interval '1 second',
-           lower(c.first_name || '.' || c.last_name) || k || '@example.com', CASE k WHEN 1 THEN 'work' ELSE 'home' END
-    FROM (${owned}) c CROSS JOIN generate_series(1, 2) AS k`);
-  await db.execute(sql`
-    INSERT INTO contact_phone_numbers (organization_id, contact_id, created_at, updated_at, phone_number, country_code, national_number, label)
-    SELECT ${orgId}::uuid, c.id, c.created_at, c.created_at, '+1415555' || lpad((n % 10000)::text, 4, '0'), '1', '415555' || lpad((n % 10000)::text, 4, '0'), 'mobile'
-    FROM (SELECT *, row_number() OVER () AS n FROM (${owned}) o) c`);
-  await db.execute(sql`
-    INSERT INTO contact_addresses (organization_id, contact_id, created_at, updated_at, country, label, address1, address2, city, state, postal_code)
-    SELECT ${orgId}::uuid, c.id, c.created_at, c.created_at, 'US', 'office', (100 + n % 900) || ' Market Street', 'Suite ' || (n % 50), 'San Francisco', 'CA', '941' || lpad((n % 100)::text, 2, '0')
-    FROM (SELECT *, row_number() OVER () AS n FROM (${owned}) o) c`);
+  await seedOrganization(db, { ...NOTHING, orgId, contacts: count, randomSeed: 1 });
   const rows = await db.execute<{ id: string }>(sql`SELECT id FROM contacts WHERE organization_id = ${orgId} ORDER BY random() LIMIT 500`);
   return rowsOf<{ id: string }>(rows).map((r) => r.id);
 }
 
 /**
- * Grows the organization's messages to `total` (rows `from + 1 … total`), one message per 30 seconds of
- * history. On PostgreSQL the secondary indexes are dropped and rebuilt around the insert, which is several
- * times faster than maintaining a GIN index row by row; their definitions are read back from the catalog,
- * so they are exactly the migrations' ones.
+ * Grows the organization's messages from `from` to `total`, then plants `WORDS.rare` so that one message in
+ * 10,000 holds it, and checks every word's rate. On PostgreSQL the secondary indexes are dropped and rebuilt
+ * around the insert, which is several times faster than maintaining a GIN index row by row; their
+ * definitions are read back from the catalog, so they are exactly the migrations' ones.
  */
 export async function seedMessages(db: Db, orgId: string, from: number, total: number, opts: { rebuildIndexes: boolean }) {
   if (total <= from) return;
-  const vocabulary = textArray(VOCABULARY);
-  const first = textArray(FIRST_NAMES);
-  const last = textArray(LAST_NAMES);
-  const n = VOCABULARY.length;
-  const pickWords = Array.from({ length: 12 }, () => skewedPick('v', n)).join(', ');
   let indexes: string[] = [];
   if (opts.rebuildIndexes) {
     const found = await db.execute<{ indexname: string; indexdef: string }>(
@@ -134,39 +85,11 @@ export async function seedMessages(db: Db, orgId: string, from: number, total: n
     indexes = defs.map((r) => r.indexdef);
     for (const r of defs) await db.execute(sql.raw(`DROP INDEX "${r.indexname}"`));
   }
-  // Batches keep each statement's memory small; on PostgreSQL two run at once (one per core).
-  const batch = opts.rebuildIndexes ? 100_000 : 20_000;
-  const ranges: [number, number][] = [];
-  for (let start = from + 1; start <= total; start += batch) ranges.push([start, Math.min(total, start + batch - 1)]);
-  const insertRange = ([start, end]: [number, number]) =>
-    db.execute(sql`
-      INSERT INTO messages (organization_id, created_at, updated_at, timestamp, type, direction, provider_name, provider_message_id, thread_id,
-                            text, summary, status, importance, urgency, sender, recipient, category, metadata, read_at)
-      SELECT ${orgId}::uuid, t, t, t,
-             CASE WHEN i % 4 = 0 THEN 'sms' ELSE 'email' END,
-             CASE WHEN i % 2 = 0 THEN 'incoming' ELSE 'outgoing' END,
-             CASE WHEN i % 4 = 0 THEN 'twilio' ELSE 'postmark' END, 'pm-' || i, 'thread-' || (i / 5),
-             upper(left(body, 1)) || substr(body, 2) || '.' || CASE WHEN i % ${int(RARE_EVERY)} = 7 THEN ' ' || ${WORDS.rare} ELSE '' END,
-             concat_ws(' ', ${sql.raw(uniformPick('v', n))}, ${sql.raw(uniformPick('v', n))}, ${sql.raw(uniformPick('v', n))}),
-             CASE WHEN i % 3 = 0 THEN 'read' ELSE 'delivered' END, 'normal', 'low',
-             jsonb_build_object('name', f || ' ' || l, 'email', lower(f || '.' || l) || '@example.com'),
-             '{"name": "Support", "email": "support@switchboard.example"}'::jsonb,
-             '{"label": "general"}'::jsonb, jsonb_build_object('seq', i),
-             CASE WHEN i % 3 = 0 THEN t + interval '1 hour' END
-      FROM (
-        SELECT i, t, v, f, l, concat_ws(' ', ${sql.raw(pickWords)}) AS body
-        FROM (
-          SELECT i, now() - (${int(total)} - i) * interval '30 seconds' AS t, ${vocabulary} AS v,
-                 ${first}[1 + i % ${int(FIRST_NAMES.length)}] AS f, ${last}[1 + (i / 7) % ${int(LAST_NAMES.length)}] AS l
-          FROM generate_series(${int(start)}, ${int(end)}) AS i
-        ) g
-      ) s`);
-  const workers = opts.rebuildIndexes ? 2 : 1;
-  await Promise.all(
-    Array.from({ length: workers }, async () => {
-      for (let r = ranges.shift(); r; r = ranges.shift()) await insertRange(r);
-    }),
-  );
+  await seedOrganization(db, { ...NOTHING, orgId, messages: total - from, randomSeed: from + 1 });
+  const plant = Math.floor(total / RARE_EVERY) - Math.floor(from / RARE_EVERY);
+  await db.execute(sql`
+    UPDATE messages SET text = text || ' ' || ${WORDS.rare}
+    WHERE id IN (SELECT id FROM messages WHERE organization_id = ${orgId} AND text NOT LIKE ${`%${WORDS.rare}`} ORDER BY id LIMIT ${int(plant)})`);
   for (const def of indexes) {
     await db.transaction(async (tx) => {
       await tx.execute(sql`SET LOCAL maintenance_work_mem = '256MB'`);
@@ -176,6 +99,19 @@ export async function seedMessages(db: Db, orgId: string, from: number, total: n
   // VACUUM sets the visibility map as a long-lived table has it, and keeps autovacuum from starting in the
   // middle of a measurement; ANALYZE gives the planner the statistics it would have in production.
   await db.execute(sql`VACUUM (ANALYZE) messages`);
+  await checkWords(db, orgId, total);
+}
+
+/** The search scenarios mean what they say only if the words occur at their rates: a seeder change that broke them stops the run. */
+async function checkWords(db: Db, orgId: string, total: number) {
+  const hits = async (word: string) => {
+    const rows = await db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM messages WHERE organization_id = ${orgId} AND search_vector @@ websearch_to_tsquery('simple', ${word})`);
+    return rowsOf<{ n: number }>(rows)[0]!.n;
+  };
+  const [common, rare, absent] = [await hits(WORDS.common), await hits(WORDS.rare), await hits(WORDS.absent)];
+  if (common < total / 2 || rare !== Math.floor(total / RARE_EVERY) || absent !== 0) {
+    throw new Error(`bench words off their rates in ${total} messages: "${WORDS.common}" ${common} (want > half), "${WORDS.rare}" ${rare} (want ${Math.floor(total / RARE_EVERY)}), "${WORDS.absent}" ${absent} (want 0)`);
+  }
 }
 
 export async function vacuumAnalyze(db: Db) {

@@ -22,7 +22,6 @@ export async function getOrganization(db: DbOrTx, id: string) {
   return org;
 }
 
-/** Adds `delta` credits (negative removes); the balance cannot go below zero. */
 /**
  * Takes `cost` credits from the organization's balance in the caller's transaction; with too few credits
  * it throws 402 `INSUFFICIENT_CREDITS` and the transaction (and so the write it guards) rolls back.
@@ -36,6 +35,7 @@ export async function debitCredits(tx: DbOrTx, orgId: string, cost: number) {
   if (rows.length === 0) throw new AppError('INSUFFICIENT_CREDITS', `This operation costs ${cost} credit(s) and the organization's balance is too low`);
 }
 
+/** Adds `delta` credits (negative removes); the balance cannot go below zero. */
 export async function addCredits(db: DbOrTx, id: string, delta: number) {
   const [org] = await db
     .update(organizations)

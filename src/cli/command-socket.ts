@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { AppError } from '../core/errors.js';
 import type { CommandContext } from './commands.js';
 import { errorOutcome, executeCommandLine, type Outcome } from './execute.js';
-import type { SeedProgress } from './seed-counts.js';
+import type { SeedProgress } from '../seed/counts.js';
 
 /**
  * The command socket: how the CLI reaches a server that holds the embedded database's directory.

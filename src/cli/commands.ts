@@ -10,7 +10,7 @@ import { oauthGrants } from '../db/schema.js';
 import { listUserGrants, revokeGrant, revokeUserAccess } from '../oauth/grants.js';
 import type { Db } from '../db/client.js';
 import { emailFlag, intFlag, listFlag, textFlag, uuidFlag } from './flags.js';
-import { SEED_DEFAULTS, SEED_MAX, type SeedProgress } from './seed-counts.js';
+import { SEED_DEFAULTS, SEED_MAX, type SeedProgress } from '../seed/counts.js';
 
 /**
  * The commands, declared once as data. The same table parses the command line, prints `--help`, and runs
@@ -247,7 +247,7 @@ export const COMMANDS: Command[] = [
     run: async (input, ctx) => {
       const { org, 'random-seed': randomSeed, ...counts } = input as { org: string; 'random-seed'?: number } & Partial<Record<keyof typeof SEED_DEFAULTS, number>>;
       // Loaded on use: faker's locales are large, and no other command needs them.
-      const { seedOrganization } = await import('./seed.js');
+      const { seedOrganization } = await import('../seed/seed.js');
       return seedOrganization(ctx.db, { orgId: org, randomSeed, ...counts }, ctx.progress);
     },
   },

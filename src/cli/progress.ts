@@ -1,5 +1,5 @@
 import cliProgress from 'cli-progress';
-import type { SeedProgress } from './seed-counts.js';
+import type { SeedProgress } from '../seed/counts.js';
 
 /**
  * A progress bar on stderr, one line per seed phase; nothing at all when stderr is not a terminal,

@@ -15,7 +15,7 @@ const LAYERS: [number, RegExp][] = [
   [3, /^modules\//],
   [4, /^(operations|run-operation|idempotency)\.ts$/],
   [6, /^(app|server|main|cli)\.ts$|^cli\/main\.ts$/],
-  [5, /^(http|mcp|oauth|workers|cli)\//],
+  [5, /^(http|mcp|oauth|workers|seed|cli)\//],
 ];
 const SRC = join(dirname(fileURLToPath(import.meta.url)), '../../src');
 
