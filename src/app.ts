@@ -11,6 +11,7 @@ import type { Config } from './config.js';
 import type { Database } from './db/client.js';
 import { createApiKeyAuth, type ApiKeyAuth } from './http/api-key-auth.js';
 import { sendError } from './http/errors.js';
+import { registerCors } from './http/cors.js';
 import { registerDocs } from './http/docs.js';
 import { buildOpenApi } from './http/openapi.js';
 import { registerRestRoutes } from './http/rest.js';
@@ -78,6 +79,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });
+  await registerCors(app);
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`), req, reply));
 

@@ -9,6 +9,7 @@ import type { Db } from '../db/client.js';
 import { verifyAccessToken, type Grant } from '../oauth/grants.js';
 import { matchResource } from '../oauth/resource.js';
 import { withDeadline } from '../core/deadline.js';
+import type { FastifyCorsOptions } from '@fastify/cors';
 
 /** The transport paths; each has its own route-scoped protected-resource metadata document. */
 export type TransportPath = '/mcp' | '/sse';
@@ -16,17 +17,7 @@ export type TransportPath = '/mcp' | '/sse';
 
 /** Headers a browser client must be able to read on transport responses (401s and 429s included). */
 const EXPOSED_HEADERS = 'WWW-Authenticate, Mcp-Session-Id, Mcp-Protocol-Version, Retry-After, X-Request-ID';
-const ALLOWED_HEADERS = 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, X-Request-ID';
-/** Request headers of the 2026-07-28 revision that name tool parameters: `Mcp-Param-<name>`, any name. */
-const MCP_PARAM_HEADER = /^mcp-param-[a-z0-9_.-]{1,128}$/i;
 
-/** The allowed request headers for a preflight: the fixed list, plus the `Mcp-Param-*` headers it asks for. */
-function allowedHeaders(requested: string | string[] | undefined): string {
-  const asked = typeof requested === 'string' ? requested.split(',').map((h) => h.trim()) : [];
-  const params = asked.filter((h) => MCP_PARAM_HEADER.test(h));
-  return params.length ? `${ALLOWED_HEADERS}, ${params.join(', ')}` : ALLOWED_HEADERS;
-}
-const ALLOWED_METHODS = 'GET, POST, DELETE, OPTIONS';
 
 const INVALID_TOKEN = { error: 'invalid_token', error_description: 'Missing or invalid access token' } as const;
 
@@ -85,7 +76,14 @@ function apiKeyGrant(principal: ApiKeyPrincipal, publicUrl: string): Grant {
 }
 
 export interface TransportGuard {
-  /** CORS headers and the Origin/Host check; answers preflights. Returns false when the reply is sent. */
+  /**
+   * The transports' CORS policy (route config for `@fastify/cors`): the origins `checkOrigin` lets through
+   * get their Origin back, a preflight allows the methods and the request headers it asks for (the
+   * 2026-07-28 revision's `Mcp-Param-<name>` headers take any name), and a browser may read the headers
+   * a client needs, on 401s and 429s too.
+   */
+  cors: FastifyCorsOptions;
+  /** The Origin/Host check (403 otherwise). Returns false when the reply is sent. */
   checkOrigin(req: FastifyRequest, reply: FastifyReply): boolean;
   /** The grant behind the bearer token, or undefined after sending the exact 401 of the spec. */
   authenticate(req: FastifyRequest, reply: FastifyReply, path: TransportPath): Promise<Grant | undefined>;
@@ -159,22 +157,12 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
   const grants = new WeakMap<FastifyRequest, Grant>();
 
   const guard: TransportGuard = {
+    cors: { origin: (origin, done) => done(null, originAllowed(origin)), methods: 'GET, POST, DELETE, OPTIONS', exposedHeaders: EXPOSED_HEADERS, maxAge: 86400 },
+
     checkOrigin(req, reply) {
       const origin = req.headers.origin;
       if (!originAllowed(origin) || !hostAllowed(req.headers.host)) {
         void reply.code(403).type('application/json').send(jsonRpcError(null, -32000, 'Forbidden: Origin or Host not allowed'));
-        return false;
-      }
-      if (origin) {
-        reply.header('access-control-allow-origin', origin);
-        reply.header('vary', 'Origin');
-        reply.header('access-control-expose-headers', EXPOSED_HEADERS);
-      }
-      if (req.method === 'OPTIONS') {
-        reply.header('access-control-allow-methods', ALLOWED_METHODS);
-        reply.header('access-control-allow-headers', allowedHeaders(req.headers['access-control-request-headers']));
-        reply.header('access-control-max-age', '86400');
-        void reply.code(204).send();
         return false;
       }
       return true;
@@ -215,6 +203,7 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
         app.route({
           method: ['GET', 'POST', 'DELETE', 'OPTIONS'],
           url,
+          config: { cors: guard.cors },
           onRequest: guard.authHook(path),
           handler: async (req, reply) => {
             const grant = guard.grantOf(req);

@@ -164,6 +164,7 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, runner:
   app.route({
     method: ['POST', 'OPTIONS'],
     url: '/sse/messages',
+    config: { cors: guard.cors },
     onRequest: guard.authHook('/sse'),
     handler: async (req, reply) => {
       const grant = guard.grantOf(req);

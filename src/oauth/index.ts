@@ -1,15 +1,16 @@
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
+import helmet from '@fastify/helmet';
 import { useJsonBodyParser } from '../http/json-body.js';
 import type { FastifyInstance } from 'fastify';
 import { registerAccountRoutes } from './account.js';
 import { registerAuthorizeRoutes } from './authorize.js';
 import { OAuthError, sendOAuthError, toOAuthError } from './errors.js';
-import { preflight, registerMetadataRoutes } from './metadata.js';
+import { registerMetadataRoutes } from './metadata.js';
 import { registerRegistrationRoute } from './register.js';
 import { createSignIn } from './sign-in.js';
 import { registerTokenRoutes } from './token.js';
-import { errorPage } from './views.js';
+import { errorPage, PAGE_HEADERS } from './views.js';
 
 /**
  * The OAuth 2.1 authorization server: metadata (RFC 8414, RFC 9728), registration (RFC 7591), sign-in and
@@ -19,6 +20,7 @@ import { errorPage } from './views.js';
 export async function registerOAuth(app: FastifyInstance) {
   await app.register(formbody, { bodyLimit: 64 * 1024 });
   await app.register(cookie);
+  await app.register(helmet, PAGE_HEADERS);
   useJsonBodyParser(app);
 
   app.setErrorHandler((err, req, reply) => {
@@ -36,9 +38,6 @@ export async function registerOAuth(app: FastifyInstance) {
   registerAuthorizeRoutes(app, signIn);
   registerAccountRoutes(app, signIn);
   registerTokenRoutes(app);
-
-  // Browser-based clients call these cross-origin; they carry no cookies, so any origin may.
-  for (const path of ['/oauth/register', '/oauth/token', '/oauth/revoke']) app.options(path, async (_req, reply) => preflight(reply));
 
   // Unknown paths and methods under /oauth answer in OAuth's shape too.
   app.all('/oauth/*', async (req) => {

@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import { ANY_ORIGIN } from '../http/cors.js';
 import { protectedResources } from './resource.js';
 
 /** Scopes: `mcp` grants the transports; `offline_access` adds a refresh token. */
@@ -38,11 +39,6 @@ export function protectedResourceMetadata(resource: string, issuer: string) {
   };
 }
 
-/** Metadata is public and read by browser-based clients from any origin. */
-export function allowAnyOrigin(reply: FastifyReply) {
-  return reply.header('access-control-allow-origin', '*');
-}
-
 export function registerMetadataRoutes(app: FastifyInstance) {
   const issuer = app.deps.config.publicUrl;
   const [host, mcp, sse] = protectedResources(issuer) as [string, string, string];
@@ -52,26 +48,17 @@ export function registerMetadataRoutes(app: FastifyInstance) {
     '/.well-known/oauth-protected-resource/mcp': protectedResourceMetadata(mcp, issuer),
     '/.well-known/oauth-protected-resource/sse': protectedResourceMetadata(sse, issuer),
   };
+  // Metadata is public and read by browser-based clients from any origin.
+  const config = { cors: ANY_ORIGIN };
   for (const [path, body] of Object.entries(documents)) {
-    app.get(path, async (_req, reply) => {
-      allowAnyOrigin(reply).header('cache-control', 'public, max-age=300');
+    app.get(path, { config }, async (_req, reply) => {
+      reply.header('cache-control', 'public, max-age=300');
       return body;
     });
   }
   // Clients probe documents we do not publish (openid-configuration, path-suffixed variants): a JSON 404.
-  app.all('/.well-known/*', async (req, reply) => {
-    allowAnyOrigin(reply);
-    if (req.method === 'OPTIONS') return preflight(reply);
+  // Preflights of every well-known path land here and are answered by the CORS hook.
+  app.all('/.well-known/*', { config }, async (req, reply) => {
     return reply.code(404).send({ error: 'not_found', error_description: `No document at ${req.url.split('?')[0]}` });
   });
-}
-
-/** Answers a CORS preflight: any origin, no credentials (the OAuth endpoints never read cookies cross-site). */
-export function preflight(reply: FastifyReply) {
-  return allowAnyOrigin(reply)
-    .header('access-control-allow-methods', 'GET, POST, OPTIONS')
-    .header('access-control-allow-headers', 'authorization, content-type, mcp-protocol-version')
-    .header('access-control-max-age', '600')
-    .code(204)
-    .send();
 }

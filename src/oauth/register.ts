@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { createLimiter, createOutcomeLimiter } from '../core/rate-limit.js';
 import { registerClient } from './clients.js';
 import { noStore, OAuthError } from './errors.js';
-import { allowAnyOrigin } from './metadata.js';
+import { ANY_ORIGIN } from '../http/cors.js';
 
 /** Spec limit: 10 registrations per 60 seconds per IP address. */
 export const REGISTRATION_LIMIT = { points: 10, durationSeconds: 60 } as const;
@@ -17,16 +17,21 @@ export function registerRegistrationRoute(app: FastifyInstance) {
   const tooMany = (seconds: number, what: string) =>
     new OAuthError('rate_limited', `Too many registrations from this address${what}; retry in ${seconds} s`, 429, { 'retry-after': String(seconds) });
 
-  app.post('/oauth/register', async (req, reply) => {
-    allowAnyOrigin(reply);
-    // Every attempt counts, valid or not, so the limit also caps probing.
-    const verdict = await limiter.consume(req.ip);
-    if (!verdict.allowed) throw tooMany(verdict.retryAfter, '');
-    // The daily cap counts the clients created, not the attempts (those are capped per minute above).
-    const wait = await daily.retryAfter(req.ip);
-    if (wait > 0) throw tooMany(wait, ` today (${REGISTRATION_DAILY_LIMIT.points} per day)`);
-    const client = await registerClient(database.db, req.body, clock);
-    await daily.count(req.ip);
-    return noStore(reply).code(201).send(client);
+  // Browser-based clients register cross-origin; the endpoint carries no cookies, so any origin may.
+  app.route({
+    method: ['POST', 'OPTIONS'],
+    url: '/oauth/register',
+    config: { cors: ANY_ORIGIN },
+    handler: async (req, reply) => {
+      // Every attempt counts, valid or not, so the limit also caps probing.
+      const verdict = await limiter.consume(req.ip);
+      if (!verdict.allowed) throw tooMany(verdict.retryAfter, '');
+      // The daily cap counts the clients created, not the attempts (those are capped per minute above).
+      const wait = await daily.retryAfter(req.ip);
+      if (wait > 0) throw tooMany(wait, ` today (${REGISTRATION_DAILY_LIMIT.points} per day)`);
+      const client = await registerClient(database.db, req.body, clock);
+      await daily.count(req.ip);
+      return noStore(reply).code(201).send(client);
+    },
   });
 }

@@ -1,7 +1,8 @@
 import { and, eq, gt, lt } from 'drizzle-orm';
+import CSRF from '@fastify/csrf';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../core/clock.js';
-import { randomToken, safeEqual, sha256 } from '../core/secrets.js';
+import { randomToken, sha256 } from '../core/secrets.js';
 import type { DbOrTx } from '../db/client.js';
 import { oauthSessions } from '../db/schema.js';
 
@@ -33,32 +34,37 @@ function presentedSession(req: FastifyRequest, secure: boolean): string | undefi
   return id && TOKEN_SHAPE.test(id) ? id : undefined;
 }
 
-/** The CSRF token of a signed-in browser: derived one-way from its session, so it changes at every sign-in and ends with the session. */
-const sessionCsrf = (sessionId: string) => sha256(`csrf:${sessionId}`);
+/**
+ * CSRF tokens by `@fastify/csrf`: each token is a fresh salt and a hash over the browser's secret (an
+ * HttpOnly cookie, created on first sight) and the session it is bound to, checked in constant time. A
+ * page never shows the secret, nor the same token twice; a cross-site page can neither read the cookies
+ * nor, with `__Host-`, overwrite them. Binding the session makes a token change at every sign-in and end
+ * with the session; a token is good for as long as a session lasts at most.
+ */
+const csrf: CSRF.TokensUserinfo = CSRF({ userInfo: true, validity: SESSION_TTL_S * 1000 });
+
+/** What a token is bound to: the session (one-way, so the page shows nothing of its id), or being signed out. */
+const csrfBinding = (sessionId: string | undefined) => (sessionId ? `session:${sha256(sessionId)}` : 'signed-out');
 
 /**
- * The CSRF token for the forms of this page. A signed-in browser's is derived from its session
- * (`session`: the id just started, `null` right after signing out, absent: the one the request presents);
- * before sign-in it is a double-submit token (an HttpOnly cookie and the same value in the form), created
- * on first sight. A cross-site page can neither read the cookies nor, with `__Host-`, overwrite them.
+ * The CSRF token for the forms of this page, bound to `session` (the id just started, `null` right after
+ * signing out; absent: the one the request presents).
  */
 export function csrfToken(req: FastifyRequest, reply: FastifyReply, secure: boolean, session?: string | null): string {
   const sessionId = session === null ? undefined : (session ?? presentedSession(req, secure));
-  if (sessionId) return sessionCsrf(sessionId);
   const name = cookieNames(secure).csrf;
-  const existing = readCookie(req, name);
-  if (existing && TOKEN_SHAPE.test(existing)) return existing;
-  const token = randomToken(24);
-  setCookie(reply, name, token, { secure });
-  return token;
+  let secret = readCookie(req, name);
+  if (!secret || !TOKEN_SHAPE.test(secret)) {
+    secret = csrf.secretSync();
+    setCookie(reply, name, secret, { secure });
+  }
+  return csrf.create(secret, csrfBinding(sessionId));
 }
 
-/** With a session, only the token derived from it is valid; without one, the double-submit pair. */
+/** Whether the submitted token was made for this browser's secret and the session it presents now. */
 export function csrfValid(req: FastifyRequest, secure: boolean, submitted: string | undefined): boolean {
-  const sessionId = presentedSession(req, secure);
-  if (sessionId) return !!submitted && safeEqual(submitted, sessionCsrf(sessionId));
-  const cookie = readCookie(req, cookieNames(secure).csrf);
-  return !!cookie && !!submitted && TOKEN_SHAPE.test(cookie) && safeEqual(cookie, submitted);
+  const secret = readCookie(req, cookieNames(secure).csrf);
+  return !!secret && TOKEN_SHAPE.test(secret) && csrf.verify(secret, submitted ?? '', csrfBinding(presentedSession(req, secure)));
 }
 
 /** Starts a session for a user who just signed in; the cookie value is stored only as its SHA-256. */

@@ -7,7 +7,7 @@ import { s256 } from './authorize.js';
 import { authenticateClient, readClientCredentials, type Client } from './clients.js';
 import { noStore, OAuthError } from './errors.js';
 import { forgetToken, issueTokens, revokeGrant, toGrant, type Grant, type TokenResponse } from './grants.js';
-import { allowAnyOrigin } from './metadata.js';
+import { ANY_ORIGIN } from '../http/cors.js';
 import { matchResource } from './resource.js';
 
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
@@ -152,37 +152,45 @@ export function registerTokenRoutes(app: FastifyInstance) {
     throw new OAuthError('invalid_grant', 'The refresh token is invalid or revoked');
   }
 
-  app.post('/oauth/token', async (req, reply) => {
-    allowAnyOrigin(reply);
-    const body = readBody(req);
-    const client = await authenticateClient(db, readClientCredentials(req.headers.authorization, body));
-    const grantType = required(body, 'grant_type');
-    let tokens: TokenResponse;
-    if (grantType === 'authorization_code') tokens = await redeemCode(client, body);
-    else if (grantType === 'refresh_token') {
-      if (!client.grantTypes.includes('refresh_token')) throw new OAuthError('unauthorized_client', 'This client did not register the refresh_token grant');
-      tokens = await refresh(client, body);
-    } else throw new OAuthError('unsupported_grant_type', 'grant_type must be authorization_code or refresh_token');
-    return noStore(reply).send(tokens);
+  app.route({
+    method: ['POST', 'OPTIONS'],
+    url: '/oauth/token',
+    config: { cors: ANY_ORIGIN },
+    handler: async (req, reply) => {
+      const body = readBody(req);
+      const client = await authenticateClient(db, readClientCredentials(req.headers.authorization, body));
+      const grantType = required(body, 'grant_type');
+      let tokens: TokenResponse;
+      if (grantType === 'authorization_code') tokens = await redeemCode(client, body);
+      else if (grantType === 'refresh_token') {
+        if (!client.grantTypes.includes('refresh_token')) throw new OAuthError('unauthorized_client', 'This client did not register the refresh_token grant');
+        tokens = await refresh(client, body);
+      } else throw new OAuthError('unsupported_grant_type', 'grant_type must be authorization_code or refresh_token');
+      return noStore(reply).send(tokens);
+    },
   });
 
   /** RFC 7009: always 200 for a token that is unknown or not the client's; a refresh token takes its grant with it. */
-  app.post('/oauth/revoke', async (req, reply) => {
-    allowAnyOrigin(reply);
-    const body = readBody(req);
-    const client = await authenticateClient(db, readClientCredentials(req.headers.authorization, body));
-    const token = required(body, 'token');
-    const [row] = await db
-      .select({ kind: oauthTokens.kind, grantId: oauthTokens.grantId })
-      .from(oauthTokens)
-      .innerJoin(oauthGrants, eq(oauthGrants.id, oauthTokens.grantId))
-      .where(and(eq(oauthTokens.tokenHash, sha256(token)), eq(oauthGrants.clientId, client.id)))
-      .limit(1);
-    if (row?.kind === 'refresh') await revokeGrant(db, row.grantId, clock);
-    else if (row) {
-      await db.update(oauthTokens).set({ revokedAt: clock() }).where(and(eq(oauthTokens.tokenHash, sha256(token)), isNull(oauthTokens.revokedAt)));
-      forgetToken(token);
-    }
-    return noStore(reply).code(200).send();
+  app.route({
+    method: ['POST', 'OPTIONS'],
+    url: '/oauth/revoke',
+    config: { cors: ANY_ORIGIN },
+    handler: async (req, reply) => {
+      const body = readBody(req);
+      const client = await authenticateClient(db, readClientCredentials(req.headers.authorization, body));
+      const token = required(body, 'token');
+      const [row] = await db
+        .select({ kind: oauthTokens.kind, grantId: oauthTokens.grantId })
+        .from(oauthTokens)
+        .innerJoin(oauthGrants, eq(oauthGrants.id, oauthTokens.grantId))
+        .where(and(eq(oauthTokens.tokenHash, sha256(token)), eq(oauthGrants.clientId, client.id)))
+        .limit(1);
+      if (row?.kind === 'refresh') await revokeGrant(db, row.grantId, clock);
+      else if (row) {
+        await db.update(oauthTokens).set({ revokedAt: clock() }).where(and(eq(oauthTokens.tokenHash, sha256(token)), isNull(oauthTokens.revokedAt)));
+        forgetToken(token);
+      }
+      return noStore(reply).code(200).send();
+    },
   });
 }

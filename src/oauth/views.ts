@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isDocumentClientId } from './client-documents.js';
+import type { FastifyHelmetOptions } from '@fastify/helmet';
 import type { FastifyReply } from 'fastify';
 import { CATEGORIES, isCategory, type Category } from '../core/categories.js';
 
@@ -33,32 +34,41 @@ export const escapeHtml = (s: string) =>
   s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 /** Where the browser may be sent after a form: this origin and the client's redirect target. */
-function formTarget(redirectUri: string | undefined): string {
-  if (!redirectUri) return "'none'";
+function formTarget(redirectUri: string | undefined): string[] {
+  if (!redirectUri) return ["'none'"];
   try {
     const url = new URL(redirectUri);
-    const target = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : url.protocol;
-    return `'self' ${target}`;
+    return ["'self'", url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : url.protocol];
   } catch {
-    return "'self'";
+    return ["'self'"];
   }
 }
 
-/** Security headers of every page: no framing (clickjacking), no caching, no referrer leaking the query. */
+/**
+ * The security headers of every page, set by helmet (registered for the OAuth routes with these options):
+ * no framing (clickjacking), no sniffing, no referrer leaking the query, and helmet's other defaults. Left
+ * out on purpose: HSTS, which belongs to the TLS terminator in front (a self-hosted domain's subdomains are
+ * not ours to pin), and Cross-Origin-Opener-Policy, which would cut a client's popup off from the page it
+ * opened when the browser comes back to its redirect URI. The Content-Security-Policy is per page (below).
+ */
+export const PAGE_HEADERS: FastifyHelmetOptions = {
+  global: false,
+  hsts: false,
+  crossOriginOpenerPolicy: false,
+  frameguard: { action: 'deny' },
+  referrerPolicy: { policy: 'no-referrer' },
+  contentSecurityPolicy: false,
+};
+
+/** Sends a page with its headers: the policy allows its one stylesheet and form posts to here and the client only; nothing is cached. */
 function sendPage(reply: FastifyReply, status: number, html: string, redirectUri?: string) {
-  return reply
-    .code(status)
-    .header('content-type', 'text/html; charset=utf-8')
-    .header('cache-control', 'no-store')
-    .header('pragma', 'no-cache')
-    .header('x-frame-options', 'DENY')
-    .header('x-content-type-options', 'nosniff')
-    .header('referrer-policy', 'no-referrer')
-    .header(
-      'content-security-policy',
-      `default-src 'none'; style-src ${CSS_HASH}; form-action ${formTarget(redirectUri)}; frame-ancestors 'none'; base-uri 'none'`,
-    )
-    .send(html);
+  reply.helmet({
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: { defaultSrc: ["'none'"], styleSrc: [CSS_HASH], formAction: formTarget(redirectUri), frameAncestors: ["'none'"], baseUri: ["'none'"] },
+    },
+  });
+  return reply.code(status).header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-store').header('pragma', 'no-cache').send(html);
 }
 
 function layout(title: string, body: string) {

@@ -192,6 +192,18 @@ describe('routes', () => {
       expect(res.headers['x-request-id']).toBeTruthy();
     }
   });
+
+  it('sends no CORS headers: the API is called by servers with keys, a browser preflight is not answered', async () => {
+    const origin = { origin: 'https://app.example' };
+    const get = await t.app.inject({ method: 'GET', url: '/v1/contacts', headers: { ...origin, authorization: `Bearer ${a.key}` } });
+    expect(get.statusCode).toBe(200);
+    const preflight = await t.app.inject({ method: 'OPTIONS', url: '/v1/contacts', headers: { ...origin, 'access-control-request-method': 'GET' } });
+    expect(preflight.statusCode).toBe(404);
+    for (const res of [get, preflight]) {
+      expect(Object.keys(res.headers).filter((h) => h.startsWith('access-control-'))).toEqual([]);
+      expect(res.headers.vary ?? '').not.toMatch(/origin/i);
+    }
+  });
 });
 
 describe('list query strings', () => {

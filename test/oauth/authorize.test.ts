@@ -99,6 +99,13 @@ describe('the page', () => {
     expect(res.headers['content-security-policy']).toContain("default-src 'none'");
     expect(res.headers['x-frame-options']).toBe('DENY');
     expect(res.headers['cache-control']).toBe('no-store');
+    // Its forms post here, or send the browser back to the client's redirect URI, nowhere else.
+    expect(res.headers['content-security-policy']).toContain(`form-action 'self' ${new URL(REDIRECT).origin}`);
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
+    expect(res.headers['referrer-policy']).toBe('no-referrer');
+    // HSTS is the TLS terminator's; an opener-policy would cut a client's popup off from it.
+    expect(res.headers['strict-transport-security']).toBeUndefined();
+    expect(res.headers['cross-origin-opener-policy']).toBeUndefined();
     expect(res.body).toContain('<html lang="en">');
     expect(res.body).toContain('<label for="password">Password</label>');
     expect(res.body).not.toContain('<script');
@@ -225,7 +232,7 @@ describe('form posts', () => {
     expect(res.body).toContain('action="/oauth/authorize/sign-in"');
   });
 
-  it('the CSRF token is derived from the session: new at sign-in, and no good without that session', async () => {
+  it('the CSRF token is bound to the session: new at sign-in, and no good without that session', async () => {
     const page = await get(url());
     const jar = new CookieJar();
     jar.store(page);
