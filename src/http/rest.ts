@@ -14,7 +14,12 @@ import type { ApiKeyAuth } from './api-key-auth.js';
 
 type Scalar = 'integer' | 'number' | 'boolean' | 'string';
 
-/** Query strings carry text; the input schema says which fields are numbers or booleans. */
+/**
+ * Query strings carry text; the input schema says which fields are numbers or booleans. Written here rather
+ * than left to Fastify's route schemas (Ajv's `coerceTypes`): Ajv reads `null` as the text "null", where the
+ * API takes `offset=null` and `parentFolderId=null` as null, and its failures would answer outside the API's
+ * error tree. This only converts; the operation's Zod schema judges the result, so every error has one shape.
+ */
 function queryTypes(op: Operation): Record<string, { type: Scalar; nullable: boolean }> {
   const json = toJsonSchema(op.input, 'input') as { properties?: Record<string, Record<string, unknown>> };
   const out: Record<string, { type: Scalar; nullable: boolean }> = {};
