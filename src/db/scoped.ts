@@ -26,6 +26,23 @@ export function softDeleteLive(db: DbOrTx, table: ScopedTable, orgId: string, wh
     .where(live(table, orgId, where));
 }
 
+/** A table whose rows are listed newest (or oldest) first, ties broken by id. */
+type PagedTable = PgTable & { id: PgColumn; createdAt: PgColumn };
+
+/** One page of `table`'s rows matching `where`, ordered by creation date and id as the page asks. */
+export async function listPage<T extends PagedTable>(db: DbOrTx, table: T, where: SQL | undefined, page: PageInput): Promise<T['$inferSelect'][]> {
+  const t = table as PagedTable;
+  const { limit, offset } = pageWindow(page);
+  const rows = await db
+    .select()
+    .from(t)
+    .where(where)
+    .orderBy(...pageOrder(page, t.createdAt, t.id))
+    .limit(limit)
+    .offset(offset);
+  return rows as T['$inferSelect'][];
+}
+
 /**
  * The reads and writes every organization-scoped resource needs, each scoped by `live()`, so a caller
  * cannot forget the organization or the soft delete. Another organization's row is simply not found.
@@ -55,17 +72,10 @@ export function scopedRepository<T extends ScopedTable>(table: T, label: string)
     /** One page ordered by creation date; `withTotal` adds a count (use it only where the set is small). */
     async list(db: DbOrTx, orgId: string, page: PageInput, opts: { where?: SQL | undefined; withTotal?: boolean } = {}): Promise<Page<Row>> {
       const where = live(t, orgId, opts.where);
-      const { limit, offset } = pageWindow(page);
-      const itemsQuery = db
-        .select()
-        .from(t)
-        .where(where)
-        .orderBy(...pageOrder(page, t.createdAt, t.id))
-        .limit(limit)
-        .offset(offset);
-      if (!opts.withTotal) return { items: (await itemsQuery) as Row[] };
-      const [items, [totalRow]] = await Promise.all([itemsQuery, db.select({ n: count() }).from(t).where(where)]);
-      return { items: items as Row[], total: Number(totalRow?.n ?? 0) };
+      const items = listPage(db, table, where, page);
+      if (!opts.withTotal) return { items: await items };
+      const [rows, [totalRow]] = await Promise.all([items, db.select({ n: count() }).from(t).where(where)]);
+      return { items: rows, total: Number(totalRow?.n ?? 0) };
     },
 
     async insert(db: DbOrTx, values: Insert): Promise<Row> {

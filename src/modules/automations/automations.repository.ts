@@ -3,11 +3,11 @@ import type { z } from 'zod';
 import { debitCredits } from '../../accounts/accounts.js';
 import { fieldError, notFound } from '../../core/errors.js';
 import type { OperationContext } from '../../core/operation.js';
-import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
+import type { Page, PageInput } from '../../core/pagination.js';
 import { toDate } from '../../core/schemas.js';
 import type { DbOrTx } from '../../db/client.js';
 import { automationExecutions, automations } from '../../db/schema.js';
-import { definedOnly, live, scopedRepository } from '../../db/scoped.js';
+import { definedOnly, listPage, live, scopedRepository } from '../../db/scoped.js';
 import { assertClientTransition, NOT_EVALUATED, type AutomationStatus } from './automations.lifecycle.js';
 import {
   DEFAULT_STATUS,
@@ -190,13 +190,6 @@ export function toExecution(row: ExecutionRow) {
 /** The runs of one live automation, newest first by default. */
 export async function listExecutions(db: DbOrTx, orgId: string, automationId: string, page: PageInput): Promise<Page<ReturnType<typeof toExecution>>> {
   if (!(await automationRows.exists(db, orgId, automationId))) throw notFound('Automation');
-  const { limit, offset } = pageWindow(page);
-  const rows = await db
-    .select()
-    .from(automationExecutions)
-    .where(and(eq(automationExecutions.organizationId, orgId), eq(automationExecutions.automationId, automationId)))
-    .orderBy(...pageOrder(page, automationExecutions.createdAt, automationExecutions.id))
-    .limit(limit)
-    .offset(offset);
+  const rows = await listPage(db, automationExecutions, and(eq(automationExecutions.organizationId, orgId), eq(automationExecutions.automationId, automationId)), page);
   return { items: rows.map(toExecution) };
 }

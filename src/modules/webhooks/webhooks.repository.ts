@@ -2,10 +2,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { and, count, eq, inArray, sql } from 'drizzle-orm';
 import { AppError, fieldError, notFound } from '../../core/errors.js';
 import type { OperationContext } from '../../core/operation.js';
-import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
+import type { Page, PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
 import { webhookDeliveries, webhookEndpoints } from '../../db/schema.js';
-import { live, scopedRepository } from '../../db/scoped.js';
+import { listPage, live, scopedRepository } from '../../db/scoped.js';
 import { WEBHOOK_TEST_EVENT } from '../events/events.catalog.js';
 import { urlProblem } from '../../core/outbound.js';
 import { MAX_WEBHOOKS_PER_ORGANIZATION } from './webhooks.schemas.js';
@@ -142,14 +142,7 @@ export async function rotateWebhookSecret(db: DbOrTx, orgId: string, id: string,
 
 export async function listDeliveries(db: DbOrTx, orgId: string, endpointId: string, page: PageInput): Promise<Page<ReturnType<typeof toDelivery>>> {
   await endpointRows.get(db, orgId, endpointId);
-  const { limit, offset } = pageWindow(page);
-  const rows = await db
-    .select()
-    .from(webhookDeliveries)
-    .where(and(eq(webhookDeliveries.organizationId, orgId), eq(webhookDeliveries.endpointId, endpointId)))
-    .orderBy(...pageOrder(page, webhookDeliveries.createdAt, webhookDeliveries.id))
-    .limit(limit)
-    .offset(offset);
+  const rows = await listPage(db, webhookDeliveries, and(eq(webhookDeliveries.organizationId, orgId), eq(webhookDeliveries.endpointId, endpointId)), page);
   return { items: rows.map(toDelivery) };
 }
 
