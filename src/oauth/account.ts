@@ -85,11 +85,22 @@ export function registerAccountRoutes(app: FastifyInstance, signIn: SignIn) {
     return back(reply);
   });
 
-  app.post<{ Params: { grantId: string } }>('/account/apps/:grantId/categories', async (req, reply) => {
+  /** A form post about one connected app: the form's checks, then the grant (a 404 page when it is not the user's). */
+  async function grantForm(req: FastifyRequest<{ Params: { grantId: string } }>, reply: FastifyReply) {
     const form = await formUser(req, reply);
-    if (!form) return reply;
+    if (!form) return undefined;
     const grant = await ownGrant(form.user.id, req.params.grantId);
-    if (!grant) return errorPage(reply, 404, 'Not found', 'This application is not connected to your account.');
+    if (!grant) {
+      await errorPage(reply, 404, 'Not found', 'This application is not connected to your account.');
+      return undefined;
+    }
+    return { ...form, grant };
+  }
+
+  app.post<{ Params: { grantId: string } }>('/account/apps/:grantId/categories', async (req, reply) => {
+    const form = await grantForm(req, reply);
+    if (!form) return reply;
+    const { grant } = form;
     const { categories, readOnly } = grantChoice(form.body);
     if (categories.length === 0) return errorPage(reply, 400, 'No category ticked', 'Tick at least one category, or revoke the application instead.');
     await setGrantCategories(db, grant.id, categories, clock, readOnly);
@@ -97,11 +108,9 @@ export function registerAccountRoutes(app: FastifyInstance, signIn: SignIn) {
   });
 
   app.post<{ Params: { grantId: string } }>('/account/apps/:grantId/revoke', async (req, reply) => {
-    const form = await formUser(req, reply);
+    const form = await grantForm(req, reply);
     if (!form) return reply;
-    const grant = await ownGrant(form.user.id, req.params.grantId);
-    if (!grant) return errorPage(reply, 404, 'Not found', 'This application is not connected to your account.');
-    await revokeGrant(db, grant.id, clock);
+    await revokeGrant(db, form.grant.id, clock);
     return back(reply);
   });
 }
