@@ -14,10 +14,8 @@ import type { FastifyCorsOptions } from '@fastify/cors';
 /** The transport paths; each has its own route-scoped protected-resource metadata document. */
 export type TransportPath = '/mcp' | '/sse';
 
-
 /** Headers a browser client must be able to read on transport responses (401s and 429s included). */
 const EXPOSED_HEADERS = 'WWW-Authenticate, Mcp-Session-Id, Mcp-Protocol-Version, Retry-After, X-Request-ID';
-
 
 const INVALID_TOKEN = { error: 'invalid_token', error_description: 'Missing or invalid access token' } as const;
 
