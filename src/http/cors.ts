@@ -1,5 +1,5 @@
 import cors, { type FastifyCorsOptions } from '@fastify/cors';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -26,3 +26,6 @@ export const ANY_ORIGIN: FastifyCorsOptions = {
   allowedHeaders: 'authorization, content-type, mcp-protocol-version',
   maxAge: 600,
 };
+
+/** Route options of a POST endpoint that any origin may call, its preflight (OPTIONS) answered by the CORS hook. */
+export const ANY_ORIGIN_POST: Pick<RouteOptions, 'method' | 'config'> = { method: ['POST', 'OPTIONS'], config: { cors: ANY_ORIGIN } };

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { createLimiter, createOutcomeLimiter } from '../core/rate-limit.js';
 import { registerClient } from './clients.js';
 import { noStore, OAuthError } from './errors.js';
-import { ANY_ORIGIN } from '../http/cors.js';
+import { ANY_ORIGIN_POST } from '../http/cors.js';
 
 /** Spec limit: 10 registrations per 60 seconds per IP address. */
 export const REGISTRATION_LIMIT = { points: 10, durationSeconds: 60 } as const;
@@ -19,9 +19,8 @@ export function registerRegistrationRoute(app: FastifyInstance) {
 
   // Browser-based clients register cross-origin; the endpoint carries no cookies, so any origin may.
   app.route({
-    method: ['POST', 'OPTIONS'],
+    ...ANY_ORIGIN_POST,
     url: '/oauth/register',
-    config: { cors: ANY_ORIGIN },
     handler: async (req, reply) => {
       // Every attempt counts, valid or not, so the limit also caps probing.
       const verdict = await limiter.consume(req.ip);

@@ -7,7 +7,7 @@ import { s256 } from './authorize.js';
 import { authenticateClient, readClientCredentials, type Client } from './clients.js';
 import { noStore, OAuthError } from './errors.js';
 import { forgetToken, issueTokens, revokeGrant, toGrant, type Grant, type TokenResponse } from './grants.js';
-import { ANY_ORIGIN } from '../http/cors.js';
+import { ANY_ORIGIN_POST } from '../http/cors.js';
 import { matchResource } from './resource.js';
 
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
@@ -152,13 +152,17 @@ export function registerTokenRoutes(app: FastifyInstance) {
     throw new OAuthError('invalid_grant', 'The refresh token is invalid or revoked');
   }
 
+  /** The form body of a token or revocation request and the client it authenticates (RFC 6749 §2.3). */
+  async function clientRequest(req: FastifyRequest) {
+    const body = readBody(req);
+    return { body, client: await authenticateClient(db, readClientCredentials(req.headers.authorization, body)) };
+  }
+
   app.route({
-    method: ['POST', 'OPTIONS'],
+    ...ANY_ORIGIN_POST,
     url: '/oauth/token',
-    config: { cors: ANY_ORIGIN },
     handler: async (req, reply) => {
-      const body = readBody(req);
-      const client = await authenticateClient(db, readClientCredentials(req.headers.authorization, body));
+      const { body, client } = await clientRequest(req);
       const grantType = required(body, 'grant_type');
       let tokens: TokenResponse;
       if (grantType === 'authorization_code') tokens = await redeemCode(client, body);
@@ -172,12 +176,10 @@ export function registerTokenRoutes(app: FastifyInstance) {
 
   /** RFC 7009: always 200 for a token that is unknown or not the client's; a refresh token takes its grant with it. */
   app.route({
-    method: ['POST', 'OPTIONS'],
+    ...ANY_ORIGIN_POST,
     url: '/oauth/revoke',
-    config: { cors: ANY_ORIGIN },
     handler: async (req, reply) => {
-      const body = readBody(req);
-      const client = await authenticateClient(db, readClientCredentials(req.headers.authorization, body));
+      const { body, client } = await clientRequest(req);
       const token = required(body, 'token');
       const [row] = await db
         .select({ kind: oauthTokens.kind, grantId: oauthTokens.grantId })
