@@ -58,7 +58,8 @@ const profile = {
   contacts: args.quick ? 1_000 : 10_000,
   smallMessages: 10_000,
   largeMessages: Number(args.messages ?? (args.quick ? 50_000 : 1_000_000)),
-  // The transport allows 100 requests a minute per (user, client); see createMcpTokens.
+  // The transport allows 100 requests a minute per (user, client); see createMcpTokens. At least this many
+  // pairs, more when the REST read runs so fast that a pair would reach the limit (see mcpClientsFor).
   mcpClients: args.quick ? 100 : 300,
 };
 const loadOpts: LoadOptions = { connections: profile.connections, duration: profile.duration, warmup: profile.warmup };
@@ -196,6 +197,15 @@ function scalingRow(database: string, name: string, small: Row, large: Row, max:
   rows.push(row);
 }
 
+/**
+ * (user, client) pairs for the MCP scenario: enough that, at twice the REST read's rate over the warm-up and
+ * the measurement, none reaches the transport's 100 requests a minute (a 429 would void the row).
+ */
+function mcpClientsFor(restGet: Row): number {
+  const rate = measured(restGet)?.reqPerSec ?? 0;
+  return Math.max(profile.mcpClients, Math.ceil((2 * rate * (profile.warmup + profile.duration)) / 100));
+}
+
 function mcpCall(id: number, name: string, args: Record<string, unknown>) {
   return JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } });
 }
@@ -323,7 +333,7 @@ async function benchPostgres() {
     const list = await run({ database: db, name: 'GET /v1/contacts (page of 10)', origin: service.url, requests: [{ path: '/v1/contacts?limit=10' }], headers: auth });
     throughputTarget(list, leanList, 'lean', 0.7, 25);
 
-    const tokens = await createMcpTokens(seed.db, tenant.orgId, `${service.url}/mcp`, profile.mcpClients);
+    const tokens = await createMcpTokens(seed.db, tenant.orgId, `${service.url}/mcp`, mcpClientsFor(get));
     const mcpHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
     // Each call picks a random token: autocannon starts every connection at the same request of a list,
     // which would send the first tokens 50 calls at once and trip the per-(user, client) limit.

@@ -2,13 +2,11 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { verifyAccessToken } from '../../src/oauth/grants.js';
-import { createTestApp, type TestApp } from '../helpers/app.js';
-import { freePort } from '../helpers/listen.js';
+import type { TestApp } from '../helpers/app.js';
 import { obtainTokens } from '../helpers/oauth-flow.js';
-import { CHROMIUM, launchBrowser, skipWithoutChromium } from '../helpers/browser.js';
+import { CHROMIUM, skipWithoutChromium, startBrowserApp } from '../helpers/browser.js';
 
 /** The connected-apps page in a real browser: sign in, change an app's categories, revoke it. */
-
 
 let t: TestApp;
 let browser: Browser;
@@ -16,11 +14,7 @@ let origin: string;
 
 beforeAll(async () => {
   if (!CHROMIUM) return;
-  const port = await freePort();
-  origin = `http://127.0.0.1:${port}`;
-  t = await createTestApp({ env: { PUBLIC_URL: origin } });
-  await t.app.listen({ port, host: '127.0.0.1' });
-  browser = await launchBrowser();
+  ({ t, origin, browser } = await startBrowserApp());
 });
 afterAll(async () => {
   await browser?.close();

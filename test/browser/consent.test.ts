@@ -2,9 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyAccessToken } from '../../src/oauth/grants.js';
-import { createTestApp, type TestApp } from '../helpers/app.js';
-import { freePort } from '../helpers/listen.js';
-import { CHROMIUM, launchBrowser, skipWithoutChromium } from '../helpers/browser.js';
+import type { TestApp } from '../helpers/app.js';
+import { CHROMIUM, skipWithoutChromium, startBrowserApp } from '../helpers/browser.js';
 import { authorizeUrl, exchangeCode, pkcePair, registerClient } from '../helpers/oauth-flow.js';
 
 /** The consent page in a real browser: labels, CSP (inline style hash, form-action with the redirect), cookies. */
@@ -21,17 +20,13 @@ let user: { id: string; email: string; password: string };
 
 beforeAll(async () => {
   if (!CHROMIUM) return;
-  const port = await freePort();
-  origin = `http://127.0.0.1:${port}`;
-  t = await createTestApp({ env: { PUBLIC_URL: origin } });
-  await t.app.listen({ port, host: '127.0.0.1' });
+  ({ t, origin, browser } = await startBrowserApp());
   user = await (await t.tenant()).user();
   // Stands in for the client's loopback redirect listener.
   callbackServer = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('You can close this window.'));
   await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', resolve));
   const address = callbackServer.address();
   callbackUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/callback`;
-  browser = await launchBrowser();
 });
 
 afterAll(async () => {
