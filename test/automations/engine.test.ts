@@ -1,29 +1,23 @@
 import { eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { automationExecutions, automations, events, organizations } from '../../src/db/schema.js';
 import { CLIENT_TRANSITIONS, type AutomationStatus } from '../../src/modules/automations/automations.lifecycle.js';
 import { AUTOMATION_STATUSES } from '../../src/modules/automations/automations.schemas.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
-import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
+import { useTestApp, type Tenant } from '../helpers/app.js';
 
 /** The engine's clock: the real time unless a test fixes it, so tests move time instead of waiting. */
 let fixed: Date | null = null;
 const clock = () => fixed ?? new Date();
 const silent = { error: () => {}, warn: () => {} };
 
-let t: TestApp;
-let a: Tenant;
-let b: Tenant;
+const { t, a, b } = useTestApp({ credits: 1000, app: { clock } });
 let engine: AutomationEngine;
 
 beforeAll(async () => {
-  t = await createTestApp({ clock });
-  a = await t.tenant({ credits: 1000 });
-  b = await t.tenant({ credits: 1000 });
   engine = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock, log: silent });
 });
-afterAll(() => t?.close());
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 

@@ -100,12 +100,13 @@ export const anonymous = (t: TestApp, method: InjectOptions['method'], url: stri
  * The app and two organizations (`a`, `b`, each with an all-permissions key) for one test file: created
  * before its tests, closed after them. The returned objects forward to the ones the hook creates.
  */
-export function useTestApp(opts: { credits?: number } = {}): { t: TestApp; a: Tenant; b: Tenant } {
+export function useTestApp(opts: { credits?: number; app?: Parameters<typeof createTestApp>[0] } = {}): { t: TestApp; a: Tenant; b: Tenant } {
   const state: { t?: TestApp; a?: Tenant; b?: Tenant } = {};
+  const tenant = opts.credits === undefined ? {} : { credits: opts.credits };
   beforeAll(async () => {
-    state.t = await createTestApp();
-    state.a = await state.t.tenant(opts);
-    state.b = await state.t.tenant(opts);
+    state.t = await createTestApp(opts.app);
+    state.a = await state.t.tenant(tenant);
+    state.b = await state.t.tenant(tenant);
   });
   afterAll(() => state.t?.close());
   const later = <K extends keyof typeof state>(key: K) =>

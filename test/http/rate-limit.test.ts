@@ -1,19 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
+import { useTestApp } from '../helpers/app.js';
 
 /** REST requests are limited per API key (`REST_RATE_LIMIT` per minute): 429 RATE_LIMITED with Retry-After. */
 
-let t: TestApp;
-let a: Tenant;
-let b: Tenant;
-
-beforeAll(async () => {
-  t = await createTestApp({ env: { REST_RATE_LIMIT: '3' } });
-  a = await t.tenant();
-  b = await t.tenant();
-});
-afterAll(() => t.close());
+const { t, a, b } = useTestApp({ app: { env: { REST_RATE_LIMIT: '3' } } });
 
 describe('REST rate limit', () => {
   it('has a default that a normal client never meets, and 0 turns it off', () => {

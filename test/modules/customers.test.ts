@@ -1,10 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp, type Tenant } from '../helpers/app.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestApp, type Tenant } from '../helpers/app.js';
 import { checkPagination, newestFirst } from '../helpers/pagination.js';
 
-let t: TestApp;
-let a: Tenant;
-let b: Tenant;
+const { t, a, b } = useTestApp();
 let bizA: { id: string };
 let bizB: { id: string };
 let contactA: { id: string };
@@ -13,16 +11,11 @@ let contactB: { id: string };
 const UNKNOWN = '3f0c3bd2-5a3e-4b64-9d7e-2f3f7c1f0a55';
 
 beforeAll(async () => {
-  t = await createTestApp();
-  a = await t.tenant();
-  b = await t.tenant();
   bizA = (await a.request('POST', '/v1/businesses', { name: 'Shop A' })).json.data;
   bizB = (await b.request('POST', '/v1/businesses', { name: 'Shop B' })).json.data;
   contactA = (await a.request('POST', '/v1/contacts', { name: 'Ada' })).json.data;
   contactB = (await b.request('POST', '/v1/contacts', { name: 'Bob' })).json.data;
 });
-afterAll(() => t.close());
-
 async function customer(tenant: Tenant, body: Record<string, unknown> = {}) {
   const res = await tenant.request('POST', '/v1/customers', { name: 'Grace', ...body });
   expect(res.status, res.body).toBe(201);

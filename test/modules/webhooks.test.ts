@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { webhookDeliveries } from '../../src/db/schema.js';
 import { createWebhookDelivery, GIVE_UP_AFTER_MS, retryDelay } from '../../src/workers/webhook-delivery.js';
-import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
+import { useTestApp, type Tenant } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 
@@ -13,23 +13,15 @@ let offsetMs = 0;
 const clock = () => new Date(Date.now() + offsetMs);
 const silent = { error: () => {}, warn: () => {} };
 
-let t: TestApp;
-let a: Tenant;
-let b: Tenant;
+const { t, a, b } = useTestApp({ app: { env: { WEBHOOK_ALLOW_INSECURE: 'true' } } });
 let receiver: Receiver;
 let worker: ReturnType<typeof createWebhookDelivery>;
 
 beforeAll(async () => {
-  t = await createTestApp({ env: { WEBHOOK_ALLOW_INSECURE: 'true' } });
-  a = await t.tenant();
-  b = await t.tenant();
   receiver = await startReceiver();
   worker = createWebhookDelivery({ db: t.database.db, clock, log: silent, allowInsecure: true, random: () => 0.5 });
 });
-afterAll(async () => {
-  await receiver?.close();
-  await t?.close();
-});
+afterAll(() => receiver?.close());
 
 async function createEndpoint(who: Tenant, body: Record<string, unknown> = {}) {
   const res = await who.request('POST', '/v1/webhooks', { url: receiver.url, ...body });

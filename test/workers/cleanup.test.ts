@@ -1,22 +1,15 @@
 import { eq, inArray } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events, idempotencyKeys, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../../src/db/schema.js';
 import { createCleanup, REVOKED_GRANT_DAYS, UNUSED_CLIENT_HOURS } from '../../src/workers/cleanup.js';
-import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
+import { useTestApp } from '../helpers/app.js';
 
 const DAY = 24 * 60 * 60 * 1000;
 const now = new Date('2026-06-01T12:00:00Z');
 const ago = (days: number) => new Date(now.getTime() - days * DAY);
 const silent = { error: () => {}, info: () => {} };
 
-let t: TestApp;
-let a: Tenant;
-
-beforeAll(async () => {
-  t = await createTestApp();
-  a = await t.tenant();
-});
-afterAll(() => t?.close());
+const { t, a } = useTestApp();
 
 const client = (id: string, createdAt: Date) => ({
   id,
