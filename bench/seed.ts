@@ -5,6 +5,7 @@ import { systemClock } from '../src/core/clock.js';
 import type { Db } from '../src/db/client.js';
 import { oauthClients } from '../src/db/schema.js';
 import { createGrant, issueTokens } from '../src/oauth/grants.js';
+import type { SeedCounts } from '../src/seed/counts.js';
 import { seedOrganization } from '../src/seed/seed.js';
 
 /**
@@ -18,8 +19,8 @@ import { seedOrganization } from '../src/seed/seed.js';
 export const WORDS = { common: 'regards', rare: 'zeppelin', absent: 'xylophone' } as const;
 const RARE_EVERY = 10_000;
 
-/** A seed that makes nothing but what it is asked for. */
-const NOTHING = { contacts: 0, messages: 0, businesses: 0, customers: 0, transactions: 0, folders: 0, domains: 0 };
+/** A seed that makes nothing but what it is asked for (typed, so a new kind of seeded record must be named here). */
+const NOTHING: SeedCounts = { contacts: 0, messages: 0, businesses: 0, customers: 0, transactions: 0, folders: 0, domains: 0 };
 
 /** An integer literal (typed by PostgreSQL as int, unlike an untyped parameter). */
 const int = (value: number) => sql.raw(String(Math.trunc(value)));
