@@ -61,12 +61,12 @@ export async function seedOrganization(db: DbOrTx, input: SeedInput, onProgress?
   const demo = new DemoData(input.randomSeed);
   const scope: Scope = { orgId: org.id, createdBy: await firstUser(db, org.id) };
   const out = new PipelinedWriter(db, TABLES);
-  /** Runs `step(n)` for consecutive batches of `counts[phase]` items, reporting progress after each. */
-  const inBatches = async (phase: keyof SeedCounts, step: (n: number) => Promise<void>) => {
+  /** Runs `step(n, done)` for consecutive batches of `counts[phase]` items, reporting progress after each. */
+  const inBatches = async (phase: keyof SeedCounts, step: (n: number, done: number) => Promise<void>) => {
     onProgress?.({ phase, done: 0, total: counts[phase] });
     for (let done = 0; done < counts[phase]; ) {
       const n = Math.min(BATCH, counts[phase] - done);
-      await step(n);
+      await step(n, done);
       done += n;
       onProgress?.({ phase, done, total: counts[phase] });
     }
@@ -76,10 +76,9 @@ export async function seedOrganization(db: DbOrTx, input: SeedInput, onProgress?
   // Domains first: the organization's own addresses use one. Names it already has (live) are skipped by
   // the partial unique index, so this one INSERT reads back which rows it made.
   const names = demo.domainNames(counts.domains);
-  let domainsMade = 0;
-  await inBatches('domains', async (n) => {
-    const chunk = names.slice(domainsMade, domainsMade + n).map((name) => demo.domain(scope, name));
-    domainsMade += n;
+  await inBatches('domains', async (n, done) => {
+    const chunk = names.slice(done, done + n).map((name) => demo.domain(scope, name));
+    await out.flush(); // statements stay one after another, this one outside the writer included
     const made = await db.insert(domains).values(chunk).onConflictDoNothing().returning({ id: domains.id, createdAt: domains.createdAt });
     out.written.domains += made.length;
     await out.write('domainRegistrations', made.map((d) => demo.registration(scope, d)));
@@ -99,8 +98,7 @@ export async function seedOrganization(db: DbOrTx, input: SeedInput, onProgress?
   if (people.length === 0 && (counts.messages > 0 || counts.customers > 0)) people.push(...times(200, () => demo.stranger()));
 
   const businessRows = times(counts.businesses, () => demo.business(scope));
-  let businessesMade = 0;
-  await inBatches('businesses', (n) => out.write('businesses', businessRows.slice(businessesMade, (businessesMade += n))));
+  await inBatches('businesses', (n, done) => out.write('businesses', businessRows.slice(done, done + n)));
   const customerRefs: CustomerRef[] = [];
   await inBatches('customers', async (n) => {
     const made = times(n, () => demo.customer(scope, people, businessRows));
