@@ -64,6 +64,12 @@ interface OperationBase<I extends z.ZodObject> {
   eventData?: (data: Record<string, unknown>) => unknown;
   /** The success status when it is not the method's default (201 for POST, 200 otherwise): e.g. 200 for an action POST that creates nothing. */
   status?: 200 | 201;
+  /**
+   * What the operation does beyond its method's default, for clients deciding whether to ask the user
+   * (MCP tool annotations): `destructive` when it deletes, archives for good or replaces a secret;
+   * `openWorld` when it reaches outside the service (sends an email, calls a URL). Unset: derived from the method.
+   */
+  effects?: { destructive?: boolean; openWorld?: boolean };
 }
 
 export interface ItemOperation<I extends z.ZodObject = z.ZodObject, O extends z.ZodType = z.ZodType> extends OperationBase<I> {
