@@ -18,6 +18,8 @@ export interface Actor {
   id: string | null;
   /** 0 for a person or key; the run's depth for an automation (the loop guard stops chains at 3). */
   depth: number;
+  /** The OAuth grant a person called through (MCP); automations they set up record it and stop when it is revoked. */
+  grantId?: string | undefined;
 }
 
 /**

@@ -324,6 +324,17 @@ export const automations = pgTable(
     /** When the last successful run finished. */
     lastRunAt: ts('last_run_at'),
     consecutiveFailures: integer('consecutive_failures').notNull().default(0),
+    /** One or two plain sentences describing the plan, generated from it; null while there is no plan. */
+    planSummary: text('plan_summary'),
+    /**
+     * The credential the automation acts for: `api_key` (`acts_for_id` is the key) or `user` (`acts_for_id`
+     * is the person, `acts_for_grant_id` the OAuth grant they called through). Checked before every run.
+     */
+    actsForType: text('acts_for_type'),
+    actsForId: uuid('acts_for_id'),
+    actsForGrantId: uuid('acts_for_grant_id'),
+    /** SHA-256 of the person's password hash when the credential was recorded: a changed password stops the automation. */
+    actsForPasswordStamp: text('acts_for_password_stamp'),
   },
   (t) => [
     listIndex('automations_list', t),
@@ -361,6 +372,8 @@ export const automationExecutions = pgTable(
     steps: jsonb('steps').$type<ExecutionStepRecord[]>().notNull().default(sql`'[]'::jsonb`),
     /** Chain depth: 1 for a run caused by a person's write, n+1 for one caused by a run of depth n. */
     depth: integer('depth').notNull().default(1),
+    /** The write (event) or cron tick (execution id) at the root of the chain of runs this one belongs to: the fan-out cap counts per origin. */
+    originId: uuid('origin_id'),
     createdAt: ts('created_at').notNull().defaultNow(),
     startedAt: ts('started_at'),
     finishedAt: ts('finished_at'),
@@ -370,6 +383,8 @@ export const automationExecutions = pgTable(
     uniqueIndex('automation_executions_tick').on(t.automationId, t.scheduledFor).where(sql`${t.scheduledFor} IS NOT NULL`),
     index('automation_executions_list').on(t.automationId, t.createdAt, t.id),
     index('automation_executions_pending').on(t.createdAt).where(sql`${t.status} = 'pending'`),
+    index('automation_executions_origin').on(t.originId).where(sql`${t.originId} IS NOT NULL`),
+    index('automation_executions_org_recent').on(t.organizationId, t.createdAt),
   ],
 );
 
@@ -394,6 +409,8 @@ export const events = pgTable(
     data: jsonb('data').$type<unknown>(),
     /** 0 for a write by a person or key; n for a write by an automation run of depth n. */
     depth: integer('depth').notNull().default(0),
+    /** For an event written by an automation run: the origin of that run (see automation_executions.origin_id); null for a person's write. */
+    originId: uuid('origin_id'),
     dispatchedAt: ts('dispatched_at'),
   },
   (t) => [

@@ -94,7 +94,7 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
   async function run(g: Grant, entry: ToolEntry, rawArgs: Record<string, unknown> | undefined): Promise<Outcome> {
     const name = entry.definition.name;
     try {
-      const actor = g.apiKey ? { type: 'api_key' as const, id: g.apiKey.id, depth: 0 } : { type: 'user' as const, id: g.userId, depth: 0 };
+      const actor = g.apiKey ? { type: 'api_key' as const, id: g.apiKey.id, depth: 0 } : { type: 'user' as const, id: g.userId, grantId: g.id, depth: 0 };
       const caller = { orgId: g.organizationId, actor, permissions: permissionsOf(g), db: deps.db };
       const { idempotencyKey, ...args } = rawArgs ?? {};
       const key = entry.op.method === 'POST' ? idempotencyArgument(idempotencyKey) : undefined;

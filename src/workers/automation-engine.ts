@@ -1,18 +1,22 @@
+import { randomUUID } from 'node:crypto';
 import { CronExpressionParser } from 'cron-parser';
-import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, ne, or, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { toAppError } from '../core/errors.js';
 import { operationPermission, type Actor } from '../core/operation.js';
 import { hasPermission } from '../core/permissions.js';
 import type { Db, DbOrTx } from '../db/client.js';
-import { automationExecutions, automations, events, messages, type ExecutionStepRecord } from '../db/schema.js';
+import { credentialStanding, missingPermissions, type Credential } from '../accounts/credentials.js';
+import { apiKeys, automationExecutions, automations, events, type ExecutionStepRecord } from '../db/schema.js';
 import { ENGINE_TRANSITIONS, type AutomationStatus } from '../modules/automations/automations.lifecycle.js';
-import { toAutomation, type AutomationRow } from '../modules/automations/automations.repository.js';
+import { digestSince, planPermissions, recordedCredential, toAutomation, type AutomationRow } from '../modules/automations/automations.repository.js';
+import { summarizePlan } from '../modules/automations/plan-summary.js';
+import { SCHEDULE_TRIGGER } from '../modules/events/events.catalog.js';
 import type { TriggerType } from '../modules/automations/automations.schemas.js';
 import { evaluateCondition } from '../modules/automations/condition.js';
-import { evaluateAutomation } from './evaluator/index.js';
-import type { Condition, EvaluationOutcome, Evaluator, PlanStep } from '../modules/automations/plan.js';
+import { evaluateAutomation, validatePlan } from './evaluator/index.js';
+import type { Condition, EvaluationOutcome, Evaluator, Plan, PlanStep } from '../modules/automations/plan.js';
 import { renderTemplates, usesDigest, type TemplateContext } from '../modules/automations/template.js';
 import type { EventRecord } from '../modules/events/events.recorder.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
@@ -32,7 +36,16 @@ const EVALUATION_LEASE_MS = 60_000;
 /** Evaluator failures (an unreachable model) retried before the automation is `evaluation_failed`. */
 const MAX_EVALUATION_ATTEMPTS = 5;
 const DISPATCH_BATCH = 100;
-const DIGEST_MESSAGES = 50;
+
+/** Fan-out caps: past one, a run is recorded as skipped with the reason instead of running. */
+export interface AutomationLimits {
+  /** Runs one originating write (or cron tick) may cause, along the whole chain of runs it sets off. */
+  executionsPerOrigin: number;
+  /** Runs of one organization's automations started within any minute. */
+  executionsPerOrganizationPerMinute: number;
+}
+
+export const DEFAULT_AUTOMATION_LIMITS: AutomationLimits = { executionsPerOrigin: 50, executionsPerOrganizationPerMinute: 600 };
 
 const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
 
@@ -43,6 +56,8 @@ export interface AutomationEngineDeps {
   log: Pick<FastifyBaseLogger, 'error' | 'warn'>;
   /** How often to look for work that other processes wrote (ms). */
   pollMs?: number;
+  /** The fan-out caps (defaults: `DEFAULT_AUTOMATION_LIMITS`). */
+  limits?: Partial<AutomationLimits>;
 }
 
 export interface AutomationEngine {
@@ -86,6 +101,7 @@ function canEngineMove(from: string, to: AutomationStatus) {
  */
 export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEngine {
   const { db, clock, log } = deps;
+  const limits: AutomationLimits = { ...DEFAULT_AUTOMATION_LIMITS, ...deps.limits };
 
   // ------------------------------------------------------------------ evaluation
 
@@ -109,6 +125,13 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
     });
     for (const row of claimed) {
       let outcome: EvaluationOutcome;
+      const kept = keptPlan(row);
+      if (kept) {
+        const issues = validatePlan(kept, { creatorPermissions: row.creatorPermissions });
+        outcome = issues.length === 0 ? { status: 'planned', plan: kept } : { status: 'code_generation_failed', reason: `The plan is not valid: ${issues.join('; ')}` };
+        await applyEvaluation(row.id, lease, outcome);
+        continue;
+      }
       try {
         outcome = await evaluateAutomation(
           deps.evaluator,
@@ -131,6 +154,27 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
     return claimed.length;
   }
 
+  /**
+   * The plan to check instead of evaluating the instructions: steps a person wrote (`actions` given), or
+   * the steps kept when only the trigger or condition changed; with the automation's trigger and condition.
+   * Null when the instructions are to be evaluated.
+   */
+  function keptPlan(row: AutomationRow): Plan | null {
+    const written = (row.explicitTrigger as { actions?: unknown }).actions;
+    const actions = (written ?? row.actions) as PlanStep[] | null;
+    if (!Array.isArray(actions)) return null;
+    const scheduled = row.triggerType === 'scheduled';
+    return {
+      triggerType: scheduled ? 'scheduled' : 'event',
+      triggerEvent: scheduled ? SCHEDULE_TRIGGER : row.triggerEvent,
+      cronExpression: scheduled ? row.cronExpression : null,
+      timezone: row.timezone,
+      condition: row.condition as Condition | null,
+      actions,
+      permissions: { operations: [...new Set(actions.map((a) => (a as { operation?: unknown })?.operation).filter((o): o is string => typeof o === 'string'))].sort() },
+    };
+  }
+
   async function applyEvaluation(id: string, lease: Date, outcome: EvaluationOutcome) {
     await db.transaction(async (tx) => {
       // Still ours? New instructions (a PATCH) or a deletion since the claim make this outcome stale.
@@ -151,6 +195,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
           condition: plan.condition as Record<string, unknown> | null,
           actions: plan.actions as { operation: string; input: Record<string, unknown> }[],
           permissions: plan.permissions,
+          planSummary: summarizePlan(plan),
           statusReason: null,
           nextRunAt: null,
           status: row.status === 'pending_evaluation' ? 'pending_approval' : row.status,
@@ -158,6 +203,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
       } else {
         Object.assign(changes, {
           actions: null,
+          planSummary: null,
           nextRunAt: null,
           statusReason: outcome.reason,
           status: canEngineMove(row.status, outcome.status) ? outcome.status : row.status,
@@ -221,8 +267,10 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
             or(isNull(automations.expiresAt), gt(automations.expiresAt, now)),
           ),
         );
-      const runs = batch.flatMap((event) => triggered(event, candidates).map((a) => ({ organizationId: a.organizationId, automationId: a.id, eventId: event.id, status: 'pending', depth: event.depth + 1 })));
-      if (runs.length) await tx.insert(automationExecutions).values(runs).onConflictDoNothing();
+      const runs = batch.flatMap((event) =>
+        triggered(event, candidates).map((a) => ({ organizationId: a.organizationId, automationId: a.id, eventId: event.id, depth: event.depth + 1, originId: event.originId ?? event.id })),
+      );
+      await queueRuns(tx, runs, now);
       await tx.update(events).set({ dispatchedAt: now }).where(inArray(events.id, batch.map((e) => e.id)));
       return batch.length;
     });
@@ -242,6 +290,53 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         return false;
       }
     });
+  }
+
+  type NewRun = Pick<typeof automationExecutions.$inferInsert, 'organizationId' | 'automationId' | 'eventId' | 'scheduledFor' | 'depth'> & { originId: string };
+
+  /**
+   * Queues runs within the fan-out caps: the runs past the cap of their origin, or of their organization
+   * per minute, are recorded as skipped with the reason. Each organization's count is taken under a
+   * transaction-scoped advisory lock, so concurrent dispatchers (other processes) count one after the other.
+   */
+  async function queueRuns(tx: DbOrTx, runs: NewRun[], now: Date) {
+    if (runs.length === 0) return;
+    const rows: (typeof automationExecutions.$inferInsert)[] = [];
+    for (const orgId of [...new Set(runs.map((r) => r.organizationId))].sort()) {
+      await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`automation-runs:${orgId}`}))`);
+      const mine = runs.filter((r) => r.organizationId === orgId);
+      const origins = [...new Set(mine.map((r) => r.originId))];
+      const [recent] = await tx
+        .select({ n: sql<number>`count(*)::int` })
+        .from(automationExecutions)
+        .where(and(eq(automationExecutions.organizationId, orgId), gt(automationExecutions.createdAt, sql`now() - interval '1 minute'`), ne(automationExecutions.status, 'skipped')));
+      const perOrigin = new Map(
+        (
+          await tx
+            .select({ origin: automationExecutions.originId, n: sql<number>`count(*)::int` })
+            .from(automationExecutions)
+            .where(and(inArray(automationExecutions.originId, origins), ne(automationExecutions.status, 'skipped')))
+            .groupBy(automationExecutions.originId)
+        ).map((r) => [r.origin, Number(r.n)]),
+      );
+      let lastMinute = Number(recent?.n ?? 0);
+      for (const run of mine) {
+        const caused = perOrigin.get(run.originId) ?? 0;
+        let skipped: string | null = null;
+        if (caused >= limits.executionsPerOrigin) {
+          skipped = `Skipped: the write or tick at the origin of this run already caused ${limits.executionsPerOrigin} runs (the cap per originating event)`;
+        } else if (lastMinute >= limits.executionsPerOrganizationPerMinute) {
+          skipped = `Skipped: the organization's automations already started ${limits.executionsPerOrganizationPerMinute} runs in the last minute (the cap per organization per minute)`;
+        }
+        if (skipped) rows.push({ ...run, status: 'skipped', error: skipped, startedAt: now, finishedAt: now });
+        else {
+          rows.push({ ...run, status: 'pending' });
+          perOrigin.set(run.originId, caused + 1);
+          lastMinute++;
+        }
+      }
+    }
+    await tx.insert(automationExecutions).values(rows).onConflictDoNothing();
   }
 
   // ------------------------------------------------------------------ schedules -> executions
@@ -272,10 +367,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
             // The tick that came due; after downtime only the latest one, and only within the grace period.
             const tick = lastTick(a.cronExpression!, a.timezone, now);
             if (now.getTime() - tick.getTime() <= MISSED_TICK_GRACE_MS) {
-              await tx
-                .insert(automationExecutions)
-                .values({ organizationId: a.organizationId, automationId: a.id, scheduledFor: tick, status: 'pending', depth: 1 })
-                .onConflictDoNothing();
+              await queueRuns(tx, [{ organizationId: a.organizationId, automationId: a.id, scheduledFor: tick, depth: 1, originId: randomUUID() }], now);
             }
           }
         } catch (err) {
@@ -301,26 +393,8 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
     return null;
   }
 
-  async function digestSince(tx: DbOrTx, orgId: string, since: Date, now: Date): Promise<string> {
-    const rows = await tx
-      .select({ createdAt: messages.createdAt, direction: messages.direction, sender: messages.sender, summary: messages.summary, text: messages.text })
-      .from(messages)
-      .where(and(eq(messages.organizationId, orgId), isNull(messages.deletedAt), gt(messages.createdAt, since), lte(messages.createdAt, now)))
-      .orderBy(desc(messages.createdAt))
-      .limit(DIGEST_MESSAGES + 1);
-    if (rows.length === 0) return `No new messages since ${since.toISOString()}.`;
-    const shown = rows.slice(0, DIGEST_MESSAGES);
-    const lines = shown.map((m) => {
-      const who = typeof m.sender === 'string' ? m.sender : m.sender && typeof m.sender === 'object' ? String((m.sender as Record<string, unknown>).email ?? (m.sender as Record<string, unknown>).name ?? '') : '';
-      const what = (m.summary ?? m.text ?? '').replace(/\s+/g, ' ').slice(0, 140);
-      return `- ${m.createdAt.toISOString()} ${m.direction}${who ? ` from ${who}` : ''}: ${what}`;
-    });
-    const more = rows.length > DIGEST_MESSAGES ? `\n(and more; the ${DIGEST_MESSAGES} newest are listed)` : '';
-    return `${shown.length}${rows.length > DIGEST_MESSAGES ? '+' : ''} message(s) since ${since.toISOString()}:\n${lines.join('\n')}${more}`;
-  }
-
   /** Runs the plan's steps in a savepoint of `tx`: all of them take effect, or none. */
-  async function runSteps(tx: DbOrTx, a: AutomationRow, depth: number, event: EventRecord | null, now: Date): Promise<ExecutionStepRecord[]> {
+  async function runSteps(tx: DbOrTx, a: AutomationRow, permissions: readonly string[], depth: number, event: EventRecord | null, now: Date): Promise<ExecutionStepRecord[]> {
     const allowed = ((a.permissions ?? {}) as { operations?: unknown }).operations;
     const actor: Actor = { type: 'automation', id: a.id, depth };
     const touched: ExecutionStepRecord[] = [];
@@ -338,8 +412,8 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         if (!op) throw new PlanError(`Unknown operation "${step.operation}"`);
         if (!Array.isArray(allowed) || !allowed.includes(op.id)) throw new PlanError(`The plan's permissions do not include "${op.id}"`);
         const needed = operationPermission(op);
-        if (!hasPermission(a.creatorPermissions, needed)) throw new PlanError(`The automation's creator lacks the "${needed}" permission`);
-        const envelope = await runOperation(op, renderTemplates(step.input, ctx), { orgId: a.organizationId, actor, permissions: a.creatorPermissions, db }, sp);
+        if (!hasPermission(permissions, needed)) throw new PlanError(`The credential the automation acts for lacks the "${needed}" permission`);
+        const envelope = await runOperation(op, renderTemplates(step.input, ctx), { orgId: a.organizationId, actor, permissions, db }, sp);
         ctx.steps.push(json(envelope.data));
         const id = (envelope.data as { id?: unknown } | null)?.id;
         touched.push({ operation: op.id, resourceId: typeof id === 'string' ? id : null });
@@ -366,11 +440,34 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         await tx.update(automationExecutions).set({ status: 'skipped', error: skip, startedAt: now, finishedAt: now }).where(eq(automationExecutions.id, run.id));
         return true;
       }
+      const authority = await standing(tx, a);
+      if (!authority.live) {
+        await tx.update(automationExecutions).set({ status: 'skipped', error: `Skipped and paused: ${authority.reason}`, startedAt: now, finishedAt: now }).where(eq(automationExecutions.id, run.id));
+        const [paused] = await tx
+          .update(automations)
+          .set({
+            status: 'paused',
+            nextRunAt: null,
+            updatedAt: now,
+            statusReason: `Paused before a run because ${authority.reason}; someone holding every permission the plan uses can resume it`,
+          })
+          .where(eq(automations.id, a.id))
+          .returning();
+        await recordEngineMoves(tx, [paused!]);
+        wrote = true;
+        return true;
+      }
       const event = run.eventId ? ((await tx.select().from(events).where(eq(events.id, run.eventId)))[0] ?? null) : null;
       let steps: ExecutionStepRecord[] = [];
       let error: string | null = null;
       try {
-        steps = await runSteps(tx, a, run.depth, event, now);
+        steps = await runSteps(tx, a, authority.permissions, run.depth, event, now);
+        // The events the steps recorded carry the run's origin, so the runs they trigger count against its cap.
+        // The automation's row is locked: no other run of it is writing events now.
+        await tx
+          .update(events)
+          .set({ originId: run.originId ?? run.eventId ?? run.id })
+          .where(and(eq(events.actorType, 'automation'), eq(events.actorId, a.id), isNull(events.originId), isNull(events.dispatchedAt)));
       } catch (err) {
         if (toAppError(err).code === 'SERVICE_UNAVAILABLE') throw err; // the database is away: leave the run queued
         error = describeFailure(err);
@@ -400,6 +497,26 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
       return true;
     });
     if (wrote) notifyEventsCommitted();
+    return found;
+  }
+
+  /**
+   * Whether the credential the automation acts for is live and holds every permission of the plan, read
+   * from the database at every run (no cache: a revocation in any process counts at the next run). An
+   * automation that records none (set up before credentials were recorded) acts for the API key that
+   * created it, if it was one.
+   */
+  async function standing(tx: DbOrTx, a: AutomationRow): Promise<{ live: true; permissions: string[] } | { live: false; reason: string }> {
+    let cred: Credential | null = recordedCredential(a);
+    if (!cred) {
+      const [key] = await tx.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, a.createdBy), eq(apiKeys.organizationId, a.organizationId)));
+      if (!key) return { live: false, reason: 'it records no credential to act for' };
+      cred = { type: 'api_key', id: key.id, grantId: null, passwordStamp: null };
+    }
+    const found = await credentialStanding(tx, a.organizationId, cred);
+    if (!found.live) return found;
+    const missing = missingPermissions(found.permissions, planPermissions(a));
+    if (missing.length) return { live: false, reason: `the credential it acts for no longer holds ${missing.map((p) => `"${p}"`).join(', ')}` };
     return found;
   }
 

@@ -64,7 +64,8 @@ describe('automations', () => {
 
     const patched = await a.request('PATCH', `/v1/automations/${au.id}`, { name: 'Daily digest', cronExpression: '0 9 * * *', status: 'paused', maxExecutions: null });
     expect(patched.status).toBe(200);
-    expect(patched.json.data).toMatchObject({ name: 'Daily digest', cronExpression: '0 9 * * *', status: 'paused', maxExecutions: null, instructions: full.instructions });
+    // A new schedule changes when it fires: it goes back to evaluation (then approval), whatever status was asked for.
+    expect(patched.json.data).toMatchObject({ name: 'Daily digest', cronExpression: '0 9 * * *', status: 'pending_evaluation', maxExecutions: null, instructions: full.instructions });
     expect(patched.json.data).not.toHaveProperty('triggerType');
 
     const del = await a.request('DELETE', `/v1/automations/${au.id}`);

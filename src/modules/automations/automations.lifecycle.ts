@@ -25,7 +25,7 @@ export const CLIENT_TRANSITIONS: Readonly<Record<AutomationStatus, readonly Auto
 export const ENGINE_TRANSITIONS: Readonly<Partial<Record<AutomationStatus, readonly AutomationStatus[]>>> = {
   pending_evaluation: ['pending_approval', 'evaluation_failed', 'code_generation_failed'],
   pending_approval: ['expired'],
-  active: ['completed', 'expired', 'failed', 'evaluation_failed', 'code_generation_failed'],
+  active: ['completed', 'expired', 'failed', 'paused', 'evaluation_failed', 'code_generation_failed'],
   paused: ['expired'],
 };
 

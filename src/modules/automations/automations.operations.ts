@@ -8,14 +8,30 @@ import {
   getAutomation,
   listAutomations,
   listExecutions,
+  MAX_AUTOMATIONS_PER_ORGANIZATION,
+  previewAutomation,
   transitionAutomation,
   updateAutomation,
 } from './automations.repository.js';
-import { Automation, AutomationCreateInput, AutomationExecution, AutomationId, AutomationUpdateInput, DEFAULT_STATUS, PLACEHOLDER_TRIGGER_EVENT } from './automations.schemas.js';
+import {
+  Automation,
+  AutomationCreateInput,
+  AutomationExecution,
+  AutomationId,
+  AutomationPreview,
+  AutomationPreviewInput,
+  AutomationUpdateInput,
+  DEFAULT_STATUS,
+  PLACEHOLDER_TRIGGER_EVENT,
+} from './automations.schemas.js';
+
+const AUTHORITY =
+  'An automation never does what the people who set it up could not do themselves, now: it acts for whoever last set up what it does (`actsFor`), and before every run that credential must still be live and hold every permission the plan uses, or the automation is paused with a `statusReason`.';
 
 /** POST /automations/{id}/<action>: one move of the lifecycle, answering the automation. */
 function lifecycleOperation(action: string, to: AutomationStatus, from: readonly AutomationStatus[] | 'any', summary: string, description: string) {
   return defineOperation({
+    ...(to === 'active' ? { errors: ['FORBIDDEN' as const] } : {}),
     id: `automations.${action}`,
     method: 'POST',
     status: 200,
@@ -48,8 +64,9 @@ export const automationsOperations: Operation[] = [
     path: '/automations',
     summary: 'Create an automation',
     description: [
-      `Only \`name\` and \`instructions\` are needed. Without \`status\` the automation starts "${DEFAULT_STATUS}": a background worker evaluates the instructions into a plan (trigger, condition, steps) and moves it to "pending_approval" (approve it to run), "evaluation_failed" or "code_generation_failed" (see \`statusReason\`). The answer is immediate.`,
-      `Fields given explicitly (\`triggerEvent\`, \`cronExpression\`, \`condition\`, \`triggerType\`) win over what evaluation infers. Without \`triggerEvent\` the placeholder "${PLACEHOLDER_TRIGGER_EVENT}" is stored until evaluation. \`triggerType\` is never returned.`,
+      `Only \`name\` and \`instructions\` are needed. Without \`status\` it starts "${DEFAULT_STATUS}": a background worker evaluates the instructions into a plan and moves it to "pending_approval" (approve it to run), "evaluation_failed" or "code_generation_failed" (\`statusReason\` says why).`,
+      `Explicit \`triggerEvent\`, \`cronExpression\`, \`condition\`, \`triggerType\` win over evaluation (\`triggerEvent\` is "${PLACEHOLDER_TRIGGER_EVENT}" until then; \`triggerType\` is never returned).`,
+      `Or write the plan yourself with \`actions\`. Either plan is checked against your permissions (beyond them: "code_generation_failed"). At most ${MAX_AUTOMATIONS_PER_ORGANIZATION} automations per organization.`,
     ].join('\n\n'),
     input: AutomationCreateInput,
     output: Automation,
@@ -72,12 +89,13 @@ export const automationsOperations: Operation[] = [
     summary: 'Update an automation',
     description: [
       'Only the fields present in the body are changed; null clears a nullable field.',
-      `New \`instructions\` send the automation back to "pending_evaluation", which costs ${EVALUATION_COST} credit like the first evaluation (402 \`INSUFFICIENT_CREDITS\` and nothing changed when the balance is too low); so does a move to "pending_evaluation" through \`status\`.`,
+      `A change to \`instructions\`, \`condition\`, \`triggerEvent\`, \`triggerType\`, \`cronExpression\` or \`actions\` sends it back to "pending_evaluation", then to approval (unless it is or becomes "draft" or "archived"); the plan is checked against your permissions and acts for you.`,
+      `Evaluating new \`instructions\` (or a move to "pending_evaluation" through \`status\`) costs ${EVALUATION_COST} credit (402 \`INSUFFICIENT_CREDITS\` and nothing changed when too low); checking a changed trigger, condition or written plan is free.`,
       '`status` follows the transitions table (README, "Automations"); a move it does not allow is a 400 naming the allowed targets. Switching to `triggerType` "event" clears `cronExpression`.',
     ].join('\n\n'),
     input: AutomationUpdateInput,
     output: Automation,
-    errors: ['INSUFFICIENT_CREDITS'],
+    errors: ['INSUFFICIENT_CREDITS', 'FORBIDDEN'],
     handler: ({ id, ...patch }, ctx) => updateAutomation(ctx, id, patch),
   }),
   defineOperation({
@@ -91,10 +109,35 @@ export const automationsOperations: Operation[] = [
     output: Automation,
     handler: (input, ctx) => deleteAutomation(ctx.db, ctx.orgId, input.id),
   }),
-  lifecycleOperation('approve', 'active', ['pending_approval'], 'Approve an automation', 'Moves an automation from "pending_approval" to "active": it runs from now on.'),
+  lifecycleOperation(
+    'approve',
+    'active',
+    ['pending_approval'],
+    'Approve an automation',
+    `Moves an automation from "pending_approval" to "active": it runs from now on. Read \`planSummary\` and \`actions\` first: that is what you consent to. The caller must hold every permission the plan uses (403 \`FORBIDDEN\` naming the missing ones) and becomes the one it acts for. \`expiresAt\` must be null (never expires) or in the future. ${AUTHORITY}`,
+  ),
   lifecycleOperation('pause', 'paused', ['active'], 'Pause an automation', 'Moves an "active" automation to "paused": it does not run until resumed. Missed events and ticks are not replayed.'),
-  lifecycleOperation('resume', 'active', ['paused', 'failed'], 'Resume an automation', 'Moves a "paused" (or "failed") automation back to "active" and resets its failure count.'),
+  lifecycleOperation(
+    'resume',
+    'active',
+    ['paused', 'failed'],
+    'Resume an automation',
+    'Moves a "paused" (or "failed") automation back to "active" and resets its failure count. The caller must hold every permission the plan uses (403 `FORBIDDEN` naming the missing ones) and becomes the one it acts for (so a person with those permissions resumes an automation paused because its credential was revoked).',
+  ),
   lifecycleOperation('archive', 'archived', 'any', 'Archive an automation', 'Moves an automation to "archived" from any status: it never runs again and cannot change status afterwards.'),
+  defineOperation({
+    id: 'automations.preview',
+    method: 'POST',
+    status: 200,
+    path: '/automations/{id}/preview',
+    summary: 'Preview what an automation would do',
+    description:
+      "A dry run of the plan for one event (`eventId`, by default the organization's latest event of the automation's `triggerEvent`; a scheduled automation has none): whether the condition holds and each step with its input rendered for that event and now. Nothing is written, run or charged. The caller must hold every permission the plan uses, and read permission on the area of the event's record (403 otherwise); an automation without a plan is a 400.",
+    errors: ['FORBIDDEN'],
+    input: AutomationPreviewInput,
+    output: AutomationPreview,
+    handler: ({ id, eventId }, ctx) => previewAutomation(ctx, id, eventId, new Date()),
+  }),
   defineOperation({
     id: 'automations.list_executions',
     kind: 'list',

@@ -1,14 +1,22 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { isDeepStrictEqual } from 'node:util';
+import { and, desc, eq, gt, isNull, lte, sql } from 'drizzle-orm';
 import type { z } from 'zod';
 import { debitCredits } from '../../accounts/accounts.js';
-import { fieldError, notFound } from '../../core/errors.js';
+import { credentialOf, missingPermissions, type Credential } from '../../accounts/credentials.js';
+import { isCategory } from '../../core/categories.js';
+import { AppError, fieldError, notFound } from '../../core/errors.js';
+import type { Permission } from '../../core/permissions.js';
 import type { OperationContext } from '../../core/operation.js';
 import type { Page, PageInput } from '../../core/pagination.js';
 import { toDate } from '../../core/schemas.js';
 import type { DbOrTx } from '../../db/client.js';
-import { automationExecutions, automations } from '../../db/schema.js';
+import { automationExecutions, automations, events, messages } from '../../db/schema.js';
 import { definedOnly, listPage, live, scopedRepository } from '../../db/scoped.js';
 import { assertClientTransition, NOT_EVALUATED, type AutomationStatus } from './automations.lifecycle.js';
+import { SCHEDULE_TRIGGER } from '../events/events.catalog.js';
+import { evaluateCondition } from './condition.js';
+import type { Condition, PlanStep } from './plan.js';
+import { renderTemplates, usesDigest, type TemplateContext } from './template.js';
 import {
   DEFAULT_STATUS,
   PLACEHOLDER_TRIGGER_EVENT,
@@ -26,6 +34,12 @@ type UpdateInput = Omit<z.output<typeof AutomationUpdateInput>, 'id'>;
 /** Credits one evaluation of the instructions costs (at create, and again for each re-evaluation). */
 export const EVALUATION_COST = 1;
 
+/** Automations an organization may have (deleted ones do not count), like its webhook endpoints. */
+export const MAX_AUTOMATIONS_PER_ORGANIZATION = 100;
+
+/** The fields that say what an automation does or when it fires: changing one sends it back to approval. */
+const PLAN_FIELDS = ['condition', 'triggerEvent', 'triggerType', 'cronExpression', 'actions'] as const;
+
 /** The response: the public columns; `triggerType` (the spec keeps it out) and the engine's bookkeeping stay inside. */
 export function toAutomation(row: AutomationRow) {
   const {
@@ -35,9 +49,51 @@ export function toAutomation(row: AutomationRow) {
     evaluationAttempts: _attempts,
     consecutiveFailures: _failures,
     explicitTrigger: _explicit,
+    actsForType,
+    actsForId,
+    actsForGrantId,
+    actsForPasswordStamp: _stamp,
     ...rest
   } = row;
-  return { ...rest, permissions: rest.permissions ?? {} };
+  const actsFor = actsForType && actsForId ? { type: actsForType as 'api_key' | 'user', id: actsForId, grantId: actsForGrantId } : null;
+  return { ...rest, permissions: rest.permissions ?? {}, actsFor };
+}
+
+/** The columns that record the credential an automation acts for. */
+export const actsForColumns = (cred: Credential | null) => ({
+  actsForType: cred?.type ?? null,
+  actsForId: cred?.id ?? null,
+  actsForGrantId: cred?.grantId ?? null,
+  actsForPasswordStamp: cred?.passwordStamp ?? null,
+});
+
+/** The credential recorded on an automation, or null (an automation that predates the record). */
+export const recordedCredential = (row: AutomationRow): Credential | null =>
+  row.actsForType && row.actsForId
+    ? { type: row.actsForType as Credential['type'], id: row.actsForId, grantId: row.actsForGrantId, passwordStamp: row.actsForPasswordStamp }
+    : null;
+
+/**
+ * The permissions the steps of a plan use. Every step is a write (the plan check refuses reads), so an
+ * operation `<area>.<action>` needs `<area>:write`; the plan's `permissions.operations` count as well.
+ */
+export function planPermissions(row: Pick<AutomationRow, 'actions' | 'permissions'>): Permission[] {
+  const ops = [...((row.actions ?? []) as PlanStep[]).map((s) => s.operation)];
+  const listed = ((row.permissions ?? {}) as { operations?: unknown }).operations;
+  if (Array.isArray(listed)) ops.push(...listed.filter((o): o is string => typeof o === 'string'));
+  const areas = [...new Set(ops.map((op) => op.slice(0, op.indexOf('.'))))].filter(isCategory).sort();
+  return areas.map((area) => `${area}:write` as Permission);
+}
+
+/** 403 naming the permissions of the plan the caller lacks (approve, resume, preview). */
+function assertHoldsPlan(ctx: OperationContext, row: AutomationRow, action: string) {
+  const missing = missingPermissions(ctx.permissions, planPermissions(row));
+  if (missing.length) {
+    throw new AppError(
+      'FORBIDDEN',
+      `To ${action} this automation the caller must hold every permission its plan uses; missing: ${missing.map((p) => `"${p}"`).join(', ')}`,
+    );
+  }
 }
 
 /**
@@ -55,12 +111,15 @@ export const describesSchedule = (instructions: string) => SCHEDULE_WORDING.some
 
 const ONLY_SCHEDULED_TAKE_CRON = 'Only scheduled automations take a cronExpression; send triggerType "scheduled" or leave triggerType out';
 
-type TriggerFields = Pick<CreateInput, 'triggerType' | 'triggerEvent' | 'cronExpression' | 'condition'>;
+type TriggerFields = Pick<CreateInput, 'triggerType' | 'triggerEvent' | 'cronExpression' | 'condition' | 'actions'>;
 
-/** The trigger fields a client has set himself, after this request: evaluation keeps them, null forgets one. */
+/**
+ * The plan fields a client has set himself, after this request: evaluation keeps them, null forgets one.
+ * `actions` given by a person replace evaluation altogether (the plan is checked, not evaluated).
+ */
 function explicitTrigger(before: Record<string, unknown>, sent: Partial<TriggerFields>): Record<string, unknown> {
   const out = { ...before };
-  for (const key of ['triggerType', 'triggerEvent', 'cronExpression', 'condition'] as const) {
+  for (const key of PLAN_FIELDS) {
     if (sent[key] === null) delete out[key];
     else if (sent[key] !== undefined) out[key] = sent[key];
   }
@@ -71,22 +130,44 @@ function explicitTrigger(before: Record<string, unknown>, sent: Partial<TriggerF
 /** What evaluation has to do for an automation in this status: evaluate now, or nothing (drafts and archived ones). */
 const evaluationFor = (status: AutomationStatus) => (NOT_EVALUATED.includes(status) ? null : sql`now()`);
 
+/** 400 past the organization's number of automations. Runs after the create's credit debit, which locks the organization's row: concurrent creates count one after the other. */
+async function assertRoomForAutomation(db: DbOrTx, orgId: string) {
+  const [existing] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(automations)
+    .where(and(eq(automations.organizationId, orgId), isNull(automations.deletedAt)));
+  if (Number(existing?.n ?? 0) >= MAX_AUTOMATIONS_PER_ORGANIZATION) {
+    throw new AppError('VALIDATION_ERROR', `An organization may have at most ${MAX_AUTOMATIONS_PER_ORGANIZATION} automations; delete one first`);
+  }
+}
+
 export async function createAutomation(ctx: OperationContext, input: CreateInput) {
+  await assertRoomForAutomation(ctx.db, ctx.orgId);
   const cron = input.cronExpression ?? null;
   if (input.triggerType === 'event' && cron !== null) throw fieldError('cronExpression', ONLY_SCHEDULED_TAKE_CRON);
-  const triggerType: TriggerType = input.triggerType ?? (cron !== null || describesSchedule(input.instructions) ? 'scheduled' : 'event');
+  const written = input.actions ?? null;
+  const triggerType: TriggerType =
+    input.triggerType ?? (cron !== null || (written === null && describesSchedule(input.instructions)) ? 'scheduled' : 'event');
+  if (written !== null) {
+    if (triggerType === 'scheduled' && cron === null) throw fieldError('cronExpression', 'Required with `actions` when triggerType is "scheduled"');
+    if (triggerType === 'event' && input.triggerEvent === undefined) {
+      throw fieldError('triggerEvent', 'Required with `actions`: the event that runs the plan (or give cronExpression for a schedule)');
+    }
+  }
   const status = input.status ?? DEFAULT_STATUS;
   const row = await automationRows.insert(ctx.db, {
     ...input,
+    actions: written as never,
     triggerType,
     cronExpression: cron,
-    triggerEvent: input.triggerEvent ?? PLACEHOLDER_TRIGGER_EVENT,
+    triggerEvent: input.triggerEvent ?? (written !== null && triggerType === 'scheduled' ? SCHEDULE_TRIGGER : PLACEHOLDER_TRIGGER_EVENT),
     expiresAt: toDate(input.expiresAt),
     status,
     permissions: {},
     organizationId: ctx.orgId,
     createdBy: ctx.actorId,
     creatorPermissions: [...ctx.permissions],
+    ...actsForColumns(await credentialOf(ctx.db, ctx.actor)),
     explicitTrigger: explicitTrigger({}, input),
     evaluateAfter: evaluationFor(status) as never,
   });
@@ -108,46 +189,86 @@ async function lockAutomation(db: DbOrTx, orgId: string, id: string): Promise<Au
   return row;
 }
 
+/** What a request changes about the plan: new instructions, other plan fields (condition, trigger, steps), or nothing. */
+interface PlanChange {
+  instructions: boolean;
+  plan: boolean;
+  /** `actions` after the request (the steps a person wrote, or the evaluated ones kept). */
+  actions: unknown;
+  /** Whether the plan's steps are a person's (then the instructions are not evaluated). */
+  written: boolean;
+}
+
+const NO_CHANGE: PlanChange = { instructions: false, plan: false, actions: null, written: false };
+
 /**
- * The changes a move to `to` brings besides the status: a move to `pending_evaluation` queues an
- * evaluation (charged), a move to `active` needs a plan and a live expiry, and resets the failure count.
+ * The changes a move to `to` brings besides the status. A move to (or a change while in)
+ * `pending_evaluation` queues an evaluation, or only a check of the plan when its steps are kept (written by
+ * a person, or only the trigger or condition changed); it records the caller as the one the plan is checked
+ * against and acts for. Evaluating the instructions costs `EVALUATION_COST`. A move to `active` needs a plan,
+ * an `expiresAt` that is null or in the future, and a caller holding every permission the plan uses, who
+ * becomes the one it acts for; it resets the failure count.
  */
-async function transitionChanges(ctx: OperationContext, row: AutomationRow, to: AutomationStatus, instructionsChanged: boolean) {
+async function transitionChanges(ctx: OperationContext, row: AutomationRow, to: AutomationStatus, change: PlanChange) {
   const from = row.status as AutomationStatus;
   const changes: Partial<typeof automations.$inferInsert> = {};
-  if (to === 'pending_evaluation' && (from !== to || instructionsChanged)) {
-    await debitCredits(ctx.db, ctx.orgId, EVALUATION_COST);
-    Object.assign(changes, { evaluateAfter: sql`now()`, evaluationAttempts: 0, statusReason: null, actions: null, creatorPermissions: [...ctx.permissions] });
+  if (to === 'pending_evaluation' && (from !== to || change.instructions || change.plan)) {
+    // A bare request to evaluate again drops evaluated steps; new instructions drop them too unless a person wrote them.
+    const keepSteps = change.written || (change.plan && !change.instructions);
+    const evaluatesInstructions = !keepSteps || change.actions === null;
+    if (change.instructions || (evaluatesInstructions && from !== to)) await debitCredits(ctx.db, ctx.orgId, EVALUATION_COST);
+    Object.assign(changes, {
+      evaluateAfter: sql`now()`,
+      evaluationAttempts: 0,
+      statusReason: null,
+      planSummary: null,
+      creatorPermissions: [...ctx.permissions],
+      ...actsForColumns(await credentialOf(ctx.db, ctx.actor)),
+      ...(keepSteps ? {} : { actions: null }),
+    });
   }
   if (to === 'active' && from !== 'active') {
     if (!row.actions) throw fieldError('status', 'The automation has no plan yet: it becomes "active" once evaluation has built one');
-    if (row.expiresAt && row.expiresAt.getTime() <= Date.now()) throw fieldError('status', 'The automation has expired (expiresAt is past); move expiresAt first');
-    Object.assign(changes, { consecutiveFailures: 0, statusReason: null, nextRunAt: null });
+    if (row.expiresAt && row.expiresAt.getTime() <= Date.now()) throw fieldError('status', 'The automation has expired (expiresAt is past); set expiresAt to null or a future time first');
+    assertHoldsPlan(ctx, row, from === 'pending_approval' ? 'approve' : 'resume');
+    Object.assign(changes, { consecutiveFailures: 0, statusReason: null, nextRunAt: null, ...actsForColumns(await credentialOf(ctx.db, ctx.actor)) });
   }
   if (to !== 'active') changes.nextRunAt = null;
   return changes;
 }
 
 /**
- * Applies the fields given. Changing `instructions` sends the automation back to `pending_evaluation`
- * (charged like the first evaluation) unless the same request parks it as a draft; `status` follows the
- * transitions table. The trigger stays consistent: a scheduled automation may have a cron expression
- * (evaluation infers one from the instructions), an event automation never has one.
+ * Applies the fields given. Changing what the automation does or when it fires (`instructions`,
+ * `condition`, `triggerEvent`, `triggerType`, `cronExpression`, `actions`) sends it back to
+ * `pending_evaluation` (new instructions are evaluated and charged like the first evaluation; otherwise
+ * only the changed plan is checked, free), against the permissions of the caller, and then to approval,
+ * unless the same request parks it as a draft or archives it; `status` follows the transitions table.
+ * The trigger stays consistent: a scheduled automation may have a cron expression (evaluation infers one
+ * from the instructions), an event automation never has one.
  */
 export async function updateAutomation(ctx: OperationContext, id: string, patch: UpdateInput) {
   const row = await lockAutomation(ctx.db, ctx.orgId, id);
   const { triggerType: requestedType, expiresAt, status: requestedStatus, ...rest } = patch;
   const changes: Partial<typeof automations.$inferInsert> = { ...definedOnly(rest), ...(expiresAt !== undefined ? { expiresAt: toDate(expiresAt) } : {}) };
 
-  if (['triggerType', 'triggerEvent', 'cronExpression', 'condition'].some((k) => k in patch && patch[k as keyof UpdateInput] !== undefined)) {
-    changes.explicitTrigger = explicitTrigger(row.explicitTrigger, patch);
-  }
+  if (PLAN_FIELDS.some((k) => patch[k] !== undefined)) changes.explicitTrigger = explicitTrigger(row.explicitTrigger, patch);
   const instructionsChanged = patch.instructions !== undefined && patch.instructions !== row.instructions;
+  const planChanged = PLAN_FIELDS.some((k) => patch[k] !== undefined && !isDeepStrictEqual(patch[k], row[k]));
+  const explicit = (changes.explicitTrigger ?? row.explicitTrigger) as { actions?: unknown };
+  const change: PlanChange = {
+    instructions: instructionsChanged,
+    plan: planChanged,
+    actions: patch.actions === undefined ? row.actions : patch.actions,
+    written: explicit.actions !== undefined,
+  };
+  // Forgetting a written plan has the instructions evaluated again, as new instructions would.
+  if (patch.actions === null && row.explicitTrigger.actions !== undefined) change.instructions = true;
   let to = (requestedStatus ?? row.status) as AutomationStatus;
-  if (instructionsChanged && requestedStatus !== 'draft' && row.status !== 'draft' && row.status !== 'archived') to = 'pending_evaluation';
+  const parked = requestedStatus === 'draft' || requestedStatus === 'archived' || row.status === 'draft' || row.status === 'archived';
+  if ((change.instructions || change.plan) && !parked) to = 'pending_evaluation';
   assertClientTransition(row.status as AutomationStatus, to);
-  if (requestedStatus !== undefined || to !== row.status || instructionsChanged) {
-    Object.assign(changes, { status: to }, await transitionChanges(ctx, row, to, instructionsChanged));
+  if (requestedStatus !== undefined || to !== row.status || change.instructions || change.plan) {
+    Object.assign(changes, { status: to }, await transitionChanges(ctx, row, to, change));
   }
 
   if (requestedType !== undefined || patch.cronExpression !== undefined) {
@@ -172,7 +293,7 @@ export async function transitionAutomation(ctx: OperationContext, id: string, fr
   }
   assertClientTransition(current, to);
   if (current === to) return toAutomation(row);
-  const changes = await transitionChanges(ctx, row, to, false);
+  const changes = await transitionChanges(ctx, row, to, NO_CHANGE);
   return toAutomation(await automationRows.update(ctx.db, ctx.orgId, id, { ...changes, status: to }));
 }
 
@@ -183,7 +304,7 @@ export async function deleteAutomation(db: DbOrTx, orgId: string, id: string) {
 export type ExecutionRow = typeof automationExecutions.$inferSelect;
 
 export function toExecution(row: ExecutionRow) {
-  const { organizationId: _org, depth: _depth, createdAt: _created, ...rest } = row;
+  const { organizationId: _org, depth: _depth, createdAt: _created, originId: _origin, ...rest } = row;
   return rest;
 }
 
@@ -192,4 +313,84 @@ export async function listExecutions(db: DbOrTx, orgId: string, automationId: st
   if (!(await automationRows.exists(db, orgId, automationId))) throw notFound('Automation');
   const rows = await listPage(db, automationExecutions, and(eq(automationExecutions.organizationId, orgId), eq(automationExecutions.automationId, automationId)), page);
   return { items: rows.map(toExecution) };
+}
+
+const DIGEST_MESSAGES = 50;
+
+/** The `{{digest}}` of a run: the organization's messages recorded after `since`, up to `now`, newest first. */
+export async function digestSince(tx: DbOrTx, orgId: string, since: Date, now: Date): Promise<string> {
+  const rows = await tx
+    .select({ createdAt: messages.createdAt, direction: messages.direction, sender: messages.sender, summary: messages.summary, text: messages.text })
+    .from(messages)
+    .where(and(eq(messages.organizationId, orgId), isNull(messages.deletedAt), gt(messages.createdAt, since), lte(messages.createdAt, now)))
+    .orderBy(desc(messages.createdAt))
+    .limit(DIGEST_MESSAGES + 1);
+  if (rows.length === 0) return `No new messages since ${since.toISOString()}.`;
+  const shown = rows.slice(0, DIGEST_MESSAGES);
+  const lines = shown.map((m) => {
+    const who = typeof m.sender === 'string' ? m.sender : m.sender && typeof m.sender === 'object' ? String((m.sender as Record<string, unknown>).email ?? (m.sender as Record<string, unknown>).name ?? '') : '';
+    const what = (m.summary ?? m.text ?? '').replace(/\s+/g, ' ').slice(0, 140);
+    return `- ${m.createdAt.toISOString()} ${m.direction}${who ? ` from ${who}` : ''}: ${what}`;
+  });
+  const more = rows.length > DIGEST_MESSAGES ? `\n(and more; the ${DIGEST_MESSAGES} newest are listed)` : '';
+  return `${shown.length}${rows.length > DIGEST_MESSAGES ? '+' : ''} message(s) since ${since.toISOString()}:\n${lines.join('\n')}${more}`;
+}
+
+/** The area whose records an event carries (`contact.email.created` -> `contacts`), when it is one of the permission areas. */
+function eventArea(type: string): string | null {
+  const resource = type.slice(0, type.indexOf('.'));
+  const area = resource.endsWith('s') ? `${resource}es` : `${resource}s`;
+  return isCategory(area) ? area : null;
+}
+
+/**
+ * A dry run: what the plan would do for an event (by default the latest one of its trigger) now —
+ * whether the condition holds and each step's input with its templates rendered. Reads only: nothing is
+ * written, run or charged. The caller must hold every permission the plan uses, and may see the event's
+ * record only with read permission on its area.
+ */
+export async function previewAutomation(ctx: OperationContext, id: string, eventId: string | undefined, now: Date) {
+  const row = await automationRows.get(ctx.db, ctx.orgId, id);
+  if (!row.actions) throw fieldError('status', `The automation has no plan yet (it is "${row.status}"): preview it once evaluation has built one, or give \`actions\``);
+  assertHoldsPlan(ctx, row, 'preview');
+  const scheduled = row.triggerType === 'scheduled';
+  let event: typeof events.$inferSelect | undefined;
+  if (eventId !== undefined) {
+    [event] = await ctx.db.select().from(events).where(and(eq(events.id, eventId), eq(events.organizationId, ctx.orgId)));
+    if (!event) throw notFound('Event');
+  } else if (!scheduled) {
+    [event] = await ctx.db
+      .select()
+      .from(events)
+      .where(and(eq(events.organizationId, ctx.orgId), eq(events.type, row.triggerEvent)))
+      .orderBy(desc(events.occurredAt), desc(events.id))
+      .limit(1);
+  }
+  const area = event ? eventArea(event.type) : null;
+  if (area && missingPermissions(ctx.permissions, [`${area}:read` as Permission]).length) {
+    throw new AppError('FORBIDDEN', `Previewing on a "${event!.type}" event shows its record, which needs the "${area}:read" permission`);
+  }
+  const steps = row.actions as PlanStep[];
+  const tctx: TemplateContext = {
+    event: event ? { id: event.id, type: event.type, resourceId: event.resourceId, occurredAt: event.occurredAt.toISOString(), data: event.data } : null,
+    now,
+    lastRunAt: row.lastRunAt,
+    steps: steps.map((s, i) => ({ id: `<id of the record step ${i + 1} (${s.operation}) answers with>` })),
+    timezone: row.timezone,
+  };
+  if (usesDigest(row.actions)) tctx.digest = await digestSince(ctx.db, ctx.orgId, row.lastRunAt ?? new Date(now.getTime() - 24 * 3600_000), now);
+  let conditionHolds = true;
+  if (row.condition) {
+    try {
+      conditionHolds = evaluateCondition(row.condition as unknown as Condition, event?.data ?? null);
+    } catch {
+      conditionHolds = false;
+    }
+  }
+  return {
+    automationId: row.id,
+    event: event ? { id: event.id, type: event.type, occurredAt: event.occurredAt } : null,
+    conditionHolds,
+    steps: steps.map((s) => ({ operation: s.operation, input: renderTemplates(s.input, tctx) as Record<string, unknown> })),
+  };
 }

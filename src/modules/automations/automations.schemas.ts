@@ -57,6 +57,23 @@ const GroupMetadata = z
   })
   .describe('Metadata of the automation group: `purpose`, `createdBy`, `aiTaskId` (strings) and `tags` (array of strings)');
 
+/** Largest number of steps a create or update body may carry; the plan check allows fewer (see `statusReason`). */
+const MAX_GIVEN_STEPS = 100;
+
+export const PlanStepSchema = z.object({
+  operation: z.string().describe('Operation id, e.g. "messages.update"'),
+  input: JsonObject.describe('Its input; string values may hold templates such as "{{event.resourceId}}" or "{{now}}"'),
+});
+
+const GivenPlanStep = z.strictObject({
+  operation: z
+    .string()
+    .max(255)
+    .regex(/^[a-z][a-z_]*(\.[a-z][a-z_]*)+$/, 'Must be an operation id, e.g. "messages.update"')
+    .describe('Operation id of a write, e.g. "messages.update"'),
+  input: JsonObject.describe('Its input (templates allowed)'),
+});
+
 /** The fields of a create body; the update body has the same ones, all optional. */
 const fields = {
   name: ShortText(255).min(1).describe('Name of the automation, 1 to 255 characters'),
@@ -78,6 +95,15 @@ const fields = {
     ),
   cronExpression: CronExpression.nullable().optional(),
   condition: JsonObject.nullable().optional().describe('Condition the event must meet (free-form JSON object)'),
+  actions: z
+    .array(GivenPlanStep)
+    .min(1)
+    .max(MAX_GIVEN_STEPS)
+    .nullable()
+    .optional()
+    .describe(
+      'A plan you write (with `triggerEvent` or `cronExpression`): checked like an evaluated one, then needs approval; null forgets it',
+    ),
   enabled: z.boolean().optional().describe('Whether the automation may run (default true)'),
   groupId: Uuid.nullable().optional().describe('Group of related automations'),
   groupName: ShortText(255).nullable().optional().describe('Name of the group'),
@@ -129,14 +155,45 @@ export const Automation = z.object({
   lastRunAt: z.iso.datetime().nullable().describe('When the last successful run finished; null before the first'),
   timezone: z.string().nullable().describe('IANA time zone `cronExpression` is read in; null means UTC'),
   actions: z
+    .array(PlanStepSchema)
+    .nullable()
+    .describe('The plan: steps run in order, in one transaction, each an operation of the REST table; null until evaluation built it (or as given by a person)'),
+  planSummary: z
+    .string()
+    .nullable()
+    .describe('What the plan does and when, in plain sentences generated from the plan (what an approver consents to); null without a plan'),
+  actsFor: z
+    .object({
+      type: z.enum(['api_key', 'user']),
+      id: Uuid.describe('The API key or the person'),
+      grantId: Uuid.nullable().describe("The person's OAuth grant"),
+    })
+    .nullable()
+    .describe('The credential it acts for (who last created, changed, approved or resumed it); checked before every run'),
+});
+
+export const AutomationPreviewInput = z.strictObject({
+  ...AutomationIdParam,
+  eventId: Uuid.optional().describe(
+    "The event to try the plan on; by default the organization's latest event of the automation's `triggerEvent` (none for a scheduled automation)",
+  ),
+});
+
+export const AutomationPreview = z.object({
+  automationId: Uuid,
+  event: z
+    .object({ id: Uuid, type: z.string(), occurredAt: z.iso.datetime() })
+    .nullable()
+    .describe('The event the plan was tried on; null for a scheduled automation, or when no event of the trigger has been recorded yet'),
+  conditionHolds: z.boolean().describe('Whether the condition holds on the event (true when there is no condition)'),
+  steps: z
     .array(
       z.object({
-        operation: z.string().describe('Operation id, e.g. "messages.update"'),
-        input: JsonObject.describe('Its input; string values may hold templates such as "{{event.resourceId}}" or "{{now}}"'),
+        operation: z.string().describe('Operation id of the step'),
+        input: JsonObject.describe('Its input with the templates rendered for this event and now; an earlier step\'s record is shown as a placeholder'),
       }),
     )
-    .nullable()
-    .describe('The plan: steps run in order, in one transaction, each an operation of the REST table; null until evaluation built it'),
+    .describe('The steps a run would take, in order (they would run only when `conditionHolds`)'),
 });
 
 export const EXECUTION_STATUSES = ['pending', 'succeeded', 'failed', 'skipped'] as const;
@@ -158,3 +215,4 @@ export const AutomationExecution = z.object({
 // Named schemas of the OpenAPI document (components/schemas).
 components.add(Automation, { id: 'Automation' });
 components.add(AutomationExecution, { id: 'AutomationExecution' });
+components.add(AutomationPreview, { id: 'AutomationPreview' });
