@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { and, desc, eq, gt, isNull, lte, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, inArray, isNull, lte, sql } from 'drizzle-orm';
 import type { z } from 'zod';
 import { debitCredits } from '../../accounts/accounts.js';
 import { credentialOf, missingPermissions, type Credential } from '../../accounts/credentials.js';
@@ -264,7 +264,8 @@ export async function updateAutomation(ctx: OperationContext, id: string, patch:
   // Forgetting a written plan has the instructions evaluated again, as new instructions would.
   if (patch.actions === null && row.explicitTrigger.actions !== undefined) change.instructions = true;
   let to = (requestedStatus ?? row.status) as AutomationStatus;
-  const parked = requestedStatus === 'draft' || requestedStatus === 'archived' || row.status === 'draft' || row.status === 'archived';
+  // Drafts, archived and expired automations never run: their fields change without a move.
+  const parked = requestedStatus === 'draft' || requestedStatus === 'archived' || ['draft', 'archived', 'expired'].includes(row.status);
   if ((change.instructions || change.plan) && !parked) to = 'pending_evaluation';
   assertClientTransition(row.status as AutomationStatus, to);
   if (requestedStatus !== undefined || to !== row.status || change.instructions || change.plan) {
@@ -362,7 +363,8 @@ export async function previewAutomation(ctx: OperationContext, id: string, event
     [event] = await ctx.db
       .select()
       .from(events)
-      .where(and(eq(events.organizationId, ctx.orgId), eq(events.type, row.triggerEvent)))
+      // A plan triggered by several event types lists them comma-separated.
+      .where(and(eq(events.organizationId, ctx.orgId), inArray(events.type, row.triggerEvent.split(','))))
       .orderBy(desc(events.occurredAt), desc(events.id))
       .limit(1);
   }
