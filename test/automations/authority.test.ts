@@ -4,7 +4,7 @@ import { revokeApiKey, setUserDisabled, setUserPassword } from '../../src/accoun
 import { automationExecutions, automations } from '../../src/db/schema.js';
 import { revokeGrant, setGrantCategories } from '../../src/oauth/grants.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
-import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
+import { createAutomationEngine, DEFAULT_AUTOMATION_LIMITS, type AutomationEngine } from '../../src/workers/automation-engine.js';
 import type { Tenant } from '../helpers/app.js';
 import { mintToken, startLiveApp, v1Client, type LiveApp } from '../mcp/helpers.js';
 
@@ -194,9 +194,9 @@ describe('who may make an automation act', () => {
 });
 
 describe('fan-out caps', () => {
-  it('caps the runs one originating write causes, recording the skipped ones with the reason', async () => {
+  it('caps the runs one originating write causes at 50 (it was 129), recording the skipped ones with the reason', async () => {
     const org = await t.tenant({ credits: 1000 });
-    const capped = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock: () => new Date(), log: silent, limits: { executionsPerOrigin: 5 } });
+    const capped = engine;
     // Three automations of three steps on contact.created: each new contact triggers all three again.
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
@@ -216,7 +216,8 @@ describe('fan-out caps', () => {
     await capped.runOnce();
     const all = await t.database.db.select().from(automationExecutions).where(eq(automationExecutions.organizationId, org.orgId));
     const ran = all.filter((r) => r.status !== 'skipped');
-    expect(ran).toHaveLength(5);
+    expect(DEFAULT_AUTOMATION_LIMITS.executionsPerOrigin).toBe(50);
+    expect(ran).toHaveLength(50);
     expect(new Set(ran.map((r) => r.originId)).size).toBe(1);
     const skipped = all.filter((r) => r.status === 'skipped');
     expect(skipped.length).toBeGreaterThan(0);
