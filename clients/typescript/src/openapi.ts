@@ -637,9 +637,11 @@ export interface paths {
         put?: never;
         /**
          * Create an automation
-         * @description Only `name` and `instructions` are needed. Without `status` the automation starts "pending_evaluation": a background worker evaluates the instructions into a plan (trigger, condition, steps) and moves it to "pending_approval" (approve it to run), "evaluation_failed" or "code_generation_failed" (see `statusReason`). The answer is immediate.
+         * @description Only `name` and `instructions` are needed. Without `status` it starts "pending_evaluation": a background worker evaluates the instructions into a plan and moves it to "pending_approval" (approve it to run), "evaluation_failed" or "code_generation_failed" (`statusReason` says why).
          *
-         *     Fields given explicitly (`triggerEvent`, `cronExpression`, `condition`, `triggerType`) win over what evaluation infers. Without `triggerEvent` the placeholder "automation.pending" is stored until evaluation. `triggerType` is never returned.
+         *     Explicit `triggerEvent`, `cronExpression`, `condition`, `triggerType` win over evaluation (`triggerEvent` is "automation.pending" until then; `triggerType` is never returned).
+         *
+         *     Or write the plan yourself with `actions`. Either plan is checked against your permissions (beyond them: "code_generation_failed"). At most 100 automations per organization.
          *
          *     Requires the `automations:write` permission (or `*`).
          *
@@ -679,7 +681,9 @@ export interface paths {
          * Update an automation
          * @description Only the fields present in the body are changed; null clears a nullable field.
          *
-         *     New `instructions` send the automation back to "pending_evaluation", which costs 1 credit like the first evaluation (402 `INSUFFICIENT_CREDITS` and nothing changed when the balance is too low); so does a move to "pending_evaluation" through `status`.
+         *     A change to `instructions`, `condition`, `triggerEvent`, `triggerType`, `cronExpression` or `actions` sends it back to "pending_evaluation", then to approval (unless it is "expired", or is or becomes "draft" or "archived"); the plan is checked against your permissions and acts for you.
+         *
+         *     Evaluating new `instructions` (or a move to "pending_evaluation" through `status`) costs 1 credit (402 `INSUFFICIENT_CREDITS` and nothing changed when too low); checking a changed trigger, condition or written plan is free.
          *
          *     `status` follows the transitions table (README, "Automations"); a move it does not allow is a 400 naming the allowed targets. Switching to `triggerType` "event" clears `cronExpression`.
          *
@@ -699,7 +703,7 @@ export interface paths {
         put?: never;
         /**
          * Approve an automation
-         * @description Moves an automation from "pending_approval" to "active": it runs from now on.
+         * @description Moves an automation from "pending_approval" to "active": it runs from now on. Read `planSummary` and `actions` first: that is what you consent to. The caller must hold every permission the plan uses (403 `FORBIDDEN` naming the missing ones) and becomes the one it acts for. `expiresAt` must be null (never expires) or in the future. An automation never does what the people who set it up could not do themselves, now: it acts for whoever last set up what it does (`actsFor`), and before every run that credential must still be live and hold every permission the plan uses, or the automation is paused with a `statusReason`.
          *
          *     Requires the `automations:write` permission (or `*`).
          */
@@ -743,7 +747,7 @@ export interface paths {
         put?: never;
         /**
          * Resume an automation
-         * @description Moves a "paused" (or "failed") automation back to "active" and resets its failure count.
+         * @description Moves a "paused" (or "failed") automation back to "active" and resets its failure count. The caller must hold every permission the plan uses (403 `FORBIDDEN` naming the missing ones) and becomes the one it acts for (so a person with those permissions resumes an automation paused because its credential was revoked).
          *
          *     Requires the `automations:write` permission (or `*`).
          */
@@ -770,6 +774,28 @@ export interface paths {
          *     Requires the `automations:write` permission (or `*`).
          */
         post: operations["automations.archive"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/automations/{id}/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Preview what an automation would do
+         * @description A dry run of the plan for one event (`eventId`, by default the organization's latest event of the automation's `triggerEvent`; a scheduled automation has none): whether the condition holds and each step with its input rendered for that event and now. Nothing is written, run or charged. The caller must hold every permission the plan uses, and read permission on the area of the event's record (403 otherwise); an automation without a plan is a 400.
+         *
+         *     Requires the `automations:write` permission (or `*`).
+         */
+        post: operations["automations.preview"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1175,7 +1201,7 @@ export interface components {
             lastRunAt: string | null;
             /** @description IANA time zone `cronExpression` is read in; null means UTC */
             timezone: string | null;
-            /** @description The plan: steps run in order, in one transaction, each an operation of the REST table; null until evaluation built it */
+            /** @description The plan: steps run in order, in one transaction, each an operation of the REST table; null until evaluation built it (or as given by a person) */
             actions: {
                 /** @description Operation id, e.g. "messages.update" */
                 operation: string;
@@ -1184,6 +1210,20 @@ export interface components {
                     [key: string]: unknown;
                 };
             }[] | null;
+            /** @description What the plan does and when, in plain sentences generated from the plan (what an approver consents to); null without a plan */
+            planSummary: string | null;
+            /** @description The credential it acts for (who last created, changed, approved or resumed it); checked before every run */
+            actsFor: {
+                /** @enum {string} */
+                type: "api_key" | "user";
+                /**
+                 * Format: uuid
+                 * @description The API key or the person
+                 */
+                id: string;
+                /** @description The person's OAuth grant */
+                grantId: string | null;
+            } | null;
         };
         AutomationExecution: {
             /**
@@ -1215,6 +1255,35 @@ export interface components {
             }[];
             startedAt: string | null;
             finishedAt: string | null;
+        };
+        AutomationPreview: {
+            /**
+             * Format: uuid
+             * @description UUID
+             */
+            automationId: string;
+            /** @description The event the plan was tried on; null for a scheduled automation, or when no event of the trigger has been recorded yet */
+            event: {
+                /**
+                 * Format: uuid
+                 * @description UUID
+                 */
+                id: string;
+                type: string;
+                /** Format: date-time */
+                occurredAt: string;
+            } | null;
+            /** @description Whether the condition holds on the event (true when there is no condition) */
+            conditionHolds: boolean;
+            /** @description The steps a run would take, in order (they would run only when `conditionHolds`) */
+            steps: {
+                /** @description Operation id of the step */
+                operation: string;
+                /** @description Its input with the templates rendered for this event and now; an earlier step's record is shown as a placeholder */
+                input: {
+                    [key: string]: unknown;
+                };
+            }[];
         };
         Business: {
             /**
@@ -5781,7 +5850,13 @@ export interface operations {
                      *               "operation": "example",
                      *               "input": {}
                      *             }
-                     *           ]
+                     *           ],
+                     *           "planSummary": "example",
+                     *           "actsFor": {
+                     *             "type": "api_key",
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *           }
                      *         }
                      *       ],
                      *       "meta": {
@@ -5857,6 +5932,15 @@ export interface operations {
                     condition?: {
                         [key: string]: unknown;
                     } | null;
+                    /** @description A plan you write (with `triggerEvent` or `cronExpression`): checked like an evaluated one, then needs approval; null forgets it */
+                    actions?: {
+                        /** @description Operation id of a write, e.g. "messages.update" */
+                        operation: string;
+                        /** @description Its input (templates allowed) */
+                        input: {
+                            [key: string]: unknown;
+                        };
+                    }[] | null;
                     /** @description Whether the automation may run (default true) */
                     enabled?: boolean;
                     /** @description Group of related automations */
@@ -5937,7 +6021,13 @@ export interface operations {
                      *             "operation": "example",
                      *             "input": {}
                      *           }
-                     *         ]
+                     *         ],
+                     *         "planSummary": "example",
+                     *         "actsFor": {
+                     *           "type": "api_key",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         }
                      *       }
                      *     }
                      */
@@ -6016,7 +6106,13 @@ export interface operations {
                      *             "operation": "example",
                      *             "input": {}
                      *           }
-                     *         ]
+                     *         ],
+                     *         "planSummary": "example",
+                     *         "actsFor": {
+                     *           "type": "api_key",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         }
                      *       }
                      *     }
                      */
@@ -6093,7 +6189,13 @@ export interface operations {
                      *             "operation": "example",
                      *             "input": {}
                      *           }
-                     *         ]
+                     *         ],
+                     *         "planSummary": "example",
+                     *         "actsFor": {
+                     *           "type": "api_key",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         }
                      *       }
                      *     }
                      */
@@ -6149,6 +6251,15 @@ export interface operations {
                     condition?: {
                         [key: string]: unknown;
                     } | null;
+                    /** @description A plan you write (with `triggerEvent` or `cronExpression`): checked like an evaluated one, then needs approval; null forgets it */
+                    actions?: {
+                        /** @description Operation id of a write, e.g. "messages.update" */
+                        operation: string;
+                        /** @description Its input (templates allowed) */
+                        input: {
+                            [key: string]: unknown;
+                        };
+                    }[] | null;
                     /** @description Whether the automation may run (default true) */
                     enabled?: boolean;
                     /** @description Group of related automations */
@@ -6227,7 +6338,13 @@ export interface operations {
                      *             "operation": "example",
                      *             "input": {}
                      *           }
-                     *         ]
+                     *         ],
+                     *         "planSummary": "example",
+                     *         "actsFor": {
+                     *           "type": "api_key",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         }
                      *       }
                      *     }
                      */
@@ -6316,7 +6433,13 @@ export interface operations {
                      *             "operation": "example",
                      *             "input": {}
                      *           }
-                     *         ]
+                     *         ],
+                     *         "planSummary": "example",
+                     *         "actsFor": {
+                     *           "type": "api_key",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         }
                      *       }
                      *     }
                      */
@@ -6405,7 +6528,13 @@ export interface operations {
                      *             "operation": "example",
                      *             "input": {}
                      *           }
-                     *         ]
+                     *         ],
+                     *         "planSummary": "example",
+                     *         "actsFor": {
+                     *           "type": "api_key",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         }
                      *       }
                      *     }
                      */
@@ -6494,7 +6623,13 @@ export interface operations {
                      *             "operation": "example",
                      *             "input": {}
                      *           }
-                     *         ]
+                     *         ],
+                     *         "planSummary": "example",
+                     *         "actsFor": {
+                     *           "type": "api_key",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         }
                      *       }
                      *     }
                      */
@@ -6583,12 +6718,88 @@ export interface operations {
                      *             "operation": "example",
                      *             "input": {}
                      *           }
-                     *         ]
+                     *         ],
+                     *         "planSummary": "example",
+                     *         "actsFor": {
+                     *           "type": "api_key",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         }
                      *       }
                      *     }
                      */
                     "application/json": {
                         data: components["schemas"]["Automation"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "automations.preview": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the automation */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description The event to try the plan on; by default the organization's latest event of the automation's `triggerEvent` (none for a scheduled automation)
+                     */
+                    eventId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "automationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "event": {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "type": "email",
+                     *           "occurredAt": "2026-01-15T09:30:00.000Z"
+                     *         },
+                     *         "conditionHolds": true,
+                     *         "steps": [
+                     *           {
+                     *             "operation": "example",
+                     *             "input": {}
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["AutomationPreview"];
                     };
                 };
             };
