@@ -1,5 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { revokeApiKey } from '../../src/accounts/accounts.js';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { automationExecutions, automations } from '../../src/db/schema.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
@@ -76,5 +77,48 @@ describe.runIf(testDbKind === 'postgres')('exactly once with two engines on one 
     const runs = await t.database.db.select().from(automationExecutions).where(eq(automationExecutions.automationId, id));
     expect(runs.map((r) => r.scheduledFor!.toISOString()).sort()).toEqual(['10:01', '10:02', '10:03', '10:04', '10:05'].map((m) => `2032-05-01T${m}:00.000Z`));
     fixed = null;
+  });
+
+  it('a key revoked through another process stops the next run, whichever engine takes it', async () => {
+    // An organization of its own: the automations above would read the messages too.
+    const org = await t.tenant({ credits: 100 });
+    const creator = await org.keyWith(['*']);
+    const body = {
+      name: 'Read on arrival',
+      instructions: 'Mark arriving mail read',
+      triggerEvent: 'message.received',
+      actions: [{ operation: 'messages.update', input: { id: '{{event.resourceId}}', readAt: '{{now}}' } }],
+    };
+    const id = (await creator.request('POST', '/v1/automations', body)).json.data.id as string;
+    await drain();
+    expect((await creator.request('POST', `/v1/automations/${id}/approve`)).status).toBe(200);
+    const first = (await org.request('POST', '/v1/messages', { direction: 'incoming', type: 'email', text: 'before' })).json.data.id as string;
+    await drain();
+    expect((await org.request('GET', `/v1/messages/${first}`)).json.data.readAt).not.toBeNull();
+
+    await revokeApiKey(second.db, creator.keyId);
+    const later = (await org.request('POST', '/v1/messages', { direction: 'incoming', type: 'email', text: 'after' })).json.data.id as string;
+    await drain();
+    expect((await org.request('GET', `/v1/messages/${later}`)).json.data.readAt).toBeNull();
+    expect((await org.request('GET', `/v1/automations/${id}`)).json.data).toMatchObject({ status: 'paused', statusReason: expect.stringMatching(/revoked/) });
+  });
+
+  it('the fan-out cap of one originating write holds with two engines dispatching side by side', async () => {
+    const org = await t.tenant({ credits: 100 });
+    for (let i = 0; i < 3; i++) {
+      const body = {
+        name: `Breeder ${i}`,
+        instructions: 'Three contacts per new contact',
+        triggerEvent: 'contact.created',
+        actions: [0, 1, 2].map((n) => ({ operation: 'contacts.create', input: { name: `Child ${i}.${n}` } })),
+      };
+      const id = (await org.request('POST', '/v1/automations', body)).json.data.id as string;
+      await drain();
+      expect((await org.request('POST', `/v1/automations/${id}/approve`)).status).toBe(200);
+    }
+    await org.request('POST', '/v1/contacts', { name: 'Seed' });
+    await drain();
+    const runs = await t.database.db.select().from(automationExecutions).where(eq(automationExecutions.organizationId, org.orgId));
+    expect(runs.filter((r) => r.status !== 'skipped')).toHaveLength(50);
   });
 });
