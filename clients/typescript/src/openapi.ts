@@ -1193,7 +1193,7 @@ export interface components {
             expiresAt: string | null;
             /** @enum {string} */
             status: "draft" | "pending_evaluation" | "evaluation_failed" | "code_generation_failed" | "pending_approval" | "active" | "paused" | "completed" | "expired" | "failed" | "archived";
-            /** @description Why evaluation or the last runs failed; null otherwise */
+            /** @description Why evaluation or the last runs failed, or why the engine paused it; null otherwise */
             statusReason: string | null;
             /** @description Next cron tick of an active scheduled automation; null otherwise */
             nextRunAt: string | null;
@@ -1241,7 +1241,7 @@ export interface components {
             /** @description The cron tick of the run (scheduled automations) */
             scheduledFor: string | null;
             /**
-             * @description "pending" (queued), "succeeded", "failed" (nothing was written) or "skipped" (the automation could no longer run)
+             * @description "pending" (queued), "succeeded", "failed" (nothing was written) or "skipped" (the automation could no longer run, or a fan-out cap was reached: see `error`)
              * @enum {string}
              */
             status: "pending" | "succeeded" | "failed" | "skipped";

@@ -150,7 +150,7 @@ export const Automation = z.object({
   currentExecutions: z.number().int().describe('Runs so far'),
   expiresAt: z.iso.datetime().nullable().describe('When the automation stops running; null means never'),
   status: z.enum(AUTOMATION_STATUSES),
-  statusReason: z.string().nullable().describe('Why evaluation or the last runs failed; null otherwise'),
+  statusReason: z.string().nullable().describe('Why evaluation or the last runs failed, or why the engine paused it; null otherwise'),
   nextRunAt: z.iso.datetime().nullable().describe('Next cron tick of an active scheduled automation; null otherwise'),
   lastRunAt: z.iso.datetime().nullable().describe('When the last successful run finished; null before the first'),
   timezone: z.string().nullable().describe('IANA time zone `cronExpression` is read in; null means UTC'),
@@ -203,7 +203,7 @@ export const AutomationExecution = z.object({
   automationId: Uuid.describe('The automation that ran'),
   eventId: Uuid.nullable().describe('The event that triggered the run (event-triggered automations)'),
   scheduledFor: z.iso.datetime().nullable().describe('The cron tick of the run (scheduled automations)'),
-  status: z.enum(EXECUTION_STATUSES).describe('"pending" (queued), "succeeded", "failed" (nothing was written) or "skipped" (the automation could no longer run)'),
+  status: z.enum(EXECUTION_STATUSES).describe('"pending" (queued), "succeeded", "failed" (nothing was written) or "skipped" (the automation could no longer run, or a fan-out cap was reached: see `error`)'),
   error: z.string().nullable().describe('Why the run failed or was skipped'),
   steps: z
     .array(z.object({ operation: z.string(), resourceId: Uuid.nullable().describe('Id of the record the step touched') }))
