@@ -140,6 +140,24 @@ describe('who may make an automation act', () => {
     expect(await contactExists(d.id)).toBe(false);
   });
 
+  it('an automation that records no credential acts for the API key that created it, else is paused', async () => {
+    const byKey = await activeAutomation(a, deleter());
+    const byUnknown = await activeAutomation(a, deleter({ field: 'name', operator: 'equals', value: 'Doomed too' }));
+    const legacy = { actsForType: null, actsForId: null, actsForGrantId: null, actsForPasswordStamp: null };
+    await t.database.db.update(automations).set(legacy).where(eq(automations.id, byKey.id));
+    await t.database.db.update(automations).set({ ...legacy, createdBy: '3f1c1b2e-8a4d-4c6e-9f0a-1b2c3d4e5f60' }).where(eq(automations.id, byUnknown.id));
+    expect((await get(byKey.id)).actsFor).toBeNull();
+
+    const c = await contact('Legacy');
+    await ok(await a.request('PATCH', `/v1/contacts/${c.id}`, { name: 'Doomed' }));
+    const d = await contact('Legacy too');
+    await ok(await a.request('PATCH', `/v1/contacts/${d.id}`, { name: 'Doomed too' }));
+    await engine.runOnce();
+    expect(await contactExists(c.id)).toBe(false);
+    expect(await contactExists(d.id)).toBe(true);
+    expect(await get(byUnknown.id)).toMatchObject({ status: 'paused', statusReason: expect.stringMatching(/records no credential/) });
+  });
+
   describe('an automation set up by a person through an OAuth grant', () => {
     /** A person's automation made through MCP; answers it (active) with the grant and user. */
     async function personal() {
