@@ -14,8 +14,9 @@ import {
 import { Automation, AutomationCreateInput, AutomationExecution, AutomationId, AutomationUpdateInput, DEFAULT_STATUS, PLACEHOLDER_TRIGGER_EVENT } from './automations.schemas.js';
 
 /** POST /automations/{id}/<action>: one move of the lifecycle, answering the automation. */
-function lifecycleOperation(action: string, to: AutomationStatus, from: readonly AutomationStatus[] | 'any', summary: string, description: string) {
+function lifecycleOperation(action: string, to: AutomationStatus, from: readonly AutomationStatus[] | 'any', summary: string, description: string, effects?: Operation['effects']) {
   return defineOperation({
+    ...(effects ? { effects } : {}),
     id: `automations.${action}`,
     method: 'POST',
     status: 200,
@@ -94,7 +95,7 @@ export const automationsOperations: Operation[] = [
   lifecycleOperation('approve', 'active', ['pending_approval'], 'Approve an automation', 'Moves an automation from "pending_approval" to "active": it runs from now on.'),
   lifecycleOperation('pause', 'paused', ['active'], 'Pause an automation', 'Moves an "active" automation to "paused": it does not run until resumed. Missed events and ticks are not replayed.'),
   lifecycleOperation('resume', 'active', ['paused', 'failed'], 'Resume an automation', 'Moves a "paused" (or "failed") automation back to "active" and resets its failure count.'),
-  lifecycleOperation('archive', 'archived', 'any', 'Archive an automation', 'Moves an automation to "archived" from any status: it never runs again and cannot change status afterwards.'),
+  lifecycleOperation('archive', 'archived', 'any', 'Archive an automation', 'Moves an automation to "archived" from any status: it never runs again and cannot change status afterwards.', { destructive: true }),
   defineOperation({
     id: 'automations.list_executions',
     kind: 'list',
