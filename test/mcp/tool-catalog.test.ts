@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CATEGORY_IDS } from '../../src/core/categories.js';
@@ -89,5 +90,19 @@ describe('the tool catalog', () => {
 
   it('refuses two operations that would be the same method of one tool', () => {
     expect(() => buildToolCatalog([...operations, extra('contacts.list', 'GET')])).toThrow(/Two operations map to the method list of contacts_read/);
+  });
+
+  it('has one example call per tool in the README, each valid for its method', () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const rows = [...readme.matchAll(/^\| `(\w+)` \| ([^|]+) \| `(\{.*\})` \|$/gm)];
+    expect(rows.map((row) => row[1])).toEqual([...catalog.keys()]);
+    for (const [, tool, methods, example] of rows) {
+      const entry = catalog.get(tool!)!;
+      expect(methods!.trim(), tool).toBe([...entry.methods.keys()].join(', '));
+      const { method, ...args } = JSON.parse(example!.replace(/<[a-z ]+ id>/g, '7d3f2a56-3c1e-4b7a-9c55-2f1e0b4a8d21')) as { method: string };
+      const op = entry.methods.get(method);
+      expect(op, `${tool}: ${method}`).toBeDefined();
+      expect(op!.input.safeParse(args).success, `${tool} ${example}`).toBe(true);
+    }
   });
 });
