@@ -29,7 +29,7 @@ export type GrantSource = Grant | (() => Grant);
 
 const INSTRUCTIONS =
   "Switchboard: contacts, messages, customers, businesses, folders, automations, domains, events and webhooks of the signed-in user's organization. " +
-  'Per category a `<category>_read` tool, a `<category>_write` tool (create and change) and a `<category>_delete` tool; each takes `method` (one of the methods its description lists) plus that method\'s arguments. ' +
+  'Per category up to three tools: `<category>_read`, `<category>_write` (create and change) and `<category>_delete`; each takes `method` (one of the methods its description lists) plus that method\'s arguments. ' +
   'Every method is one REST operation of the service: same input fields, same `{ data, meta? }` result, same error codes ' +
   '(an error result carries `{ "error": { "code", "message", "details"? } }`). List methods take `limit` (10 by default), `offset` and `sortOrder`; `meta.pagination` says whether more pages follow. ' +
   'Records carry every field of their type (null when unset). Creating methods take an optional `idempotencyKey`: a retry with the same key ' +

@@ -289,6 +289,8 @@ export function buildToolCatalog(operations: readonly Operation[]): ToolCatalog 
       }
     }
   }
+  const placed = [...grouped.values()].reduce((n, group) => n + group.methods.size, 0);
+  if (placed !== operations.length) throw new Error('An operation belongs to no category of CATEGORIES: it would have no tool');
   const catalog = new Map<string, ToolEntry>();
   for (const [name, { category, kind, methods }] of grouped) {
     catalog.set(name, { name, category, kind, methods, definition: toolDefinition(name, category, kind, methods) });

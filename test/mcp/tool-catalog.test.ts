@@ -88,8 +88,9 @@ describe('the tool catalog', () => {
     expect(grown.get('messages_read')!.definition.description).toContain('- `get_attachment` (id*): Do messages.get_attachment.');
   });
 
-  it('refuses two operations that would be the same method of one tool', () => {
+  it('refuses two operations that would be the same method of one tool, and an operation of no category', () => {
     expect(() => buildToolCatalog([...operations, extra('contacts.list', 'GET')])).toThrow(/Two operations map to the method list of contacts_read/);
+    expect(() => buildToolCatalog([...operations, extra('nowhere.list', 'GET')])).toThrow(/belongs to no category/);
   });
 
   it('has one example call per tool in the README, each valid for its method', () => {
