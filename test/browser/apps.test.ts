@@ -44,6 +44,7 @@ describe.skipIf(skipWithoutChromium())('connected apps page in Chromium', () => 
     await expect(app.getByLabel('contacts').isChecked()).resolves.toBe(true);
     await expect(app.getByLabel('messages').isChecked()).resolves.toBe(true);
 
+    if (process.env.APPS_SCREENSHOT) await page.screenshot({ path: process.env.APPS_SCREENSHOT, fullPage: true });
     // When it was approved and last connected, to the minute.
     const details = (await app.locator('p.muted').first().textContent())!;
     expect(details).toMatch(/approved \d{4}-\d\d-\d\d \d\d:\d\d UTC · last connected \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
