@@ -341,7 +341,7 @@ async function benchPostgres() {
       method: 'POST',
       path: '/mcp',
       headers: { ...mcpHeaders, authorization: `Bearer ${tokens[i % tokens.length]}` },
-      body: mcpCall(i + 1, 'contacts_get', { id: contactIds[i % contactIds.length] }),
+      body: mcpCall(i + 1, 'contacts_read', { method: 'get', id: contactIds[i % contactIds.length] }),
     });
     const mcpRequests = [
       {

@@ -59,7 +59,7 @@ const normal: (() => Call)[] = [
     method: 'POST',
     path: '/mcp',
     headers: { authorization: `Bearer ${pick(tokens)}`, accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'contacts_list', arguments: { limit: 5 } } }),
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'contacts_read', arguments: { method: 'list', limit: 5 } } }),
   }),
 ];
 const hostile: (() => Call)[] = [

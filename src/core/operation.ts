@@ -47,7 +47,7 @@ export interface OperationContext {
 export type EventSpec = string | ((data: Record<string, unknown>) => string[]);
 
 interface OperationBase<I extends z.ZodObject> {
-  /** `<category>.<action>`, e.g. `contacts.create`; the MCP tool name is the same with `_` for `.`. */
+  /** `<category>.<action>`, e.g. `contacts.create`; on MCP the action is a `method` of one of the category's tools (`src/mcp/tools.ts`). */
   id: `${Category}.${string}`;
   method: HttpMethod;
   /** Relative to `{base_url}`, with `{param}` placeholders that name fields of `input`. */
@@ -68,8 +68,9 @@ interface OperationBase<I extends z.ZodObject> {
   status?: 200 | 201;
   /**
    * What the operation does beyond its method's default, for clients deciding whether to ask the user
-   * (MCP tool annotations): `destructive` when it deletes, archives for good or replaces a secret;
-   * `openWorld` when it reaches outside the service (sends an email, calls a URL). Unset: derived from the method.
+   * (MCP tool annotations): `destructive` when it archives for good or replaces a secret (a DELETE always
+   * is), which also puts it in its category's `_delete` tool; `openWorld` when it reaches outside the
+   * service (sends an email, calls a URL). Unset: derived from the method.
    */
   effects?: { destructive?: boolean; openWorld?: boolean };
 }
@@ -98,7 +99,6 @@ export function defineOperation(op: Omit<Operation, 'kind'> & { kind?: 'item' | 
 
 export const operationCategory = (op: Pick<Operation, 'id'>) => op.id.slice(0, op.id.indexOf('.')) as Category;
 export const operationPermission = (op: Operation): Permission => requiredPermission(operationCategory(op), op.method);
-export const toolName = (op: Pick<Operation, 'id'>) => op.id.replace('.', '_');
 export const successStatus = (op: Pick<Operation, 'method' | 'status'>) => op.status ?? (op.method === 'POST' ? 201 : 200);
 export const pathParams = (op: Pick<Operation, 'path'>) => [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
 

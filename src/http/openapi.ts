@@ -202,7 +202,7 @@ export function buildOpenApi(operations: Operation[], opts: { serverUrl: string;
       version: opts.version,
       license: { name: 'MIT', identifier: 'MIT' },
       description:
-        'Business communication data: messages, contacts, customers and transactions, businesses, folders, automations and domains. ' +
+        `Business communication data, in these areas (each a tag below and a permission, \`<area>:read\` / \`<area>:write\`): ${CATEGORIES.map((c) => `**${c.id}** (${c.description.charAt(0).toLowerCase()}${c.description.slice(1)})`).join(', ')}.\n\n` +
         'Every response is `{ "data": …, "meta"?: { "pagination": … } }`; errors are `{ "error": { "code", "message", "details"? } }`. ' +
         'Every response carries `X-Request-ID`. Lists take `limit` (1-100, default 10), `offset` (default 0) and `sortOrder` (`asc`/`desc`, default `desc`, by creation date). ' +
         'Without `total`, `hasMore` is true whenever a page is full, so a client stops at the first empty page. DELETE is a soft delete.\n\n' +

@@ -1,5 +1,5 @@
 import { bearerToken, isLoopbackHost } from '../core/secrets.js';
-import { CATEGORY_IDS } from '../core/categories.js';
+import { CATEGORY_IDS, isCategory } from '../core/categories.js';
 import type { ApiKeyAuth, ApiKeyPrincipal } from '../http/api-key-auth.js';
 import { forbiddenKeysIn } from '../core/schemas.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
@@ -92,11 +92,34 @@ export interface TransportGuard {
   /** Counts one request of (user, client); false after sending the 429. */
   consume(grant: Grant, reply: FastifyReply, requestId: string | number | null): Promise<boolean>;
   /**
-   * A transport's endpoint at `path` and `path/` (a pasted URL often ends with a slash): the bearer check,
-   * the rate limit, then `handler` for `method` with the request's grant and its JSON body (undefined when
-   * there is none or it is not JSON); any other method is a 405 saying `notAllowed`.
+   * A transport's endpoint at `path` and `path/` (a pasted URL often ends with a slash), and at
+   * `path/x/<category>[,<category>…]`, which narrows the grant to those categories for this connection:
+   * the bearer check, the rate limit, then `handler` for `method` with the request's (narrowed) grant, the
+   * categories it was narrowed to, and its JSON body (undefined when there is none or it is not JSON); any
+   * other method is a 405 saying `notAllowed`, an unknown category a 404.
    */
-  endpoint(app: FastifyInstance, path: TransportPath, method: 'GET' | 'POST', notAllowed: string, handler: (req: FastifyRequest, reply: FastifyReply, grant: Grant, body: unknown) => Promise<unknown>): void;
+  endpoint(
+    app: FastifyInstance,
+    path: TransportPath,
+    method: 'GET' | 'POST',
+    notAllowed: string,
+    handler: (req: FastifyRequest, reply: FastifyReply, grant: Grant, body: unknown, narrowedTo: string[] | undefined) => Promise<unknown>,
+  ): void;
+}
+
+/** The categories a connection narrows its grant to, from a `/x/<category>[,<category>…]` path: a list, or an error message. */
+export function requestedCategories(raw: string): string[] | { unknown: string[] } {
+  const names = raw.split(',').map((n) => n.trim());
+  const unknown = names.filter((n) => !isCategory(n));
+  return unknown.length ? { unknown } : names;
+}
+
+/**
+ * The grant as one connection uses it: only the tools of `categories` among those granted. A narrower
+ * view never widens: a category the grant lacks stays out.
+ */
+export function narrowGrant(grant: Grant, categories: readonly string[] | undefined): Grant {
+  return categories ? { ...grant, categories: grant.categories.filter((c) => categories.includes(c)) } : grant;
 }
 
 /** A request body as JSON, or undefined when there is none or it is not JSON (the transports answer that themselves). */
@@ -197,7 +220,7 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
     },
 
     endpoint(app, path, method, notAllowed, handler) {
-      for (const url of [path, `${path}/`]) {
+      for (const url of [path, `${path}/`, `${path}/x/:categories`, `${path}/x/:categories/`]) {
         app.route({
           method: ['GET', 'POST', 'DELETE', 'OPTIONS'],
           url,
@@ -208,7 +231,13 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
             const body = parseJson(req.body);
             if (!(await guard.consume(grant, reply, requestIdOf(body)))) return reply;
             if (req.method !== method) return reply.code(405).header('allow', `${method}, OPTIONS`).type('application/json').send(jsonRpcError(null, -32000, notAllowed));
-            return handler(req, reply, grant, body);
+            const raw = (req.params as { categories?: string }).categories;
+            const requested = raw === undefined ? undefined : requestedCategories(raw);
+            if (requested && !Array.isArray(requested)) {
+              const message = `Unknown category ${requested.unknown.map((n) => JSON.stringify(n)).join(', ')}: one of ${CATEGORY_IDS.join(', ')}`;
+              return reply.code(404).type('application/json').send(jsonRpcError(requestIdOf(body), -32000, message));
+            }
+            return handler(req, reply, narrowGrant(grant, requested), body, requested);
           },
         });
       }

@@ -2,9 +2,9 @@ import { idempotencyArgument, requestHash, runIdempotent } from '../idempotency.
 import { notifyEventsCommitted } from '../modules/events/events.signal.js';
 import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@modelcontextprotocol/server';
 import type { FastifyBaseLogger } from 'fastify';
-import { logServerError, toAppError } from '../core/errors.js';
+import { fieldError, logServerError, toAppError } from '../core/errors.js';
 import { withDeadline } from '../core/deadline.js';
-import { operationPermission, readsOnly, successStatus } from '../core/operation.js';
+import { operationPermission, readsOnly, successStatus, type Operation } from '../core/operation.js';
 import { categoryPermissions, hasPermission } from '../core/permissions.js';
 import type { Db } from '../db/client.js';
 import type { Grant } from '../oauth/grants.js';
@@ -29,9 +29,10 @@ export type GrantSource = Grant | (() => Grant);
 
 const INSTRUCTIONS =
   "Switchboard: contacts, messages, customers, businesses, folders, automations, domains, events and webhooks of the signed-in user's organization. " +
-  'Each tool mirrors one REST operation of the service: same input fields, same `{ data, meta? }` result, same error codes ' +
-  '(an error result carries `{ "error": { "code", "message", "details"? } }`). List tools take `limit` (10 by default), `offset` and `sortOrder`; `meta.pagination` says whether more pages follow. ' +
-  'Records carry every field of their type (null when unset). Creating tools take an optional `idempotencyKey`: a retry with the same key ' +
+  'Per category up to three tools: `<category>_read`, `<category>_write` (create and change) and `<category>_delete`; each takes `method` (one of the methods its description lists) plus that method\'s arguments. ' +
+  'Every method is one REST operation of the service: same input fields, same `{ data, meta? }` result, same error codes ' +
+  '(an error result carries `{ "error": { "code", "message", "details"? } }`). List methods take `limit` (10 by default), `offset` and `sortOrder`; `meta.pagination` says whether more pages follow. ' +
+  'Records carry every field of their type (null when unset). Creating methods take an optional `idempotencyKey`: a retry with the same key ' +
   'and arguments (within 24 hours) returns the first result; the same key with other arguments is an IDEMPOTENCY_KEY_REUSED error.';
 
 /** What the grant may do: read and write in its categories (or read only), or an API key's own permissions. */
@@ -54,7 +55,9 @@ type Outcome = { ok: true; text: string } | { ok: false; text: string };
 const LIST_CACHE_MAX = 256;
 
 export function createToolRunner(deps: McpServerDeps): ToolRunner {
-  const offered = (entry: ToolEntry, g: Grant, permissions: readonly string[]) => g.categories.includes(entry.category) && hasPermission(permissions, operationPermission(entry.op));
+  // Every method of a tool needs the same permission (reading, or writing, in its category).
+  const offered = (entry: ToolEntry, g: Grant, permissions: readonly string[]) =>
+    g.categories.includes(entry.category) && [...entry.methods.values()].every((op) => hasPermission(permissions, operationPermission(op)));
   // Grants with the same categories and permissions see the same list: it is filtered and serialized once.
   const lists = new LRUCache<string, { tools: ToolDefinition[]; json: string }>({ max: LIST_CACHE_MAX });
 
@@ -91,20 +94,31 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
     },
   };
 
+  /** The operation a call names with `method`; a missing or unknown method is a validation error naming the tool's methods. */
+  function methodOf(entry: ToolEntry, method: unknown): Operation {
+    const op = typeof method === 'string' ? entry.methods.get(method) : undefined;
+    if (op) return op;
+    const known = [...entry.methods.keys()].join(', ');
+    throw fieldError('method', method === undefined ? `Required: one of ${known}` : `${entry.name} has no method ${JSON.stringify(method)}; one of ${known}`);
+  }
+
   async function run(g: Grant, entry: ToolEntry, rawArgs: Record<string, unknown> | undefined): Promise<Outcome> {
-    const name = entry.definition.name;
+    const name = entry.name;
     try {
       const actor = g.apiKey ? { type: 'api_key' as const, id: g.apiKey.id, depth: 0 } : { type: 'user' as const, id: g.userId, grantId: g.id, depth: 0 };
       const caller = { orgId: g.organizationId, actor, permissions: permissionsOf(g), db: deps.db };
-      const { idempotencyKey, ...args } = rawArgs ?? {};
-      const key = entry.op.method === 'POST' ? idempotencyArgument(idempotencyKey) : undefined;
+      const { method, ...input } = rawArgs ?? {};
+      const op = methodOf(entry, method);
+      // `idempotencyKey` is an argument of creating methods only; elsewhere it is an unknown field like any other.
+      const { idempotencyKey, ...args } = input;
+      const key = op.method === 'POST' ? idempotencyArgument(idempotencyKey) : undefined;
       let envelope: unknown;
       if (key === undefined) {
-        const running = runOperation(entry.op, entry.op.method === 'POST' ? args : (rawArgs ?? {}), caller);
-        envelope = await (readsOnly(entry.op) ? withDeadline(running, deps.readTimeoutMs) : running);
+        const running = runOperation(op, op.method === 'POST' ? args : input, caller);
+        envelope = await (readsOnly(op) ? withDeadline(running, deps.readTimeoutMs) : running);
       } else {
-        const scope = { callerId: g.id, orgId: g.organizationId, key, hash: requestHash('TOOL', name, args) };
-        envelope = (await runIdempotent(deps.db, scope, successStatus(entry.op), (tx) => runOperation(entry.op, args, caller, tx))).body;
+        const scope = { callerId: g.id, orgId: g.organizationId, key, hash: requestHash('TOOL', `${name}.${String(method)}`, args) };
+        envelope = (await runIdempotent(deps.db, scope, successStatus(op), (tx) => runOperation(op, args, caller, tx))).body;
         notifyEventsCommitted();
       }
       // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST).

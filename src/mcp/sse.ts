@@ -4,7 +4,7 @@ import { parseJSONRPCMessage, type JSONRPCMessage, type MessageExtraInfo, type S
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Grant } from '../oauth/grants.js';
-import { jsonRpcError, parseJson, prototypeKeyError, requestIdOf, type TransportGuard } from './guard.js';
+import { jsonRpcError, narrowGrant, parseJson, prototypeKeyError, requestIdOf, type TransportGuard } from './guard.js';
 import { buildMcpServer, type ToolRunner } from './server.js';
 
 const KEEPALIVE_MS = 25_000;
@@ -55,8 +55,10 @@ interface SseSession {
   id: string;
   userId: string;
   clientId: string;
-  /** The grant of the latest authenticated request; tools are filtered against it. */
+  /** The grant of the latest authenticated request, narrowed as the stream's URL asked; tools are filtered against it. */
   grant: Grant;
+  /** The categories the stream was opened for (`/sse/x/<category>,…`), or undefined for the whole grant. */
+  narrowedTo: string[] | undefined;
   transport: SseServerTransport;
   server: Server;
 }
@@ -97,7 +99,7 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, runner:
   }
 
   function dispatch(session: SseSession, grant: Grant, messages: JSONRPCMessage[]) {
-    session.grant = grant;
+    session.grant = narrowGrant(grant, session.narrowedTo);
     for (const message of messages) session.transport.receive(message);
   }
 
@@ -118,13 +120,12 @@ export function registerSse(app: FastifyInstance, guard: TransportGuard, runner:
     if (subscriber) subscriber.disconnect();
   });
 
-  guard.endpoint(app, '/sse', 'GET', 'Method not allowed: open the stream with GET /sse, then POST to the endpoint it names.', async (_req, reply, grant) => {
-
+  guard.endpoint(app, '/sse', 'GET', 'Method not allowed: open the stream with GET /sse, then POST to the endpoint it names.', async (_req, reply, grant, _body, narrowedTo) => {
     const id = randomUUID();
     const res = reply.raw;
     const transport = new SseServerTransport(id, res);
     const server = buildMcpServer(() => session.grant, runner);
-    const session: SseSession = { id, userId: grant.userId, clientId: grant.clientId, grant, transport, server };
+    const session: SseSession = { id, userId: grant.userId, clientId: grant.clientId, grant, narrowedTo, transport, server };
     sessions.set(id, session);
     // First beat after KEEPALIVE_MS, long after the head below is written.
     const keepalive = setInterval(() => {

@@ -10,6 +10,7 @@ const CSS = `
 :root{color-scheme:light dark;font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;line-height:1.5}
 body{margin:0;background:Canvas;color:CanvasText}
 main{max-width:30rem;margin:3rem auto;padding:0 1.25rem}
+main.wide{max-width:60rem;margin-top:2rem}
 h1{font-size:1.4rem;margin:0 0 1rem}
 label{font-weight:600}
 .field{display:flex;flex-direction:column;gap:.25rem;margin:0 0 1rem}
@@ -27,6 +28,13 @@ button:focus-visible,input:focus-visible{outline:3px solid #f59e0b;outline-offse
 .muted{font-size:.9rem;opacity:.8}
 .link{background:none;border:none;padding:0;color:LinkText;text-decoration:underline;font-weight:400}
 code{overflow-wrap:anywhere}
+.consent{display:grid;gap:0 2rem}
+.consent fieldset{margin-bottom:1rem}
+@media (min-width:48rem){.consent{grid-template-columns:minmax(0,2fr) minmax(0,1fr);align-items:start}.consent .categories{display:grid;grid-template-columns:1fr 1fr;column-gap:1.25rem;align-items:start}.consent .categories legend{grid-column:1/-1}}
+button.danger{background:#b91c1c;border-color:#b91c1c;color:#fff}
+.danger-zone{margin:1.25rem 0 0;padding:1rem 0 0;border-top:1px solid GrayText}
+.danger-zone p{margin:0 0 .6rem}
+section.app{border:1px solid GrayText;border-radius:.5rem;padding:0 1rem 1rem;margin:0 0 1.5rem}
 `;
 const CSS_HASH = `'sha256-${createHash('sha256').update(CSS).digest('base64')}'`;
 
@@ -71,7 +79,7 @@ function sendPage(reply: FastifyReply, status: number, html: string, redirectUri
   return reply.code(status).header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-store').header('pragma', 'no-cache').send(html);
 }
 
-function layout(title: string, body: string) {
+function layout(title: string, body: string, wide = false) {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -82,7 +90,7 @@ function layout(title: string, body: string) {
 <style>${CSS}</style>
 </head>
 <body>
-<main>
+<main${wide ? ' class="wide"' : ''}>
 ${body}
 </main>
 </body>
@@ -154,24 +162,27 @@ export function consentPage(
 <p class="muted">After your answer you will be sent to <code>${escapeHtml(opts.client.redirectHost)}</code>. Anyone can register an application here under any name: only continue if you started this from that application, at that address.${
     opts.offline ? ' It asks to stay connected: it may renew its access for up to 90 days without asking again.' : ''
   }</p>
-<form method="post" action="/oauth/authorize/consent">
+<form method="post" action="/oauth/authorize/consent" class="consent">
 ${hidden}
-<fieldset>
+<fieldset class="categories">
 <legend>Tool categories it may use</legend>
 ${categories}
 </fieldset>
+<div>
 ${accessChoice('access', false)}
 <p class="muted">With no category ticked the application is connected but sees no tools. You can change the categories later at <code>/account/apps</code>.</p>
 <div class="actions">
 <button class="primary" type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button>
 </div>
+</div>
 </form>
 <form method="post" action="/oauth/authorize/sign-out">
 ${hidden}
 <p class="muted">Signed in as ${escapeHtml(opts.userEmail)}. <button class="link" type="submit">Use another account</button></p>
 </form>`;
-  return sendPage(reply, 200, layout('Allow access', body), opts.redirectUri);
+  // Two columns on a laptop's screen: the categories beside the access choice and the buttons, all in view.
+  return sendPage(reply, 200, layout('Allow access', body, true), opts.redirectUri);
 }
 
 /** What a consent or connected-apps form chose: the ticked categories (known ones, once each) and read only. */
@@ -227,7 +238,8 @@ export interface ConnectedApp {
   lastTokenAt: string | null;
 }
 
-const day = (iso: string) => iso.slice(0, 10);
+/** A moment to the minute, in UTC (`2026-11-25 17:04 UTC`), in a `<time>` element carrying the full timestamp. */
+const minute = (iso: string) => `<time datetime="${escapeHtml(iso)}">${escapeHtml(iso.slice(0, 10))} ${escapeHtml(iso.slice(11, 16))} UTC</time>`;
 
 /** The signed-in person's connected apps: categories to change, a revoke button each, and a sign-out. */
 export function appsPage(reply: FastifyReply, opts: { csrf: string; formOrigin: string; userEmail: string; apps: ConnectedApp[]; notice?: string; status?: number }) {
@@ -240,9 +252,9 @@ export function appsPage(reply: FastifyReply, opts: { csrf: string; formOrigin: 
               `<div class="category"><input type="checkbox" id="c-${app.grantId}-${c.id}" name="categories" value="${c.id}"${app.categories.includes(c.id) ? ' checked' : ''}>
 <label for="c-${app.grantId}-${c.id}">${c.id}</label></div>`,
           ).join('\n');
-          return `<section aria-label="${escapeHtml(app.client.name)}">
+          return `<section class="app" aria-label="${escapeHtml(app.client.name)}">
 <h2>${escapeHtml(app.client.name)}</h2>
-<p class="muted">Sends you back to <code>${escapeHtml(app.client.redirectHost)}</code> · approved ${day(app.approvedAt)} · last connected ${app.lastTokenAt ? day(app.lastTokenAt) : 'never'}</p>
+<p class="muted">Sends you back to <code>${escapeHtml(app.client.redirectHost)}</code> · approved ${minute(app.approvedAt)} · last connected ${app.lastTokenAt ? minute(app.lastTokenAt) : 'never'}</p>
 <form method="post" action="/account/apps/${app.grantId}/categories">
 ${csrf}
 <fieldset><legend>Tool categories it may use</legend>
@@ -251,9 +263,10 @@ ${boxes}
 ${accessChoice(`access-${app.grantId}`, app.readOnly)}
 <div class="actions"><button class="primary" type="submit">Save</button></div>
 </form>
-<form method="post" action="/account/apps/${app.grantId}/revoke">
+<form method="post" action="/account/apps/${app.grantId}/revoke" class="danger-zone">
 ${csrf}
-<div class="actions"><button type="submit">Revoke access</button></div>
+<p class="muted">Revoking signs ${escapeHtml(app.client.name)} out at once: its tokens stop working, and it has to ask for your consent again.</p>
+<div class="actions"><button class="danger" type="submit">Revoke access</button></div>
 </form>
 </section>`;
         })

@@ -8,6 +8,9 @@ import { CHROMIUM, skipWithoutChromium, startBrowserApp } from '../helpers/brows
 
 /** The connected-apps page in a real browser: sign in, change an app's categories, revoke it. */
 
+/** The one browser API used inside `evaluate` (the project compiles without the DOM library). */
+type BrowserGlobals = { getComputedStyle(el: unknown): { backgroundColor: string } };
+
 let t: TestApp;
 let browser: Browser;
 let origin: string;
@@ -40,6 +43,19 @@ describe.skipIf(skipWithoutChromium())('connected apps page in Chromium', () => 
     await expect(app.getByRole('heading', { name: 'Desk Assistant' }).isVisible()).resolves.toBe(true);
     await expect(app.getByLabel('contacts').isChecked()).resolves.toBe(true);
     await expect(app.getByLabel('messages').isChecked()).resolves.toBe(true);
+
+    if (process.env.APPS_SCREENSHOT) await page.screenshot({ path: process.env.APPS_SCREENSHOT, fullPage: true });
+    // When it was approved and last connected, to the minute.
+    const details = (await app.locator('p.muted').first().textContent())!;
+    expect(details).toMatch(/approved \d{4}-\d\d-\d\d \d\d:\d\d UTC · last connected \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
+    // Revoking looks like the destructive action it is, in a form of its own, apart from Save.
+    const save = app.getByRole('button', { name: 'Save' });
+    const revoke = app.getByRole('button', { name: 'Revoke access' });
+    await expect(revoke.evaluate((el) => (globalThis as unknown as BrowserGlobals).getComputedStyle(el).backgroundColor)).resolves.toBe('rgb(185, 28, 28)');
+    await expect(save.evaluate((el) => (globalThis as unknown as BrowserGlobals).getComputedStyle(el).backgroundColor)).resolves.not.toBe('rgb(185, 28, 28)');
+    const [saveBox, revokeBox] = [(await save.boundingBox())!, (await revoke.boundingBox())!];
+    expect(revokeBox.y - (saveBox.y + saveBox.height)).toBeGreaterThanOrEqual(48);
+    await expect(revoke.evaluate((el, form) => (el as unknown as { form: unknown }).form !== form, await save.evaluateHandle((el) => (el as unknown as { form: unknown }).form))).resolves.toBe(true);
 
     await expect(app.getByLabel('Read and change').isChecked()).resolves.toBe(true);
     await app.getByLabel('messages').uncheck();

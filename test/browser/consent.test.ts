@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CATEGORY_IDS } from '../../src/core/categories.js';
 import { verifyAccessToken } from '../../src/oauth/grants.js';
 import type { TestApp } from '../helpers/app.js';
 import { CHROMIUM, skipWithoutChromium, startBrowserApp } from '../helpers/browser.js';
@@ -36,6 +37,31 @@ afterAll(async () => {
 });
 
 describe.skipIf(skipWithoutChromium())('consent page in Chromium (skipped: /usr/bin/chromium is not installed)', () => {
+  it('shows Approve, Deny and the read-only choice without scrolling on a 1280×800 laptop screen', async () => {
+    const client = await registerClient(t.app, { redirect_uris: [callbackUrl], client_name: 'Laptop client' });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`${origin}${authorizeUrl({ clientId: client.client_id, redirectUri: callbackUrl, challenge: pkcePair().challenge, state: 's' })}`);
+    await page.getByLabel('Email').fill(user.email);
+    await page.getByLabel('Password').fill(user.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect(page.getByRole('button', { name: 'Approve' }).isVisible()).resolves.toBe(true);
+    if (process.env.CONSENT_SCREENSHOT) await page.screenshot({ path: process.env.CONSENT_SCREENSHOT });
+    const inView = async (name: string, box: { x: number; y: number; width: number; height: number } | null) => {
+      expect(box, name).not.toBeNull();
+      expect(box!.y, name).toBeGreaterThanOrEqual(0);
+      expect(box!.y + box!.height, `${name} ends below the fold`).toBeLessThanOrEqual(800);
+      expect(box!.x + box!.width, name).toBeLessThanOrEqual(1280);
+    };
+    await inView('Approve', await page.getByRole('button', { name: 'Approve' }).boundingBox());
+    await inView('Deny', await page.getByRole('button', { name: 'Deny' }).boundingBox());
+    await inView('Read only', await page.getByLabel('Read only').boundingBox());
+    await inView('Read and change', await page.getByLabel('Read and change').boundingBox());
+    // Every category is in view too.
+    for (const id of CATEGORY_IDS) await inView(id, await page.getByLabel(id, { exact: true }).boundingBox());
+    await context.close();
+  });
+
   it('signs in, ticks a category, approves and lands on the redirect URI with a code', async () => {
     const client = await registerClient(t.app, { redirect_uris: [callbackUrl], client_name: 'Browser test client' });
     const pkce = pkcePair();

@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CATEGORY_IDS } from '../../src/core/categories.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
 import { launchBrowser, skipWithoutChromium } from '../helpers/browser.js';
@@ -25,6 +26,13 @@ describe('GET /v1/docs', () => {
     expect(page.headers['content-type']).toMatch(/^text\/html/);
     expect(page.headers['x-request-id']).toBeTruthy();
     expect(page.body).toContain('Switchboard API reference');
+  });
+
+  it('opens on an introduction that names every area of the API, events and webhooks included', async () => {
+    const doc = (await t.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as { info: { description: string }; tags: { name: string }[] };
+    expect(CATEGORY_IDS).toEqual(expect.arrayContaining(['events', 'webhooks']));
+    for (const area of CATEGORY_IDS) expect(doc.info.description, area).toContain(`**${area}**`);
+    expect(doc.tags.map((tag) => tag.name)).toEqual(CATEGORY_IDS);
   });
 
   it('loads its script and the OpenAPI document from this server only; the browser is told to refuse other hosts', async () => {

@@ -1,10 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inputLocation, pathParams, successStatus, toolName, type Operation } from '../../src/core/operation.js';
+import { inputLocation, pathParams, successStatus, type Operation } from '../../src/core/operation.js';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import { buildToolCatalog, toolMethodOf } from '../../src/mcp/tools.js';
 import { buildOpenApi } from '../../src/http/openapi.js';
 import { operations } from '../../src/operations.js';
 import { VERSION } from '../../src/version.js';
 import type { Tenant } from '../helpers/app.js';
 import { mintToken, rawMcp, startLiveApp, type LiveApp } from '../mcp/helpers.js';
+
+const tools = buildToolCatalog(operations);
+const ajv = new Ajv2020({ strict: false });
+const validators = new Map<string, ValidateFunction>();
+/** The validator of a tool's output schema (the read tools declare one). */
+function validateOutput(tool: string): ValidateFunction {
+  let validate = validators.get(tool);
+  if (!validate) {
+    validate = ajv.compile(tools.get(tool)!.definition.outputSchema!);
+    validators.set(tool, validate);
+  }
+  return validate;
+}
 
 /**
  * The operation table tests itself. Driven by the table and the example requests of the OpenAPI document
@@ -110,9 +125,12 @@ describe('the operation table, tested from itself', () => {
       const rest = await a.request('GET', fill(op)!);
       expect(rest.status, op.id).toBe(200);
       const args = Object.fromEntries(pathParams(op).map((p) => [p, String(known.get(collectionOf(op.path, p))!.id)]));
-      const res = await rawMcp(t.origin, mcpToken, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: toolName(op), arguments: args } });
-      expect(res.json.result.isError, `${toolName(op)}: ${JSON.stringify(res.json.result.content)}`).toBeFalsy();
-      expect(res.json.result.structuredContent, toolName(op)).toEqual(rest.json);
+      const { tool, method } = toolMethodOf(op);
+      const res = await rawMcp(t.origin, mcpToken, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool, arguments: { method, ...args } } });
+      expect(res.json.result.isError, `${op.id}: ${JSON.stringify(res.json.result.content)}`).toBeFalsy();
+      expect(res.json.result.structuredContent, op.id).toEqual(rest.json);
+      // The result is what the tool's output schema says it is.
+      expect(validateOutput(tool)(rest.json), `${op.id}: ${JSON.stringify(validateOutput(tool).errors)}`).toBe(true);
     }
   });
 

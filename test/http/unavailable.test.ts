@@ -118,7 +118,7 @@ describe.skipIf(testDbKind !== 'postgres' || !pgUrl)('database outage (PostgreSQ
     expect((await timed('GET', '/v1/contacts')).res.statusCode).toBe(200);
     expect((await timed('POST', '/v1/contacts', { name: 'Before' })).res.statusCode).toBe(201);
     expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
-    const mcp = await mcpCall('contacts_list', {});
+    const mcp = await mcpCall('contacts_read', { method: 'list' });
     expect(mcp.res.statusCode, mcp.res.body).toBe(200);
     expect(mcp.res.json().result.structuredContent.data).toHaveLength(1);
   });
@@ -176,7 +176,7 @@ describe.skipIf(testDbKind !== 'postgres' || !pgUrl)('database outage (PostgreSQ
         timed('POST', '/v1/contacts', { name: 'Stalled' }),
         timed('GET', '/v1/contacts'),
         timed('GET', '/v1/contacts/9b2f6c1e-3f1a-4c59-8d1e-2f1b7e0c4a11'),
-        mcpCall('contacts_list', {}),
+        mcpCall('contacts_read', { method: 'list' }),
         (async () => {
           const started = performance.now();
           const res = await app.inject({ method: 'GET', url: '/readyz' });

@@ -77,11 +77,15 @@ export async function mintToken(t: LiveApp, tenant: Tenant, opts: MintOptions = 
 
 const bearer = (token: string) => ({ headers: { Authorization: `Bearer ${token}` } });
 
+/** A transport's path: `mcp` or `sse`, optionally narrowed (`mcp/x/contacts,messages`). */
+export type TransportPath = 'mcp' | 'sse' | `${'mcp' | 'sse'}/x/${string}`;
+const isSse = (path: TransportPath) => path === 'sse' || path.startsWith('sse/');
+
 /** A connected v1 SDK client over Streamable HTTP (`/mcp`) or HTTP+SSE (`/sse`). */
-export async function v1Client(origin: string, token: string, transport: 'mcp' | 'sse') {
+export async function v1Client(origin: string, token: string, transport: TransportPath) {
   const client = new ClientV1({ name: 'switchboard-test-v1', version: '1.0.0' });
   const url = new URL(`/${transport}`, origin);
-  if (transport === 'mcp') {
+  if (!isSse(transport)) {
     await client.connect(new HttpTransportV1(url, { requestInit: bearer(token) }));
   } else {
     // The v1 SSE transport takes headers for the stream from eventSourceInit and for POSTs from requestInit.
@@ -99,16 +103,16 @@ export async function v1Client(origin: string, token: string, transport: 'mcp' |
  * A connected v2 SDK client over Streamable HTTP (`/mcp`) or HTTP+SSE (`/sse`). Over `/mcp` it negotiates
  * (`server/discover`, so the current revision) unless `era` is 'legacy' (the client's default: `initialize`).
  */
-export async function v2Client(origin: string, token: string, transport: 'mcp' | 'sse', era: 'negotiate' | 'legacy' = transport === 'mcp' ? 'negotiate' : 'legacy') {
+export async function v2Client(origin: string, token: string, transport: TransportPath, era: 'negotiate' | 'legacy' = isSse(transport) ? 'legacy' : 'negotiate') {
   const client = new ClientV2({ name: 'switchboard-test-v2', version: '1.0.0' }, era === 'negotiate' ? { versionNegotiation: { mode: 'auto' } } : {});
   const url = new URL(`/${transport}`, origin);
-  await client.connect(transport === 'mcp' ? new HttpTransportV2(url, { requestInit: bearer(token) }) : new SseTransportV2(url, { requestInit: bearer(token) }));
+  await client.connect(isSse(transport) ? new SseTransportV2(url, { requestInit: bearer(token) }) : new HttpTransportV2(url, { requestInit: bearer(token) }));
   return client;
 }
 
 /** One raw JSON-RPC POST to /mcp (2025 revision, no session): status, headers and parsed body. */
-export async function rawMcp(origin: string, token: string | undefined, body: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(`${origin}/mcp`, {
+export async function rawMcp(origin: string, token: string | undefined, body: unknown, headers: Record<string, string> = {}, path = '/mcp') {
+  const res = await fetch(`${origin}${path}`, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',

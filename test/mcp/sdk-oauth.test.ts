@@ -1,3 +1,4 @@
+import { CATEGORY_IDS } from '../../src/core/categories.js';
 import { readFileSync } from 'node:fs';
 import { globalAgent, createServer as createHttpsServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -104,8 +105,8 @@ async function approveInBrowser(authorizationUrl: URL, categories: string[]): Pr
 }
 
 /** Connects as an assistant does: the first attempt asks for authorization, the second is signed in. */
-async function connect(provider: MemoryProvider, categories: string[]): Promise<Client> {
-  const url = new URL(`${t.origin}/mcp`);
+async function connect(provider: MemoryProvider, categories: string[], path = '/mcp'): Promise<Client> {
+  const url = new URL(`${t.origin}${path}`);
   const first = new StreamableHTTPClientTransport(url, { authProvider: provider });
   await expect(new Client({ name: 'sdk-oauth-test', version: '1.0.0' }).connect(first)).rejects.toBeInstanceOf(UnauthorizedError);
   expect(provider.authorizationUrl?.href).toMatch(`${t.origin}/oauth/authorize?`);
@@ -127,7 +128,7 @@ describe('the SDK client with its built-in OAuth provider', () => {
     const { tools } = await client.listTools();
     expect(tools.length).toBeGreaterThan(0);
     expect(tools.every((tool) => tool.name.startsWith('contacts_'))).toBe(true);
-    const created = await client.callTool({ name: 'contacts_create', arguments: { firstName: 'Grace' } });
+    const created = await client.callTool({ name: 'contacts_write', arguments: { method: 'create', firstName: 'Grace' } });
     expect(created.isError).toBeFalsy();
     expect((created.structuredContent as { data: { firstName: string } }).data.firstName).toBe('Grace');
     await client.close();
@@ -145,8 +146,32 @@ describe('the SDK client with its built-in OAuth provider', () => {
     expect(provider.registrations).toBeLessThanOrEqual(1);
     expect(provider.info?.client_id ?? clientMetadataUrl).toBe(clientMetadataUrl);
     const { tools } = await client.listTools();
-    expect(tools.map((tool) => tool.name)).toContain('messages_list');
+    expect(tools.map((tool) => tool.name)).toContain('messages_read');
     expect(tools.every((tool) => tool.name.startsWith('messages_'))).toBe(true);
     await client.close();
+  });
+
+  it('granted every category, lists at most 30 tools in at most 64 KB; a narrowed connection lists fewer', async () => {
+    const provider = new MemoryProvider();
+    const client = await connect(provider, [...CATEGORY_IDS]);
+    const { tools } = await client.listTools();
+    expect(tools.length).toBeGreaterThan(CATEGORY_IDS.length);
+    expect(tools.length).toBeLessThanOrEqual(30);
+    // The bytes on the wire, as the client received them with its token.
+    const res = await fetch(`${t.origin}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18', authorization: `Bearer ${provider.saved!.access_token}` },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    const text = await res.text();
+    expect((JSON.parse(text) as { result: { tools: unknown[] } }).result.tools).toHaveLength(tools.length);
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(64 * 1024);
+    await client.close();
+
+    // The same grant through a narrowed URL: the SDK finds the metadata and reuses its token.
+    const narrowed = new Client({ name: 'sdk-oauth-test', version: '1.0.0' });
+    await narrowed.connect(new StreamableHTTPClientTransport(new URL(`${t.origin}/mcp/x/contacts,messages`), { authProvider: provider }));
+    expect((await narrowed.listTools()).tools.map((tool) => tool.name)).toEqual(['contacts_read', 'contacts_write', 'contacts_delete', 'messages_read', 'messages_write', 'messages_delete']);
+    await narrowed.close();
   });
 });

@@ -24,8 +24,9 @@ const oneLine = (text: string | undefined) => (text ?? '').replace(/\s+/g, ' ').
 
 function hints(tool: ToolDefinition): string {
   const a = tool.annotations;
-  if (a.readOnlyHint) return 'read-only';
-  return [a.destructiveHint ? 'destructive' : 'additive', a.idempotentHint ? 'idempotent' : 'not idempotent'].join(', ');
+  const world = a.openWorldHint ? ['open world'] : [];
+  if (a.readOnlyHint) return ['read-only', ...world].join(', ');
+  return [a.destructiveHint ? 'destructive' : 'not destructive', a.idempotentHint ? 'idempotent' : 'not idempotent', ...world].join(', ');
 }
 
 function toolSection(tool: ToolDefinition): string {
@@ -33,10 +34,13 @@ function toolSection(tool: ToolDefinition): string {
   const required = new Set(input.required ?? []);
   const fields = Object.entries(input.properties ?? {});
   const rows = fields.map(([name, s]) => `| \`${name}\`${required.has(name) ? ' (required)' : ''} | ${typeName(s)} | ${oneLine(s.description)} |`);
+  const [intro, ...methods] = tool.description.split('\n');
   return [
     `### \`${tool.name}\``,
     '',
-    `${oneLine(tool.description)} *(${hints(tool)})*`,
+    `*${hints(tool)}.* ${oneLine(intro)}`,
+    '',
+    ...methods,
     '',
     ...(rows.length ? ['| argument | type | meaning |', '|---|---|---|', ...rows] : ['No arguments.']),
     '',
@@ -49,8 +53,11 @@ function toolReference(): string {
     '# MCP tools',
     '',
     'Generated from the operation table by `test/mcp/tool-reference.test.ts` (`npx vitest run test/mcp -u`); do not edit.',
-    'Each tool does what its REST operation does and answers `{ data, meta? }` as `structuredContent` (and as text).',
-    'A grant sees the tools of the categories ticked at consent (only the read-only ones when "Read only" was chosen).',
+    'Per category a `_read` tool (every GET), a `_write` tool (creating and changing) and a `_delete` tool (deleting, or',
+    'changing for good); each REST operation is one `method` of exactly one of them. A method does what its REST operation does',
+    'and answers `{ data, meta? }` as `structuredContent` (and as text); the read tools declare its shape as their output schema.',
+    'A grant sees the tools of the categories ticked at consent (only the `_read` tools when "Read only" was chosen); a',
+    'connection to `/mcp/x/<category>[,<category>…]` (or `/sse/x/…`) sees only those of the named categories.',
     '',
   ];
   for (const category of CATEGORIES) {

@@ -183,9 +183,9 @@ describe('the page', () => {
     expect(readTools.length).toBeGreaterThan(0);
     expect(readTools.every((tool) => tool.annotations.readOnlyHint)).toBe(true);
     expect(readTools.map((tool) => tool.name)).toEqual(allTools.filter((tool) => tool.annotations.readOnlyHint).map((tool) => tool.name));
-    expect(allTools.some((tool) => tool.name === 'contacts_create')).toBe(true);
-    const call = await mcp(readOnly, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'contacts_create', arguments: { firstName: 'Nope' } } });
-    expect(call.json().error).toMatchObject({ code: -32602, message: 'Tool contacts_create not found' });
+    expect(allTools.some((tool) => tool.name === 'contacts_write')).toBe(true);
+    const call = await mcp(readOnly, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'contacts_write', arguments: { method: 'create', firstName: 'Nope' } } });
+    expect(call.json().error).toMatchObject({ code: -32602, message: 'Tool contacts_write not found' });
   });
 
   it('remembers the sign-in: the next authorization goes straight to consent', async () => {

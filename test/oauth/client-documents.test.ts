@@ -105,7 +105,7 @@ describe('Client ID Metadata Documents', () => {
     });
     expect(list.statusCode).toBe(200);
     const names = (list.json().result.tools as Array<{ name: string }>).map((tool) => tool.name);
-    expect(names).toContain('contacts_list');
+    expect(names).toContain('contacts_read');
     expect(names.every((n) => n.startsWith('contacts_'))).toBe(true);
 
     // Cached for its max-age: the page, the sign-in, the consent and the token requests fetched it once.

@@ -36,8 +36,8 @@ describe('the MCP JSON fast path', () => {
       [headers, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } }],
       [headers, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { cursor: 5 } }],
       [headers, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { other: true } }],
-      [headers, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'messages_list' } }],
-      [headers, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'contacts_get', arguments: [] } }],
+      [headers, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'messages_read' } }],
+      [headers, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'contacts_read', arguments: [] } }],
       [headers, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 7 } }],
     ];
     for (const [h, body] of declined) expect(await fastJsonAnswer(h, body, grant, runner), JSON.stringify([h, body])).toBeUndefined();

@@ -29,9 +29,10 @@ const AUTHORITY =
   'An automation never does what the people who set it up could not do themselves, now: it acts for whoever last set up what it does (`actsFor`), and before every run that credential must still be live and hold every permission the plan uses, or the automation is paused with a `statusReason`.';
 
 /** POST /automations/{id}/<action>: one move of the lifecycle, answering the automation. */
-function lifecycleOperation(action: string, to: AutomationStatus, from: readonly AutomationStatus[] | 'any', summary: string, description: string) {
+function lifecycleOperation(action: string, to: AutomationStatus, from: readonly AutomationStatus[] | 'any', summary: string, description: string, effects?: Operation['effects']) {
   return defineOperation({
     ...(to === 'active' ? { errors: ['FORBIDDEN' as const] } : {}),
+    ...(effects ? { effects } : {}),
     id: `automations.${action}`,
     method: 'POST',
     status: 200,
@@ -124,7 +125,7 @@ export const automationsOperations: Operation[] = [
     'Resume an automation',
     'Moves a "paused" (or "failed") automation back to "active" and resets its failure count. The caller must hold every permission the plan uses (403 `FORBIDDEN` naming the missing ones) and becomes the one it acts for (so a person with those permissions resumes an automation paused because its credential was revoked).',
   ),
-  lifecycleOperation('archive', 'archived', 'any', 'Archive an automation', 'Moves an automation to "archived" from any status: it never runs again and cannot change status afterwards.'),
+  lifecycleOperation('archive', 'archived', 'any', 'Archive an automation', 'Moves an automation to "archived" from any status: it never runs again and cannot change status afterwards.', { destructive: true }),
   defineOperation({
     id: 'automations.preview',
     method: 'POST',

@@ -87,6 +87,7 @@ export const webhooksOperations: Operation[] = [
   defineOperation({
     id: 'webhooks.rotate_secret',
     method: 'POST',
+    effects: { destructive: true },
     status: 200,
     event: 'webhook.updated',
     eventData: withoutSecret,
@@ -101,6 +102,7 @@ export const webhooksOperations: Operation[] = [
   defineOperation({
     id: 'webhooks.test',
     method: 'POST',
+    effects: { openWorld: true },
     status: 200,
     path: '/webhooks/{id}/test',
     summary: 'Send a test event to a webhook endpoint',
@@ -123,6 +125,7 @@ export const webhooksOperations: Operation[] = [
   defineOperation({
     id: 'webhooks.retry_delivery',
     method: 'POST',
+    effects: { openWorld: true },
     status: 200,
     path: '/webhooks/{id}/deliveries/{deliveryId}/retry',
     summary: 'Retry a delivery now',
