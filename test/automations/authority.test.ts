@@ -164,12 +164,12 @@ describe('who may make an automation act', () => {
       const minted = await mintToken(t, a);
       const client = await v1Client(t.origin, minted.token, 'mcp');
       try {
-        const res = await client.callTool({ name: 'automations_create', arguments: deleter() });
+        const res = await client.callTool({ name: 'automations_write', arguments: { method: 'create', ...deleter() } });
         expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
         const created = (res.structuredContent as Json).data as Json;
         expect(created.actsFor).toEqual({ type: 'user', id: minted.userId, grantId: minted.grant.id });
         await engine.runOnce();
-        const approved = await client.callTool({ name: 'automations_approve', arguments: { id: created.id } });
+        const approved = await client.callTool({ name: 'automations_write', arguments: { method: 'approve', id: created.id } });
         expect(approved.isError, JSON.stringify(approved.content)).toBeFalsy();
         expect(((approved.structuredContent as Json).data as Json).status).toBe('active');
         return { id: created.id as string, ...minted };

@@ -146,10 +146,10 @@ describe('planSummary', () => {
     const { token } = await mintToken(t, a);
     const client = await v1Client(t.origin, token, 'mcp');
     try {
-      const res = await client.callTool({ name: 'automations_get', arguments: { id: created.id } });
+      const res = await client.callTool({ name: 'automations_read', arguments: { method: 'get', id: created.id } });
       expect(((res.structuredContent as Json).data as Json).planSummary).toBe(row.planSummary);
       const { tools } = await client.listTools();
-      const tool = tools.find((x) => x.name === 'automations_get')!;
+      const tool = tools.find((x) => x.name === 'automations_read')!;
       expect(JSON.stringify(tool.outputSchema)).toContain('planSummary');
     } finally {
       await client.close();
@@ -211,7 +211,7 @@ describe('a dry run: POST /automations/{id}/preview', () => {
     const { token } = await mintToken(t, a);
     const client = await v1Client(t.origin, token, 'mcp');
     try {
-      const out = await client.callTool({ name: 'automations_preview', arguments: { id: created.id } });
+      const out = await client.callTool({ name: 'automations_write', arguments: { method: 'preview', id: created.id } });
       expect(out.isError, JSON.stringify(out.content)).toBeFalsy();
       expect(((out.structuredContent as Json).data as Json).steps[0].operation).toBe('messages.update');
     } finally {
