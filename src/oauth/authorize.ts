@@ -5,7 +5,7 @@ import { randomToken, sha256 } from '../core/secrets.js';
 import { oauthCodes } from '../db/schema.js';
 import { ClientDocumentError, createClientLookup, type ClientLookup } from './client-documents.js';
 import { redirectUriMatches, type Client } from './clients.js';
-import { createGrant } from './grants.js';
+import { upsertGrant } from './grants.js';
 import { matchResource } from './resource.js';
 import type { SignIn } from './sign-in.js';
 import { csrfToken, csrfValid, endSession, sessionUserId, startSession } from './sessions.js';
@@ -222,7 +222,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
     const code = randomToken(32);
     const now = clock();
     await db.transaction(async (tx) => {
-      const grant = await createGrant(tx, {
+      const grant = await upsertGrant(tx, {
         userId: user.id,
         organizationId: user.organizationId,
         clientId: r.client.id,
@@ -230,7 +230,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
         categories,
         resource: r.resource,
         readOnly,
-      });
+      }, clock);
       await tx.insert(oauthCodes).values({
         codeHash: sha256(code),
         createdAt: now,
