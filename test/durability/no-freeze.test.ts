@@ -53,7 +53,10 @@ describe('a message with 100,000-character fields', () => {
     // The baseline: /healthz on this machine, now.
     const baseline: number[] = [];
     for (let i = 0; i < 10; i++) baseline.push(await healthz(server, 10_000));
-    const limit = Math.max(2_000, 20 * Math.max(...baseline));
+    // Generous: storing 100,000-character fields takes the embedded database a moment on a busy machine, while
+    // the backtracking pattern this guards against held the process for seconds at 2,400 characters (and
+    // practically forever at 100,000).
+    const limit = Math.max(5_000, 20 * Math.max(...baseline));
 
     // Probe /healthz every 20 ms while the hostile messages are stored and matched.
     const latencies: number[] = [];
@@ -80,7 +83,7 @@ describe('a message with 100,000-character fields', () => {
     await probe;
 
     expect(latencies.length).toBeGreaterThan(0);
-    expect(Math.max(...latencies), `baseline ${baseline.map((b) => b.toFixed(1)).join(', ')} ms`).toBeLessThan(limit);
+    expect(Math.max(...latencies), `baseline ${baseline.map((b) => b.toFixed(1)).join(', ')} ms; during ${latencies.length} probes`).toBeLessThan(limit);
     // A condition examines the first 10,000 characters only: an address after 99,980 spaces is not read.
     for (const m of stored) expect((await call(server, 'GET', `/v1/messages/${m.id}`)).readAt).toBeNull();
     const runs = await call(server, 'GET', `/v1/automations/${automation.id}/executions`);
