@@ -47,11 +47,13 @@ const AREA_OF_RESOURCE: Record<string, Category> = {
  * The permission area of the records an event type carries (`contact.email.created` → `contacts`): an
  * event's `data` is shown, and delivered to a webhook endpoint, only with that area's read permission.
  */
-export function eventArea(type: string): Category {
-  const area = AREA_OF_RESOURCE[type.slice(0, type.indexOf('.'))];
-  if (!area) throw new Error(`No permission area for event type ${type}`);
-  return area;
-}
+export const eventArea = (type: string): Category | undefined => AREA_OF_RESOURCE[type.slice(0, type.indexOf('.'))];
+
+/** The permission that shows an event's record: its area's read permission (`*` for a type of no known area). */
+export const eventReadPermission = (type: string): `${Category}:read` | '*' => {
+  const area = eventArea(type);
+  return area ? `${area}:read` : '*';
+};
 
 /** One line per event type: what happened. Used by the README, the OpenAPI document and the MCP tool docs. */
 export function describeEventType(type: EventType): string {

@@ -1,12 +1,12 @@
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { hasPermission, type Permission } from '../../core/permissions.js';
-import { eventArea } from './events.catalog.js';
+import { eventReadPermission } from './events.catalog.js';
 import { getEvent, listEvents, type toEvent } from './events.repository.js';
 import { Event, EventId, EventListInput } from './events.schemas.js';
 
 /** The event as the caller may see it: its record only with the read permission of the record's area. */
 function forCaller(event: ReturnType<typeof toEvent>, permissions: readonly string[]) {
-  const needs: Permission = `${eventArea(event.type)}:read`;
+  const needs: Permission = eventReadPermission(event.type);
   if (hasPermission(permissions, needs)) return { ...event, dataWithheld: null };
   return { ...event, data: null, dataWithheld: { reason: 'permission' as const, needs } };
 }

@@ -7,7 +7,7 @@ import type { DbOrTx } from '../../db/client.js';
 import { webhookDeliveries, webhookEndpoints } from '../../db/schema.js';
 import { listPage, live, scopedRepository } from '../../db/scoped.js';
 import { hasPermission, type Permission } from '../../core/permissions.js';
-import { EVENT_TYPES, eventArea, WEBHOOK_TEST_EVENT } from '../events/events.catalog.js';
+import { EVENT_TYPES, eventReadPermission, WEBHOOK_TEST_EVENT } from '../events/events.catalog.js';
 import { urlProblem } from '../../core/outbound.js';
 import { MAX_WEBHOOKS_PER_ORGANIZATION } from './webhooks.schemas.js';
 
@@ -70,7 +70,7 @@ export function toDelivery(row: DeliveryRow) {
  */
 function assertMayReceive(permissions: readonly string[], eventTypes: readonly string[]) {
   const types = eventTypes.includes('*') ? EVENT_TYPES : eventTypes;
-  const needed = [...new Set(types.map((t): Permission => `${eventArea(t)}:read`))];
+  const needed = [...new Set(types.map((t): Permission => eventReadPermission(t)))];
   const missing = needed.filter((p) => !hasPermission(permissions, p));
   if (missing.length) {
     throw new AppError('FORBIDDEN', `An endpoint receives the records of the events it subscribes to: subscribing to ${eventTypes.join(', ')} needs ${missing.join(', ')}, which this caller does not hold`);
