@@ -69,7 +69,7 @@ function fromEnv(e: z.infer<typeof Env>) {
     host: e.HOST,
     dataDir: resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
-    publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+    publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/(?<!\/)\/+$/, ''),
     redisUrl: e.REDIS_URL,
     logLevel: e.LOG_LEVEL,
     restRateLimit: e.REST_RATE_LIMIT,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { rename, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { open, rename, rm } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { addCredits, createApiKey, createOrganization, createUser, findUserByEmail, revokeApiKey, setUserDisabled, setUserPassword } from '../accounts/accounts.js';
@@ -214,8 +215,20 @@ export const COMMANDS: Command[] = [
       const out = resolvePath((input as { out: string }).out);
       const bytes = await ctx.backup();
       // Written next to the target, then renamed: a crash never leaves a half-written backup under its name.
-      const partial = `${out}.partial-${process.pid}`;
-      await writeFile(partial, bytes, { mode: 0o600 });
+      // The file is new (created exclusively, never through a file or link already there) and 0600 from
+      // its first byte.
+      const partial = `${out}.partial-${process.pid}-${randomBytes(6).toString('hex')}`;
+      const file = await open(partial, 'wx', 0o600);
+      try {
+        await file.chmod(0o600);
+        await file.writeFile(bytes);
+        await file.sync();
+      } catch (err) {
+        await file.close();
+        await rm(partial, { force: true });
+        throw err;
+      }
+      await file.close();
       await rename(partial, out);
       return { out, bytes: bytes.byteLength, database: 'embedded' };
     },

@@ -10,16 +10,21 @@ import { isLoopbackHost } from './secrets.js';
  * documents): public https only, checked on the address actually connected to, with bounded time and size.
  */
 
-/** Address ranges such a request may reach: the public internet only (ipaddr.js names the reserved ranges). */
-const PUBLIC_RANGES = new Set(['unicast']);
+/** IPv6 global unicast (RFC 4291 §2.4): everything else is special (loopback, mapped, NAT64, ULA, link-local…). */
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3');
 
-/** Whether an IP address is on the public internet (not private, loopback, link-local, metadata, reserved…). */
+/**
+ * Whether an IP address is on the public internet: global unicast outside every special-purpose range
+ * (ipaddr.js names them after IANA's registries: private, loopback, link-local, carrier-grade NAT,
+ * documentation, benchmarking, 6to4, Teredo, ORCHID, …). IPv6 must also lie in 2000::/3, so the forms
+ * that carry an IPv4 address (IPv4-compatible `::7f00:1`, IPv4-mapped `::ffff:a.b.c.d`, NAT64
+ * `64:ff9b::/96`) and the other non-global blocks are never public, whatever address they carry.
+ */
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
-  let parsed = ipaddr.parse(address);
-  // An IPv4-mapped IPv6 address (::ffff:10.0.0.1) is judged as the IPv4 address it carries.
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
-  return PUBLIC_RANGES.has(parsed.range());
+  const parsed = ipaddr.parse(address);
+  if (parsed.range() !== 'unicast') return false;
+  return parsed.kind() === 'ipv4' || (parsed as ipaddr.IPv6).match(GLOBAL_UNICAST_V6);
 }
 
 /**
@@ -91,6 +96,8 @@ export interface OutboundOptions {
   headers: Record<string, string | number>;
   body?: string;
   allowInsecure: boolean;
+  /** The setting that allows insecure targets, named in the refusal (default `WEBHOOK_ALLOW_INSECURE`). */
+  insecureSetting?: string;
   timeoutMs: number;
   /** The most of the answer's body read: past it the answer is cut ('truncate') or refused ('fail'). */
   maxBytes: number;
@@ -98,13 +105,17 @@ export interface OutboundOptions {
 }
 
 /**
- * One request to an address a user chose (a webhook endpoint, a client metadata document): the address
- * checked after DNS on the connection itself, no redirects followed, an answer within `timeoutMs`, at most
+ * One request to an address a user chose (a webhook endpoint, a client metadata document): the URL checked
+ * again now (`urlProblem`, with today's setting: a URL stored while insecure targets were allowed is refused
+ * once they are not), the address checked after DNS on the connection itself (a literal IP address is the
+ * connected address and `urlProblem` judged it), no redirects followed, an answer within `timeoutMs`, at most
  * `maxBytes` of body. Written on node:http(s) rather than fetch because the guarded DNS lookup must sit on
  * the very connection, which fetch does not expose without a second HTTP stack.
  */
 export function outboundRequest(url: string, opts: OutboundOptions): Promise<OutboundAnswer> {
   return new Promise((resolve, reject) => {
+    const problem = urlProblem(url, opts.allowInsecure, opts.insecureSetting);
+    if (problem) return reject(new OutboundProblem(`${url} may not be reached: ${problem}`, 'forbidden'));
     const target = new URL(url);
     const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
     const timedOut = () => new OutboundProblem(`No answer within ${opts.timeoutMs / 1000} s`, 'timeout');

@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { PGlite } from '@electric-sql/pglite';
 import { drizzle as drizzlePg, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { packagePath } from '../core/paths.js';
-import { acquireDataDirLock, type DataDirLock } from './lock.js';
+import { acquireDataDirLock, preparePrivateDataDir, tightenPermissions, withPrivateUmask, type DataDirLock } from './lock.js';
 import * as schema from './schema.js';
 import type { OperationContext } from '../core/operation.js';
 
@@ -132,15 +132,18 @@ function initPgliteDirectory(pgdata: string) {
 export async function restorePglite(dataDir: string, backup: Uint8Array) {
   const pgdata = `${dataDir}/pgdata`;
   if (existsSync(`${pgdata}/PG_VERSION`)) throw new Error(`${dataDir} already holds a database: restore into an empty DATA_DIR`);
-  mkdirSync(dataDir, { recursive: true });
-  const lock = acquireDataDirLock(dataDir);
-  try {
-    const { PGlite } = await import('@electric-sql/pglite');
-    const client = await PGlite.create(pgdata, { loadDataDir: new Blob([backup]) });
-    await client.close();
-  } finally {
-    lock.release();
-  }
+  await withPrivateUmask(async () => {
+    preparePrivateDataDir(dataDir);
+    const lock = acquireDataDirLock(dataDir);
+    try {
+      const { PGlite } = await import('@electric-sql/pglite');
+      const client = await PGlite.create(pgdata, { loadDataDir: new Blob([backup]) });
+      await client.close();
+      tightenPermissions(dataDir);
+    } finally {
+      lock.release();
+    }
+  });
 }
 
 async function openPglite(dataDir: string | undefined): Promise<Database> {
@@ -151,16 +154,22 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
     import('drizzle-orm/pglite/migrator'),
   ]);
   let lock: DataDirLock | undefined;
-  if (dataDir) {
-    mkdirSync(dataDir, { recursive: true });
+  const startParams = [...PGlite.defaultStartParams, ...Object.entries(PGLITE_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
+  const start = async () => {
+    if (!dataDir) return PGlite.create('memory://', { relaxedDurability: false, startParams });
+    // DATA_DIR is private (0700, checked like PostgreSQL checks its own), and what start-up and the
+    // initialization child create in it is too.
+    preparePrivateDataDir(dataDir);
     lock = acquireDataDirLock(dataDir);
-  }
+    const pgdata = `${dataDir}/pgdata`;
+    initPgliteDirectory(pgdata);
+    const created = await PGlite.create(pgdata, { relaxedDurability: false, startParams });
+    tightenPermissions(dataDir);
+    return created;
+  };
   let client: PGlite;
   try {
-    const pgdata = dataDir ? `${dataDir}/pgdata` : 'memory://';
-    if (dataDir) initPgliteDirectory(pgdata);
-    const startParams = [...PGlite.defaultStartParams, ...Object.entries(PGLITE_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
-    client = await PGlite.create(pgdata, { relaxedDurability: false, startParams });
+    client = dataDir ? await withPrivateUmask(start) : await start();
   } catch (err) {
     lock?.release();
     throw err;

@@ -617,6 +617,13 @@ export const oauthTokens = pgTable(
     grantId: uuid('grant_id')
       .notNull()
       .references(() => oauthGrants.id),
+    /**
+     * The grant's tool categories and read-only choice when the token was issued: a later consent to the
+     * same client updates the grant, not the tokens already out (they keep these until they expire or
+     * rotate); a change on the connected-apps page applies to them too. Null: the grant's (older tokens).
+     */
+    categories: text('categories').array(),
+    readOnly: boolean('read_only'),
   },
   (t) => [index('oauth_tokens_grant').on(t.grantId)],
 );

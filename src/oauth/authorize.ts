@@ -5,7 +5,7 @@ import { randomToken, sha256 } from '../core/secrets.js';
 import { oauthCodes } from '../db/schema.js';
 import { ClientDocumentError, createClientLookup, type ClientLookup } from './client-documents.js';
 import { redirectUriMatches, type Client } from './clients.js';
-import { createGrant } from './grants.js';
+import { upsertGrant } from './grants.js';
 import { matchResource } from './resource.js';
 import type { SignIn } from './sign-in.js';
 import { csrfToken, csrfValid, endSession, sessionUserId, startSession } from './sessions.js';
@@ -35,13 +35,13 @@ export interface AuthorizationRequest {
 type Checked =
   | { kind: 'ok'; request: AuthorizationRequest }
   /** The client or its redirect URI cannot be trusted: shown to the user, never redirected (RFC 6749 §4.1.2.1). */
-  | { kind: 'page'; message: string }
+  | { kind: 'page'; message: string; status?: number; retryAfter?: number | undefined }
   | { kind: 'redirect'; redirectUri: string; error: string; description: string; state: string | undefined };
 
 const one = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
 /** Validates an authorization request (query of the GET, hidden fields of the forms). */
-export async function checkAuthorizationRequest(lookupClient: ClientLookup, source: Record<string, unknown>, publicUrl: string): Promise<Checked> {
+export async function checkAuthorizationRequest(lookupClient: ClientLookup, source: Record<string, unknown>, publicUrl: string, ip?: string): Promise<Checked> {
   const params: Record<string, string> = {};
   const repeated: string[] = [];
   let resources: string[] = [];
@@ -62,9 +62,9 @@ export async function checkAuthorizationRequest(lookupClient: ClientLookup, sour
   if (!params.client_id) return { kind: 'page', message: 'The request has no client_id.' };
   let client: Client | undefined;
   try {
-    client = await lookupClient(params.client_id);
+    client = await lookupClient(params.client_id, ip);
   } catch (err) {
-    if (err instanceof ClientDocumentError) return { kind: 'page', message: err.message };
+    if (err instanceof ClientDocumentError) return { kind: 'page', message: err.message, status: err.status, retryAfter: err.retryAfter };
     throw err;
   }
   if (!client) return { kind: 'page', message: 'This application is not registered here (unknown client_id).' };
@@ -129,14 +129,17 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
   const db = database.db;
   const issuer = config.publicUrl;
   const secure = issuer.startsWith('https:');
-  const lookupClient = createClientLookup(db, config.clientDocuments, clock);
+  const lookupClient = createClientLookup(db, config.clientDocuments, clock, app.deps.redis);
 
   const redirect = (reply: FastifyReply, status: 302 | 303, to: string) =>
     reply.code(status).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').redirect(to, status);
 
   /** Answers a failed check: the error page, or a redirect back to the client with `error`. */
   function answerFailure(reply: FastifyReply, checked: Exclude<Checked, { kind: 'ok' }>, status: 302 | 303) {
-    if (checked.kind === 'page') return errorPage(reply, 400, 'This request cannot be completed', checked.message);
+    if (checked.kind === 'page') {
+      if (checked.retryAfter !== undefined) reply.header('retry-after', String(checked.retryAfter));
+      return errorPage(reply, checked.status ?? 400, 'This request cannot be completed', checked.message);
+    }
     return redirect(reply, status, redirectTarget(checked.redirectUri, { error: checked.error, error_description: checked.description, state: checked.state, iss: issuer }));
   }
 
@@ -157,7 +160,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
       await errorPage(reply, 403, 'Form expired', 'This form could not be verified (missing or wrong security token). Go back to the application and start again.');
       return undefined;
     }
-    const checked = await checkAuthorizationRequest(lookupClient, body, issuer);
+    const checked = await checkAuthorizationRequest(lookupClient, body, issuer, req.ip);
     if (checked.kind !== 'ok') {
       await answerFailure(reply, checked, 303);
       return undefined;
@@ -166,7 +169,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
   }
 
   app.get('/oauth/authorize', async (req, reply) => {
-    const checked = await checkAuthorizationRequest(lookupClient, (req.query ?? {}) as Record<string, unknown>, issuer);
+    const checked = await checkAuthorizationRequest(lookupClient, (req.query ?? {}) as Record<string, unknown>, issuer, req.ip);
     // Before any user interaction an error is shown, never redirected: with open registration, redirecting
     // to a registered URI would make this server an open redirector (RFC 9700 §4.11.2).
     if (checked.kind === 'redirect') return errorPage(reply, 400, 'This request cannot be completed', `${checked.error}: ${checked.description}`);
@@ -219,7 +222,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
     const code = randomToken(32);
     const now = clock();
     await db.transaction(async (tx) => {
-      const grant = await createGrant(tx, {
+      const grant = await upsertGrant(tx, {
         userId: user.id,
         organizationId: user.organizationId,
         clientId: r.client.id,
@@ -227,7 +230,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
         categories,
         resource: r.resource,
         readOnly,
-      });
+      }, clock);
       await tx.insert(oauthCodes).values({
         codeHash: sha256(code),
         createdAt: now,

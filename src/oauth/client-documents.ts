@@ -1,6 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
 import type { Clock } from '../core/clock.js';
 import { outboundRequest, OutboundProblem, urlProblem } from '../core/outbound.js';
+import { createLimiter } from '../core/rate-limit.js';
 import type { DbOrTx } from '../db/client.js';
 import { oauthClients } from '../db/schema.js';
 import { clientColumns, findClient, MAX_CLIENT_ID_LENGTH, parseRegistration, type Client } from './clients.js';
@@ -19,6 +22,13 @@ export const CLIENT_DOCUMENT_TIMEOUT_MS = 5_000;
 /** Kept this long when the document says nothing about caching; never longer than a day, whatever it says. */
 const DEFAULT_LIFETIME_S = 60 * 60;
 const MAX_LIFETIME_S = 24 * 60 * 60;
+/**
+ * Fetching is work this server does for anyone who opens an authorization URL, so it is bounded: a
+ * document is kept at least a minute (even `no-store`), a failed fetch is remembered for a minute (the
+ * same error is shown without fetching again), one IP address makes at most 10 fetches a minute, and a
+ * process runs at most 4 fetches at once (requests for a document being fetched wait for that fetch).
+ */
+export const CLIENT_DOCUMENT_LIMITS = { minLifetimeS: 60, failureCacheS: 60, fetchesPerIpPerMinute: 10, maxConcurrentFetches: 4 } as const;
 /** The setting that allows http and private addresses (development and tests only). */
 const INSECURE_SETTING = 'OAUTH_CLIENT_METADATA_ALLOW_INSECURE';
 
@@ -32,7 +42,17 @@ export interface ClientDocumentPolicy {
 export const isDocumentClientId = (clientId: string) => /^https?:\/\//i.test(clientId);
 
 /** Thrown when a client_id URL or its document cannot be used; the message is shown on the error page. */
-export class ClientDocumentError extends Error {}
+export class ClientDocumentError extends Error {
+  constructor(
+    message: string,
+    /** The error page's status: 400, or 429/503 when the fetch was not attempted for now. */
+    readonly status = 400,
+    /** Seconds after which trying again may succeed (429/503). */
+    readonly retryAfter?: number,
+  ) {
+    super(message);
+  }
+}
 
 /**
  * Why a client_id URL is refused (draft §3): https with a path, no fragment, no credentials, no dot
@@ -49,8 +69,15 @@ export function clientIdUrlProblem(raw: string, allowInsecure: boolean): string 
   return undefined;
 }
 
-/** Seconds the document may be used before it is fetched again, from Cache-Control or Expires (RFC 9111). */
+/**
+ * Seconds the document may be used before it is fetched again, from Cache-Control or Expires (RFC 9111),
+ * but at least CLIENT_DOCUMENT_LIMITS.minLifetimeS (also for `no-store`) and at most a day.
+ */
 export function documentLifetimeS(headers: IncomingHttpHeaders, now: Date): number {
+  return Math.max(CLIENT_DOCUMENT_LIMITS.minLifetimeS, statedLifetimeS(headers, now));
+}
+
+function statedLifetimeS(headers: IncomingHttpHeaders, now: Date): number {
   const cacheControl = String(headers['cache-control'] ?? '').toLowerCase();
   if (/(^|[\s,])(no-store|no-cache)\b/.test(cacheControl)) return 0;
   const maxAge = /(?:^|[\s,])max-age\s*=\s*"?(\d+)/.exec(cacheControl);
@@ -102,6 +129,7 @@ async function refresh(db: DbOrTx, clientId: string, policy: ClientDocumentPolic
       method: 'GET',
       headers: { accept: 'application/json', 'user-agent': 'Switchboard/1' },
       allowInsecure: policy.allowInsecure,
+      insecureSetting: INSECURE_SETTING,
       timeoutMs: policy.timeoutMs ?? CLIENT_DOCUMENT_TIMEOUT_MS,
       maxBytes: CLIENT_DOCUMENT_MAX_BYTES,
       overflow: 'fail',
@@ -129,14 +157,51 @@ async function refresh(db: DbOrTx, clientId: string, policy: ClientDocumentPolic
   return row!;
 }
 
-/** Looks a client up by `client_id`: registered clients in the table, document clients fetched when stale. */
-export type ClientLookup = (clientId: string) => Promise<Client | undefined>;
+/**
+ * Looks a client up by `client_id`: registered clients in the table, document clients fetched when stale.
+ * `ip` is the address of the request that needs the lookup; fetches are counted against it.
+ */
+export type ClientLookup = (clientId: string, ip?: string) => Promise<Client | undefined>;
 
-export function createClientLookup(db: DbOrTx, policy: ClientDocumentPolicy, clock: Clock): ClientLookup {
-  return async (clientId) => {
+export function createClientLookup(db: DbOrTx, policy: ClientDocumentPolicy, clock: Clock, redis?: Redis): ClientLookup {
+  const limits = CLIENT_DOCUMENT_LIMITS;
+  const perIp = createLimiter({ name: 'client-document-fetch', points: limits.fetchesPerIpPerMinute, durationSeconds: 60 }, redis);
+  /** Recent failures by URL: the error and until when it is answered without a fetch. */
+  const failures = new LRUCache<string, { error: ClientDocumentError; until: number }>({ max: 10_000 });
+  /** Fetches under way in this process, by URL: a second request for the same document waits for the first. */
+  const inFlight = new Map<string, Promise<Client>>();
+
+  async function fetchOnce(clientId: string, ip: string | undefined): Promise<Client> {
+    const failed = failures.get(clientId);
+    if (failed && failed.until > clock().getTime()) throw failed.error;
+    const running = inFlight.get(clientId);
+    if (running) return running;
+    if (ip !== undefined) {
+      const allowed = await perIp.consume(ip);
+      if (!allowed.allowed) {
+        throw new ClientDocumentError(`Too many client metadata documents were fetched for your address; try again in ${allowed.retryAfter} s.`, 429, allowed.retryAfter);
+      }
+    }
+    // Checked again after the wait above: another request may have started the same fetch meanwhile.
+    const started = inFlight.get(clientId);
+    if (started) return started;
+    if (inFlight.size >= limits.maxConcurrentFetches) {
+      throw new ClientDocumentError('This server is fetching other client metadata documents right now; try again in a moment.', 503, 1);
+    }
+    const fetching = refresh(db, clientId, policy, clock)
+      .catch((err: unknown) => {
+        if (err instanceof ClientDocumentError) failures.set(clientId, { error: err, until: clock().getTime() + limits.failureCacheS * 1000 });
+        throw err;
+      })
+      .finally(() => inFlight.delete(clientId));
+    inFlight.set(clientId, fetching);
+    return fetching;
+  }
+
+  return async (clientId, ip) => {
     if (!policy.enabled || !isDocumentClientId(clientId)) return findClient(db, clientId);
     const row = await findClient(db, clientId);
     if (row?.documentExpiresAt && row.documentExpiresAt > clock()) return row;
-    return refresh(db, clientId, policy, clock);
+    return fetchOnce(clientId, ip);
   };
 }

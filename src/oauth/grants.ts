@@ -1,9 +1,9 @@
-import { and, desc, eq, gt, isNull, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, inArray, isNull, sql } from 'drizzle-orm';
 import type { Category } from '../core/categories.js';
 import type { Clock } from '../core/clock.js';
 import { randomToken, sha256 } from '../core/secrets.js';
 import type { DbOrTx } from '../db/client.js';
-import { oauthClients, oauthGrants, oauthSessions, oauthTokens } from '../db/schema.js';
+import { oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens, users } from '../db/schema.js';
 import { LRUCache } from 'lru-cache';
 
 /** Token lifetimes of the spec. */
@@ -56,17 +56,58 @@ export async function createGrant(db: DbOrTx, input: Omit<Grant, 'id' | 'readOnl
   return toGrant(row!);
 }
 
+/**
+ * A person's consent to a client: one grant per (person, client). A new consent updates the live grant in
+ * place (the newest categories, scopes, resource and read-only choice), so the connected-apps page shows
+ * one card; tokens already issued keep the categories they were issued with until they expire or are
+ * rotated. Runs in the consent's transaction; one person's consents are serialised on their user row.
+ * Grants left from before this rule (several live ones for one client) are merged into the newest: their
+ * tokens and codes move to it with their own categories, and the emptied grants are closed.
+ */
+export async function upsertGrant(db: DbOrTx, input: Omit<Grant, 'id' | 'readOnly'> & { readOnly?: boolean }, clock: Clock): Promise<Grant> {
+  await db.select({ id: users.id }).from(users).where(eq(users.id, input.userId)).for('update');
+  const live = await db
+    .select()
+    .from(oauthGrants)
+    .where(and(eq(oauthGrants.userId, input.userId), eq(oauthGrants.clientId, input.clientId), isNull(oauthGrants.revokedAt)))
+    .orderBy(desc(oauthGrants.createdAt), desc(oauthGrants.id));
+  const [keep, ...older] = live;
+  if (!keep) return createGrant(db, input);
+  const now = clock();
+  // The tokens out there keep what they were issued with: the grant's choices until now.
+  for (const g of live) {
+    await db
+      .update(oauthTokens)
+      .set({ categories: g.categories, readOnly: g.readOnly })
+      .where(and(eq(oauthTokens.grantId, g.id), isNull(oauthTokens.categories)));
+  }
+  if (older.length) {
+    const ids = older.map((g) => g.id);
+    await db.update(oauthTokens).set({ grantId: keep.id }).where(inArray(oauthTokens.grantId, ids));
+    await db.update(oauthCodes).set({ grantId: keep.id }).where(inArray(oauthCodes.grantId, ids));
+    await db.update(oauthGrants).set({ revokedAt: now, updatedAt: now }).where(inArray(oauthGrants.id, ids));
+    for (const id of ids) forgetGrant(id);
+  }
+  const [row] = await db
+    .update(oauthGrants)
+    .set({ scopes: input.scopes, categories: input.categories, resource: input.resource, readOnly: input.readOnly ?? false, updatedAt: now })
+    .where(eq(oauthGrants.id, keep.id))
+    .returning();
+  forgetGrant(keep.id);
+  return toGrant(row!);
+}
+
 /** An access token, and a refresh token when `offline_access` is on the grant. Tokens are stored hashed. */
 export async function issueTokens(db: DbOrTx, grant: Grant, clock: Clock): Promise<TokenResponse> {
   const now = clock().getTime();
   const access = randomToken();
   const rows: (typeof oauthTokens.$inferInsert)[] = [
-    { tokenHash: sha256(access), kind: 'access', grantId: grant.id, createdAt: new Date(now), expiresAt: new Date(now + ACCESS_TOKEN_TTL_S * 1000) },
+    { tokenHash: sha256(access), kind: 'access', grantId: grant.id, createdAt: new Date(now), expiresAt: new Date(now + ACCESS_TOKEN_TTL_S * 1000), categories: grant.categories, readOnly: grant.readOnly },
   ];
   let refresh: string | undefined;
   if (grant.scopes.includes('offline_access')) {
     refresh = randomToken();
-    rows.push({ tokenHash: sha256(refresh), kind: 'refresh', grantId: grant.id, createdAt: new Date(now), expiresAt: new Date(now + REFRESH_TOKEN_TTL_S * 1000) });
+    rows.push({ tokenHash: sha256(refresh), kind: 'refresh', grantId: grant.id, createdAt: new Date(now), expiresAt: new Date(now + REFRESH_TOKEN_TTL_S * 1000), categories: grant.categories, readOnly: grant.readOnly });
   }
   await db.insert(oauthTokens).values(rows);
   return {
@@ -90,7 +131,7 @@ const grantCache = new LRUCache<string, { grant: Grant; tokenExpires: number }>(
 
 const prepareVerify = (db: DbOrTx) =>
   db
-    .select({ grant: oauthGrants, expiresAt: oauthTokens.expiresAt })
+    .select({ grant: oauthGrants, expiresAt: oauthTokens.expiresAt, categories: oauthTokens.categories, readOnly: oauthTokens.readOnly })
     .from(oauthTokens)
     .innerJoin(oauthGrants, eq(oauthGrants.id, oauthTokens.grantId))
     .where(
@@ -119,7 +160,8 @@ export async function verifyAccessToken(db: DbOrTx, token: string, clock: Clock)
     grantCache.delete(hash);
     return undefined;
   }
-  const grant = toGrant(row.grant);
+  // The token's own categories (see `upsertGrant`); the grant's for tokens issued before they were kept.
+  const grant = { ...toGrant(row.grant), ...(row.categories ? { categories: row.categories as Category[] } : {}), ...(row.readOnly !== null ? { readOnly: row.readOnly } : {}) };
   grantCache.set(hash, { grant, tokenExpires: row.expiresAt.getTime() });
   return grant;
 }
@@ -183,9 +225,14 @@ export async function revokeUserAccess(db: DbOrTx, userId: string, clock: Clock)
 
 /** Changes the tool categories (and, when given, the read-only choice) of a grant; the next request of any of its tokens sees the change. */
 export async function setGrantCategories(db: DbOrTx, grantId: string, categories: Category[], clock: Clock, readOnly?: boolean) {
-  await db
-    .update(oauthGrants)
-    .set({ categories, ...(readOnly === undefined ? {} : { readOnly }), updatedAt: clock() })
-    .where(eq(oauthGrants.id, grantId));
+  await db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(oauthGrants)
+      .set({ categories, ...(readOnly === undefined ? {} : { readOnly }), updatedAt: clock() })
+      .where(eq(oauthGrants.id, grantId))
+      .returning({ readOnly: oauthGrants.readOnly });
+    // The person's choice on this page applies to every token of the grant, whatever it was issued with.
+    if (row) await tx.update(oauthTokens).set({ categories, readOnly: row.readOnly }).where(eq(oauthTokens.grantId, grantId));
+  });
   forgetGrant(grantId);
 }

@@ -18,7 +18,7 @@ export function normaliseUrl(raw: string): string | undefined {
   }
   if (url.search || url.hash || raw.includes('#') || url.username || url.password) return undefined;
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return undefined;
-  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+  return `${url.origin}${url.pathname.replace(/(?<!\/)\/+$/, '')}`;
 }
 
 /** The normalised resource when it is one of ours, else undefined (answered with `invalid_target`). */

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { getTableName, sql } from 'drizzle-orm';
@@ -55,10 +55,17 @@ describe.runIf(testDbKind === 'pglite')('backup and restore (embedded database)'
       for (let i = 0; i < 20; i++) expect((await send(server.url, 'POST', '/v1/contacts', store.key, { name: `Backed up ${i}` })).status).toBe(201);
       expect((await send(server.url, 'POST', '/v1/messages', store.key, { direction: 'incoming', type: 'email', text: 'keep me' })).status).toBe(201);
 
+      // A file another user could read, linked where a predictable partial file would be written: never written through.
+      const victim = join(work, 'victim');
+      writeFileSync(victim, 'untouched', { mode: 0o644 });
+      symlinkSync(victim, join(work, `switchboard.backup.partial-${server.pid}`));
+
       const backup = await cli(['backup', '--out', join(work, 'switchboard.backup')], store.env);
       expect(backup.code, backup.stderr).toBe(0);
       expect(backup.stderr).toMatch(/handled by the running server/);
+      expect(lstatSync(join(work, 'switchboard.backup')).isFile()).toBe(true);
       expect(statSync(join(work, 'switchboard.backup')).mode & 0o777).toBe(0o600);
+      expect(readFileSync(victim, 'utf8')).toBe('untouched');
       server.proc.kill('SIGTERM');
       await server.exited;
 

@@ -15,10 +15,19 @@ interface Doc {
 }
 const docs = new Map<string, Doc>();
 const hits = new Map<string, number>();
+/** Requests the document server is answering now, and the most at once. */
+let active = 0;
+let maxActive = 0;
 let docServer: Server;
 let base: string;
 
 const REDIRECT = 'http://127.0.0.1:8976/callback';
+/** The app's clock: the real time moved forward by `skewMs`, so a test can let a cache lifetime pass. */
+let skewMs = 0;
+const clock = () => new Date(Date.now() + skewMs);
+/** Each authorization request comes from its own address, so the per-IP fetch limit is not what these tests meet. */
+let nextIp = 0;
+const anotherIp = () => `198.51.100.${(nextIp++ % 250) + 1}`;
 let t: TestApp;
 let user: { id: string; email: string; password: string };
 
@@ -26,6 +35,9 @@ beforeAll(async () => {
   docServer = createServer((req, res) => {
     const path = req.url ?? '/';
     hits.set(path, (hits.get(path) ?? 0) + 1);
+    active++;
+    maxActive = Math.max(maxActive, active);
+    res.on('close', () => active--);
     const doc = docs.get(path);
     const answer = () => {
       if (!doc) return res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
@@ -36,7 +48,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => docServer.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(docServer.address() as AddressInfo).port}`;
-  t = await createTestApp({ env: { OAUTH_CLIENT_METADATA_ALLOW_INSECURE: 'true' } });
+  t = await createTestApp({ env: { OAUTH_CLIENT_METADATA_ALLOW_INSECURE: 'true' }, clock });
   user = await (await t.tenant()).user();
 });
 afterAll(async () => {
@@ -64,7 +76,7 @@ function publish(path: string, fields: Record<string, unknown> = {}, doc: Omit<D
 }
 
 const authorizePage = (clientId: string, redirectUri = REDIRECT) =>
-  t.app.inject({ method: 'GET', url: authorizeUrl({ clientId, redirectUri, challenge: pkcePair().challenge, state: 's', scope: 'mcp offline_access' }) });
+  t.app.inject({ method: 'GET', url: authorizeUrl({ clientId, redirectUri, challenge: pkcePair().challenge, state: 's', scope: 'mcp offline_access' }), headers: { 'x-forwarded-for': anotherIp() } });
 
 /** The error page's text for a client_id that cannot be used. */
 async function refusal(clientId: string, redirectUri = REDIRECT): Promise<string> {
@@ -113,14 +125,18 @@ describe('Client ID Metadata Documents', () => {
 
   });
 
-  it('fetch the document again when its cache lifetime is over (no-store: at every authorization request)', async () => {
+  it('fetch the document again when its cache lifetime is over (no-store: after the one-minute minimum)', async () => {
     const clientId = publish('/clients/no-store.json', {}, { headers: { 'cache-control': 'no-store' } });
-    expect((await authorizePage(clientId)).statusCode).toBe(200);
+    for (let i = 0; i < 5; i++) expect((await authorizePage(clientId)).statusCode).toBe(200);
+    expect(hits.get('/clients/no-store.json')).toBe(1);
+    skewMs += 61_000;
     expect((await authorizePage(clientId)).statusCode).toBe(200);
     expect(hits.get('/clients/no-store.json')).toBe(2);
 
     // A changed document applies at the next fetch: the redirect URI it no longer lists is refused.
     publish('/clients/no-store.json', { redirect_uris: ['http://127.0.0.1:8976/other'] }, { headers: { 'cache-control': 'no-store' } });
+    expect((await authorizePage(clientId)).statusCode).toBe(200);
+    skewMs += 61_000;
     expect(await refusal(clientId)).toContain('not one this application registered');
   });
 
@@ -165,6 +181,56 @@ describe('Client ID Metadata Documents', () => {
     const clientId = publish('/slow/client.json', {}, { delayMs: 6_000 });
     expect(await refusal(clientId)).toContain('No answer within 5 s');
   }, 15_000);
+});
+
+describe('Client ID Metadata Documents: fetching is bounded', () => {
+  const hitsUnder = (prefix: string) => [...hits].filter(([p]) => p.startsWith(prefix)).reduce((s, [, n]) => s + n, 0);
+  const from = (ip: string, clientId: string) =>
+    t.app.inject({ method: 'GET', url: authorizeUrl({ clientId, redirectUri: REDIRECT, challenge: pkcePair().challenge, state: 's' }), headers: { 'x-forwarded-for': ip } });
+
+  it('one address makes at most 10 fetches a minute: 40 requests for 40 documents fetch 10, the rest are 429', async () => {
+    const statuses: number[] = [];
+    let last;
+    for (let i = 0; i < 40; i++) {
+      last = await from('203.0.113.7', publish(`/per-ip/${i}.json`));
+      statuses.push(last.statusCode);
+    }
+    expect(hitsUnder('/per-ip/')).toBe(10);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(10);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(30);
+    expect(Number(last!.headers['retry-after'])).toBeGreaterThan(0);
+    expect(last!.body).toContain('Too many client metadata documents were fetched for your address');
+    // A document already fetched is still served from the table, and another address is not limited.
+    expect((await from('203.0.113.7', `${base}/per-ip/0.json`)).statusCode).toBe(200);
+    expect((await from('203.0.113.8', `${base}/per-ip/39.json`)).statusCode).toBe(200);
+    expect(hitsUnder('/per-ip/')).toBe(11);
+  });
+
+  it('remember a failed fetch for a minute: the same error without fetching again', async () => {
+    const clientId = publish('/failing/client.json', {}, { status: 500 });
+    for (let i = 0; i < 5; i++) expect(await refusal(clientId)).toContain('answered HTTP 500');
+    expect(hits.get('/failing/client.json')).toBe(1);
+    skewMs += 61_000;
+    expect(await refusal(clientId)).toContain('answered HTTP 500');
+    expect(hits.get('/failing/client.json')).toBe(2);
+  });
+
+  it('run at most 4 fetches at once; requests for a document being fetched wait for that one fetch', async () => {
+    maxActive = 0;
+    const distinct = await Promise.all(Array.from({ length: 8 }, (_, i) => authorizePage(publish(`/concurrent/${i}.json`, {}, { delayMs: 400 }))));
+    expect(maxActive).toBeLessThanOrEqual(4);
+    expect(hitsUnder('/concurrent/')).toBe(4);
+    expect(distinct.filter((r) => r.statusCode === 200)).toHaveLength(4);
+    const busy = distinct.filter((r) => r.statusCode === 503);
+    expect(busy).toHaveLength(4);
+    expect(busy[0]!.headers['retry-after']).toBe('1');
+    expect(busy[0]!.body).toContain('fetching other client metadata documents right now');
+
+    const same = publish('/concurrent/same.json', {}, { delayMs: 400 });
+    const answers = await Promise.all(Array.from({ length: 6 }, () => authorizePage(same)));
+    expect(answers.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(hits.get('/concurrent/same.json')).toBe(1);
+  });
 });
 
 describe('Client ID Metadata Documents, default settings', () => {
@@ -212,10 +278,12 @@ describe('client metadata document rules', () => {
   it('reads the cache lifetime from Cache-Control or Expires, at most a day, an hour when unsaid', () => {
     expect(documentLifetimeS({ 'cache-control': 'public, max-age=600' }, now)).toBe(600);
     expect(documentLifetimeS({ 'cache-control': 'max-age=999999' }, now)).toBe(86_400);
-    expect(documentLifetimeS({ 'cache-control': 'no-store' }, now)).toBe(0);
-    expect(documentLifetimeS({ 'cache-control': 'no-cache, max-age=600' }, now)).toBe(0);
+    // At least a minute, whatever the document says.
+    expect(documentLifetimeS({ 'cache-control': 'no-store' }, now)).toBe(60);
+    expect(documentLifetimeS({ 'cache-control': 'no-cache, max-age=600' }, now)).toBe(60);
+    expect(documentLifetimeS({ 'cache-control': 'max-age=5' }, now)).toBe(60);
     expect(documentLifetimeS({ expires: 'Thu, 01 Jan 2026 00:10:00 GMT' }, now)).toBe(600);
-    expect(documentLifetimeS({ expires: 'Wed, 31 Dec 2025 00:00:00 GMT' }, now)).toBe(0);
+    expect(documentLifetimeS({ expires: 'Wed, 31 Dec 2025 00:00:00 GMT' }, now)).toBe(60);
     expect(documentLifetimeS({}, now)).toBe(3600);
   });
 

@@ -947,6 +947,8 @@ export interface paths {
          *
          *     The event catalog is the enum of `type`: `<resource>.created|updated|deleted` for every resource, plus `message.received` and `message.sent` beside `message.created` for a new incoming or outgoing message.
          *
+         *     An event's `data` (the record) is shown only to a caller who may also read the record's area (e.g. `contacts:read` for `contact.*` events); otherwise the event is listed with `data: null` and `dataWithheld` naming the missing permission.
+         *
          *     Requires the `events:read` permission (or `*`).
          */
         get: operations["events.list"];
@@ -967,7 +969,9 @@ export interface paths {
         };
         /**
          * Get an event
-         * @description Requires the `events:read` permission (or `*`).
+         * @description An event's `data` (the record) is shown only to a caller who may also read the record's area (e.g. `contacts:read` for `contact.*` events); otherwise the event is listed with `data: null` and `dataWithheld` naming the missing permission.
+         *
+         *     Requires the `events:read` permission (or `*`).
          */
         get: operations["events.get"];
         put?: never;
@@ -994,6 +998,8 @@ export interface paths {
         /**
          * Create a webhook endpoint
          * @description Each matching event is POSTed as JSON (`id`, `type`, `occurredAt`, `data`) and signed by the Standard Webhooks specification (`webhook-id`, `webhook-timestamp`, `webhook-signature` headers). A 2xx answer within 10 s counts as delivered; otherwise it is retried after about 5 s, 1 min, 10 min, 1 h, 6 h, then every 12 h (with jitter), for 3 days, after which the endpoint is disabled with a `disabledReason`. Delivery is at least once: receivers should ignore an event id they have already handled.
+         *
+         *     An endpoint receives the records of the events it subscribes to, so the caller must hold the read permission of every area those events belong to (e.g. `contacts:read` for `contact.created`; every area for `["*"]`): 403 otherwise, naming the missing permissions.
          *
          *     The answer holds the signing secret; it is not shown again (rotate it to get a new one). An organization may have up to 20 endpoints.
          *
@@ -1032,6 +1038,8 @@ export interface paths {
         /**
          * Update a webhook endpoint
          * @description Absent fields stay as they are. `enabled: true` also re-enables an endpoint the service disabled after 3 days of failures.
+         *
+         *     An endpoint receives the records of the events it subscribes to, so the caller must hold the read permission of every area those events belong to (e.g. `contacts:read` for `contact.created`; every area for `["*"]`): 403 otherwise, naming the missing permissions. This holds for a change of `url` or `eventTypes` (checked against the resulting subscription).
          *
          *     Requires the `webhooks:write` permission (or `*`).
          */
@@ -1685,8 +1693,18 @@ export interface components {
                 /** @description Id of the API key, user or automation */
                 id: string | null;
             };
-            /** @description The record after the write, as the operation answered it */
+            /** @description The record after the write, as the operation answered it; null when the caller may not read the event's area (see `dataWithheld`) */
             data: unknown;
+            /** @description null when `data` is shown. Every event is listed to a caller with events:read, but its record only to a caller who may also read the record's area; otherwise `data` is null and this says which permission is missing */
+            dataWithheld: {
+                /**
+                 * @description Why `data` is null
+                 * @constant
+                 */
+                reason: "permission";
+                /** @description The permission that shows it, e.g. "contacts:read": the read permission of the area the record belongs to */
+                needs: string;
+            } | null;
         };
         Folder: {
             /**
@@ -7524,7 +7542,11 @@ export interface operations {
                      *             "type": "api_key",
                      *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
                      *           },
-                     *           "data": {}
+                     *           "data": {},
+                     *           "dataWithheld": {
+                     *             "reason": "permission",
+                     *             "needs": "example"
+                     *           }
                      *         }
                      *       ],
                      *       "meta": {
@@ -7593,7 +7615,11 @@ export interface operations {
                      *           "type": "api_key",
                      *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
                      *         },
-                     *         "data": {}
+                     *         "data": {},
+                     *         "dataWithheld": {
+                     *           "reason": "permission",
+                     *           "needs": "example"
+                     *         }
                      *       }
                      *     }
                      */

@@ -13,7 +13,7 @@ import type { DbOrTx } from '../../db/client.js';
 import { automationExecutions, automations, events, messages } from '../../db/schema.js';
 import { definedOnly, listPage, live, scopedRepository } from '../../db/scoped.js';
 import { assertClientTransition, NOT_EVALUATED, type AutomationStatus } from './automations.lifecycle.js';
-import { SCHEDULE_TRIGGER } from '../events/events.catalog.js';
+import { eventReadPermission, SCHEDULE_TRIGGER } from '../events/events.catalog.js';
 import { evaluateCondition } from './condition.js';
 import type { Condition, PlanStep } from './plan.js';
 import { renderTemplates, usesDigest, type TemplateContext } from './template.js';
@@ -337,13 +337,6 @@ export async function digestSince(tx: DbOrTx, orgId: string, since: Date, now: D
   return `${shown.length}${rows.length > DIGEST_MESSAGES ? '+' : ''} message(s) since ${since.toISOString()}:\n${lines.join('\n')}${more}`;
 }
 
-/** The area whose records an event carries (`contact.email.created` -> `contacts`), when it is one of the permission areas. */
-function eventArea(type: string): string | null {
-  const resource = type.slice(0, type.indexOf('.'));
-  const area = resource.endsWith('s') ? `${resource}es` : `${resource}s`;
-  return isCategory(area) ? area : null;
-}
-
 /**
  * A dry run: what the plan would do for an event (by default the latest one of its trigger) now —
  * whether the condition holds and each step's input with its templates rendered. Reads only: nothing is
@@ -368,9 +361,9 @@ export async function previewAutomation(ctx: OperationContext, id: string, event
       .orderBy(desc(events.occurredAt), desc(events.id))
       .limit(1);
   }
-  const area = event ? eventArea(event.type) : null;
-  if (area && missingPermissions(ctx.permissions, [`${area}:read` as Permission]).length) {
-    throw new AppError('FORBIDDEN', `Previewing on a "${event!.type}" event shows its record, which needs the "${area}:read" permission`);
+  const needed = event ? eventReadPermission(event.type) : null;
+  if (needed && missingPermissions(ctx.permissions, [needed as Permission]).length) {
+    throw new AppError('FORBIDDEN', `Previewing on a "${event!.type}" event shows its record, which needs the "${needed}" permission`);
   }
   const steps = row.actions as PlanStep[];
   const tctx: TemplateContext = {

@@ -13,6 +13,8 @@ import { CONDITION_OPERATORS, type Condition, type ConditionOperator, type Condi
  * - `in` takes an array of values; `gt`/`gte`/`lt`/`lte` compare numbers, or ISO 8601 date strings;
  *   `exists` holds when the value is present and neither null nor an empty string; `exists` and
  *   `not_exists` take no value.
+ * - A condition examines at most the first MAX_CONDITION_TEXT (10,000) characters of a string: a longer
+ *   value is compared by its beginning only, so no input makes a test take long.
  */
 
 const PARTY_FIELDS = new Set(['sender', 'recipient']);
@@ -23,6 +25,8 @@ const NEGATIONS: Partial<Record<ConditionOperator, ConditionOperator>> = {
   not_exists: 'exists',
 };
 const MAX_DEPTH = 32;
+/** The most characters of one string a condition examines. */
+export const MAX_CONDITION_TEXT = 10_000;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -37,11 +41,16 @@ export function valueAtPath(value: unknown, path: readonly string[]): unknown {
   return current;
 }
 
-/** `Ada Lovelace <ada@example.com>` → its name and address; any other string is an address. */
+/**
+ * `Ada Lovelace <ada@example.com>` (or `"Ada Lovelace" <…>`) → its name and address; any other string is an
+ * address. Only the first MAX_CONDITION_TEXT characters are read, and the pattern is one that cannot
+ * backtrack: a sender of many spaces must not hold the process.
+ */
 function splitAddressString(s: string): { address: string; name: string | null } {
-  const m = /^\s*"?([^"<]*?)"?\s*<([^>]+)>\s*$/.exec(s);
-  if (m) return { address: m[2]!.trim(), name: m[1]!.trim() || null };
-  return { address: s.trim(), name: null };
+  const t = s.slice(0, MAX_CONDITION_TEXT).trim();
+  const m = /^(?:"([^"]*)"\s*|"?([^"<]*))<([^>]+)>$/.exec(t);
+  if (m) return { address: m[3]!.trim(), name: (m[1] ?? m[2]!).trim() || null };
+  return { address: t, name: null };
 }
 
 /** The address and name of one party (a sender or recipient element). */
@@ -103,7 +112,8 @@ function compare(a: unknown, b: unknown): number | null {
 }
 
 /** One positive operator on one scalar-or-object value. */
-function holds(operator: ConditionOperator, actual: unknown, expected: unknown): boolean {
+function holds(operator: ConditionOperator, value: unknown, expected: unknown): boolean {
+  const actual = typeof value === 'string' ? value.slice(0, MAX_CONDITION_TEXT) : value;
   switch (operator) {
     case 'exists':
       return actual !== undefined && actual !== null && actual !== '';

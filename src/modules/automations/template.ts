@@ -29,8 +29,10 @@ export interface TemplateContext {
 /** When there was no run yet, `lastRunAt` is this long before now. */
 export const FIRST_RUN_LOOKBACK_MS = 24 * 3600_000;
 
-const TEMPLATE = /\{\{\s*(.*?)\s*\}\}/g;
-const WHOLE = /^\{\{\s*(.*?)\s*\}\}$/;
+// The expression inside the braces, without its surrounding spaces; it holds no brace (written so that it
+// cannot backtrack on long input).
+const TEMPLATE = /\{\{(?:\s*(?=\S))?((?:[^\s{}](?:[^{}]*[^\s{}])?)?)\s*\}\}/g;
+const WHOLE = /^\{\{(?:\s*(?=\S))?((?:[^\s{}](?:[^{}]*[^\s{}])?)?)\s*\}\}$/;
 const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
 const PATH = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 

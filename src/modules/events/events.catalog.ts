@@ -1,3 +1,5 @@
+import type { Category } from '../../core/categories.js';
+
 /**
  * The catalog of event types. Every successful write through the operation table records one or more
  * of these in the same transaction as the write; automations trigger on them and webhooks deliver them.
@@ -29,6 +31,29 @@ export const EVENT_TYPES = [...CRUD, 'message.received', 'message.sent'] as cons
 export type EventType = (typeof EVENT_TYPES)[number];
 
 export const isEventType = (value: string): value is EventType => (EVENT_TYPES as readonly string[]).includes(value);
+
+const AREA_OF_RESOURCE: Record<string, Category> = {
+  contact: 'contacts',
+  message: 'messages',
+  customer: 'customers',
+  business: 'businesses',
+  folder: 'folders',
+  automation: 'automations',
+  domain: 'domains',
+  webhook: 'webhooks',
+};
+
+/**
+ * The permission area of the records an event type carries (`contact.email.created` → `contacts`): an
+ * event's `data` is shown, and delivered to a webhook endpoint, only with that area's read permission.
+ */
+export const eventArea = (type: string): Category | undefined => AREA_OF_RESOURCE[type.slice(0, type.indexOf('.'))];
+
+/** The permission that shows an event's record: its area's read permission (`*` for a type of no known area). */
+export const eventReadPermission = (type: string): `${Category}:read` | '*' => {
+  const area = eventArea(type);
+  return area ? `${area}:read` : '*';
+};
 
 /** One line per event type: what happened. Used by the README, the OpenAPI document and the MCP tool docs. */
 export function describeEventType(type: EventType): string {

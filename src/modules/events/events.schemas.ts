@@ -17,7 +17,16 @@ export const Event = z.object({
       id: Uuid.nullable().describe('Id of the API key, user or automation'),
     })
     .describe('Who caused the write'),
-  data: JsonValue.describe('The record after the write, as the operation answered it'),
+  data: JsonValue.describe(
+    "The record after the write, as the operation answered it; null when the caller may not read the event's area (see `dataWithheld`)",
+  ),
+  dataWithheld: z
+    .object({
+      reason: z.literal('permission').describe('Why `data` is null'),
+      needs: z.string().describe('The permission that shows it, e.g. "contacts:read": the read permission of the area the record belongs to'),
+    })
+    .nullable()
+    .describe("null when `data` is shown. Every event is listed to a caller with events:read, but its record only to a caller who may also read the record's area; otherwise `data` is null and this says which permission is missing"),
 });
 
 export const EventListInput = Pagination.extend({

@@ -27,6 +27,9 @@ import {
 const DELIVERY_RULES =
   'Each matching event is POSTed as JSON (`id`, `type`, `occurredAt`, `data`) and signed by the Standard Webhooks specification (`webhook-id`, `webhook-timestamp`, `webhook-signature` headers). A 2xx answer within 10 s counts as delivered; otherwise it is retried after about 5 s, 1 min, 10 min, 1 h, 6 h, then every 12 h (with jitter), for 3 days, after which the endpoint is disabled with a `disabledReason`. Delivery is at least once: receivers should ignore an event id they have already handled.';
 
+const SUBSCRIBING =
+  'An endpoint receives the records of the events it subscribes to, so the caller must hold the read permission of every area those events belong to (e.g. `contacts:read` for `contact.created`; every area for `["*"]`): 403 otherwise, naming the missing permissions.';
+
 /** Events record the endpoint, never its secret: events are listed and delivered to other endpoints. */
 const withoutSecret = ({ secret: _secret, ...endpoint }: Record<string, unknown>) => endpoint;
 
@@ -48,7 +51,7 @@ export const webhooksOperations: Operation[] = [
     eventData: withoutSecret,
     path: '/webhooks',
     summary: 'Create a webhook endpoint',
-    description: `${DELIVERY_RULES}\n\nThe answer holds the signing secret; it is not shown again (rotate it to get a new one). An organization may have up to ${MAX_WEBHOOKS_PER_ORGANIZATION} endpoints.`,
+    description: `${DELIVERY_RULES}\n\n${SUBSCRIBING}\n\nThe answer holds the signing secret; it is not shown again (rotate it to get a new one). An organization may have up to ${MAX_WEBHOOKS_PER_ORGANIZATION} endpoints.`,
     input: WebhookCreateInput,
     output: WebhookWithSecret,
     handler: (input, ctx) => createWebhook(ctx, input),
@@ -68,10 +71,10 @@ export const webhooksOperations: Operation[] = [
     event: 'webhook.updated',
     path: '/webhooks/{id}',
     summary: 'Update a webhook endpoint',
-    description: 'Absent fields stay as they are. `enabled: true` also re-enables an endpoint the service disabled after 3 days of failures.',
+    description: `Absent fields stay as they are. \`enabled: true\` also re-enables an endpoint the service disabled after 3 days of failures.\n\n${SUBSCRIBING} This holds for a change of \`url\` or \`eventTypes\` (checked against the resulting subscription).`,
     input: WebhookUpdateInput,
     output: Webhook,
-    handler: (input, ctx) => updateWebhook(ctx.db, ctx.orgId, input.id, input),
+    handler: (input, ctx) => updateWebhook(ctx, input.id, input),
   }),
   defineOperation({
     id: 'webhooks.delete',

@@ -6,7 +6,8 @@ import type { Page, PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
 import { webhookDeliveries, webhookEndpoints } from '../../db/schema.js';
 import { listPage, live, scopedRepository } from '../../db/scoped.js';
-import { WEBHOOK_TEST_EVENT } from '../events/events.catalog.js';
+import { hasPermission, type Permission } from '../../core/permissions.js';
+import { EVENT_TYPES, eventReadPermission, WEBHOOK_TEST_EVENT } from '../events/events.catalog.js';
 import { urlProblem } from '../../core/outbound.js';
 import { MAX_WEBHOOKS_PER_ORGANIZATION } from './webhooks.schemas.js';
 
@@ -63,6 +64,19 @@ export function toDelivery(row: DeliveryRow) {
   };
 }
 
+/**
+ * An endpoint receives the records its events carry, so whoever points an endpoint somewhere (creates it,
+ * changes its URL or its event types) must be able to read every area it subscribes to (["*"]: all).
+ */
+function assertMayReceive(permissions: readonly string[], eventTypes: readonly string[]) {
+  const types = eventTypes.includes('*') ? EVENT_TYPES : eventTypes;
+  const needed = [...new Set(types.map((t): Permission => eventReadPermission(t)))];
+  const missing = needed.filter((p) => !hasPermission(permissions, p));
+  if (missing.length) {
+    throw new AppError('FORBIDDEN', `An endpoint receives the records of the events it subscribes to: subscribing to ${eventTypes.join(', ')} needs ${missing.join(', ')}, which this caller does not hold`);
+  }
+}
+
 function assertUrl(url: string) {
   const problem = urlProblem(url, policy.allowInsecure);
   if (problem) throw fieldError('url', problem);
@@ -73,6 +87,7 @@ export async function createWebhook(
   input: { url: string; eventTypes?: string[] | undefined; enabled?: boolean | undefined; description?: string | null | undefined; metadata?: Record<string, unknown> | undefined },
 ) {
   assertUrl(input.url);
+  assertMayReceive(ctx.permissions, input.eventTypes ?? ['*']);
   // Serializes creations of one organization, so two at once cannot pass the cap together.
   await ctx.db.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`webhooks:${ctx.orgId}`}, 0))`);
   const [existing] = await ctx.db.select({ n: count() }).from(webhookEndpoints).where(live(webhookEndpoints, ctx.orgId));
@@ -103,12 +118,15 @@ export async function listWebhooks(db: DbOrTx, orgId: string, page: PageInput): 
 }
 
 export async function updateWebhook(
-  db: DbOrTx,
-  orgId: string,
+  ctx: OperationContext,
   id: string,
   patch: { url?: string | undefined; eventTypes?: string[] | undefined; enabled?: boolean | undefined; description?: string | null | undefined; metadata?: Record<string, unknown> | undefined },
 ) {
+  const { db, orgId } = ctx;
   if (patch.url !== undefined) assertUrl(patch.url);
+  if (patch.url !== undefined || patch.eventTypes !== undefined) {
+    assertMayReceive(ctx.permissions, patch.eventTypes ?? (await endpointRows.get(db, orgId, id)).eventTypes);
+  }
   const row = await endpointRows.update(db, orgId, id, {
     ...(patch.url !== undefined ? { url: patch.url } : {}),
     ...(patch.eventTypes !== undefined ? { eventTypes: unique(patch.eventTypes) } : {}),

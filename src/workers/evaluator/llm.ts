@@ -28,7 +28,7 @@ export interface LlmEvaluatorOptions {
 }
 
 export function chatCompletionsUrl(url: string): string {
-  const base = url.replace(/\/+$/, '');
+  const base = url.replace(/(?<!\/)\/+$/, '');
   return base.endsWith('/chat/completions') ? base : `${base}/chat/completions`;
 }
 
@@ -132,7 +132,7 @@ function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
 
 /** The plan an answer holds, with the creator's given fields winning. */
 export function planFromAnswer(content: string, request: EvaluationRequest): EvaluationOutcome {
-  const json = parseJson(content.trim().replace(/^```(?:json)?\s*|\s*```$/g, ''));
+  const json = parseJson(content.trim().replace(/^```(?:json)?\s*|(?<!\s)\s*```$/g, ''));
   if (!json.ok) return notAPlan('it is not JSON');
   const parsed = Answer.safeParse(json.value);
   if (!parsed.success) return notAPlan(parsed.error.issues.map((i) => `${i.path.join('.') || '(answer)'}: ${i.message}`).join('; '));

@@ -72,7 +72,7 @@ export function parseTime(text: string): { hour: number; minute: number } | null
   const t = text.trim();
   if (t === 'noon' || t === 'midday') return { hour: 12, minute: 0 };
   if (t === 'midnight') return { hour: 0, minute: 0 };
-  const m = /^(\d{1,2})(?:[:.h](\d{2}))?\s*(?:([ap])\.?m\.?)?(?:\s*o'?clock)?$/.exec(t);
+  const m = /^(\d{1,2})(?:[:.h](\d{2}))?(?:\s*([ap])\.?m\.?)?(?:\s*o'?clock)?$/.exec(t);
   if (!m) return null;
   let hour = Number(m[1]);
   const minute = m[2] ? Number(m[2]) : 0;
@@ -146,7 +146,7 @@ export function takeSchedule(s: Scanner): string | null {
   const weekend = s.take(/\b(?:every|each|on)\s+weekends?\b|\bweekends\b/);
   const monthDay = s.take(/\b(?:on\s+)?the\s+(first|1st|last|\d{1,2}(?:st|nd|rd|th)?)(?:\s+day)?\s+of\s+(?:every|each|the)\s+month\b/);
   if (named) {
-    const list = [...new Set(named[1]!.split(/\s*(?:,|and|&|or)\s*/).map(dayNumber))].sort((a, b) => a - b);
+    const list = [...new Set(named[1]!.split(/(?<!\s)\s*(?:,|and|&|or)\s*/).map(dayNumber))].sort((a, b) => a - b);
     days = list.join(',');
   } else if (weekday) days = '1-5';
   else if (weekend) days = '0,6';
@@ -261,7 +261,7 @@ function takeParty(s: Scanner, field: 'sender' | 'recipient', lead: string): Con
   const first = s.take(new RegExp(`\\b(?:${lead})\\s+(?:${PARTY})`));
   if (!first) return null;
   const found = [first];
-  const or = new RegExp(`\\s*(?:,|or)\\s*(?:${PARTY})`);
+  const or = new RegExp(`\\s*(?:,|or)\\s*(?:${PARTY})`, 'y');
   for (let end = first.index + first[0].length, more = s.takeAt(or, end); more; end = more.index + more[0].length, more = s.takeAt(or, end)) found.push(more);
   const tests: Condition[] = [];
   const exact: string[] = [];
@@ -285,7 +285,7 @@ function takeWords(s: Scanner): Condition | null {
   const quotedWith = m ? null : s.take(new RegExp(`\\bwith\\s+(${QUOTED})((?:\\s*(?:,|or)\\s*(?:${QUOTED}))*)(?:\\s+in\\s+(?:the\\s+|its\\s+)?(?:text|body|subject|summary))?`));
   const hit = m ?? quotedWith;
   if (!hit) return null;
-  const words = [hit[1]!, ...(hit[2] ?? '').split(/\s*(?:,|\bor\b)\s*/)].map((w) => unquote(w.trim())).filter((w) => w && !STOP_WORDS.has(w));
+  const words = [hit[1]!, ...(hit[2] ?? '').split(/(?<!\s)\s*(?:,|\bor\b)\s*/)].map((w) => unquote(w.trim())).filter((w) => w && !STOP_WORDS.has(w));
   if (!words.length) return null;
   const tests = words.flatMap((w) => [test('text', 'contains', w), test('summary', 'contains', w)]);
   return { any: tests };
@@ -345,7 +345,7 @@ function snoozeUntil(m: RegExpExecArray): string {
     const t = target.trim();
     const time = new RegExp(`(?:at\\s+)?(${TIME})$`).exec(t);
     const parsed = (time && parseTime(time[1]!)) ?? null;
-    const rest = (parsed ? t.slice(0, time!.index) : t).trim().replace(/\s+morning$/, '');
+    const rest = (parsed ? t.slice(0, time!.index) : t).trim().replace(/(?<!\s)\s+morning$/, '');
     const { hour, minute } = parsed ?? { hour: DEFAULT_HOUR, minute: 0 };
     if (rest === 'next week') return `{{next(${minute} ${hour} * * 1)}}`;
     const day = new RegExp(`^(?:next\\s+)?(${DAY})$`).exec(rest);

@@ -1,0 +1,35 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Tenant } from '../helpers/app.js';
+import { mintToken, rawMcp, startLiveApp, type LiveApp } from './helpers.js';
+
+/** Through MCP the same rule as through REST: a grant's categories decide which events show their record. */
+
+let t: LiveApp;
+let a: Tenant;
+beforeAll(async () => {
+  t = await startLiveApp();
+  a = await t.tenant();
+});
+afterAll(() => t?.close());
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function events(token: string): Promise<Json[]> {
+  const res = await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'events_list', arguments: { limit: 100 } } });
+  expect(res.status, res.text).toBe(200);
+  expect(res.json.result.isError ?? false, res.text).toBe(false);
+  return res.json.result.structuredContent.data as Json[];
+}
+
+describe('events_list for a grant', () => {
+  it('shows the record of contact events only when the grant includes contacts', async () => {
+    const contact = (await a.request('POST', '/v1/contacts', { name: 'Hidden Grace' })).json.data;
+    const eventsOnly = await mintToken(t, a, { categories: ['events'] });
+    const hidden = (await events(eventsOnly.token)).find((e) => e.resourceId === contact.id && e.type === 'contact.created');
+    expect(hidden).toMatchObject({ data: null, dataWithheld: { reason: 'permission', needs: 'contacts:read' } });
+
+    const withContacts = await mintToken(t, a, { categories: ['events', 'contacts'], readOnly: true });
+    const shown = (await events(withContacts.token)).find((e) => e.resourceId === contact.id && e.type === 'contact.created');
+    expect(shown).toMatchObject({ data: { name: 'Hidden Grace' }, dataWithheld: null });
+  });
+});
