@@ -15,7 +15,7 @@ afterAll(() => t?.close());
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 async function events(token: string): Promise<Json[]> {
-  const res = await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'events_list', arguments: { limit: 100 } } });
+  const res = await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'events_read', arguments: { method: 'list', limit: 100 } } });
   expect(res.status, res.text).toBe(200);
   expect(res.json.result.isError ?? false, res.text).toBe(false);
   return res.json.result.structuredContent.data as Json[];
