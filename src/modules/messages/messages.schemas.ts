@@ -30,7 +30,8 @@ export const Message = z.object({
   sender: JsonValue.describe('Who sent the message: any JSON value, e.g. "ada@example.com" or {"name": "Ada", "email": "ada@example.com"}'),
   recipient: JsonValue.describe('Who received the message: any JSON value, like `sender`'),
   category: JsonValue.describe('Category of the message: any JSON value, e.g. "billing" or ["billing", "urgent"]'),
-  metadata: JsonValue.describe('Free-form JSON value'),
+  metadata: JsonValue.describe('Free-form JSON value; for email, `metadata.email` holds the subject, headers, attachments and SPF/DKIM/DMARC results'),
+  channelId: Uuid.nullable().describe('Channel that received or sent the message; null when recorded by POST /messages'),
 });
 
 export const MessageIdParam = { id: IdParam('message') };
