@@ -70,6 +70,14 @@ const Env = z.object({
   SMTP_RATE_LIMIT: z.coerce.number().int().min(0).default(120),
   /** Attachment content kept per received message (bytes); past it the content is dropped with a note, names and sizes are kept. */
   EMAIL_ATTACHMENT_MAX_BYTES: z.coerce.number().int().min(0).max(100 * 1024 * 1024).default(10 * 1024 * 1024),
+  /** Whether this process runs the IMAP sync of inbound-IMAP channels. Several processes may: each channel is synced by one at a time. */
+  IMAP_SYNC_WORKER: z.enum(['true', 'false']).default('true'),
+  /** The first sync of an IMAP mailbox takes the messages of this many last days. */
+  IMAP_INITIAL_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
+  /** Where the IMAP server has no IDLE, how often a mailbox is looked at; with IDLE, the longest wait before a look anyway (ms). */
+  IMAP_POLL_MS: z.coerce.number().int().min(1000).max(3_600_000).default(60_000),
+  /** Inbound-IMAP channels one process syncs at most (one IMAP connection each). */
+  IMAP_MAX_CHANNELS: z.coerce.number().int().min(1).max(10_000).default(100),
 });
 
 function keyProblem(value: string): string | undefined {
@@ -133,6 +141,7 @@ function fromEnv(e: z.infer<typeof Env>) {
       ratePerMinute: e.SMTP_RATE_LIMIT,
     },
     attachmentMaxBytes: e.EMAIL_ATTACHMENT_MAX_BYTES,
+    imap: { worker: e.IMAP_SYNC_WORKER === 'true', initialDays: e.IMAP_INITIAL_DAYS, pollMs: e.IMAP_POLL_MS, maxChannels: e.IMAP_MAX_CHANNELS },
   };
 }
 

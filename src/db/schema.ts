@@ -9,6 +9,7 @@
 import { relations, sql, type SQL } from 'drizzle-orm';
 import { DEFAULT_CREDITS } from '../core/secrets.js';
 import {
+  bigint,
   boolean,
   customType,
   index,
@@ -278,6 +279,35 @@ export const channels = pgTable(
     // The SMTP receiver's look-up of a recipient address (across organizations).
     index('channels_address').on(t.address).where(sql`${t.deletedAt} IS NULL`),
   ],
+);
+
+/**
+ * The IMAP sync of an inbound-IMAP channel: which process syncs it (a lease, renewed while it syncs) and how
+ * far it got. `uid_validity` and `last_uid` are written in the transaction of the message they produced, so a
+ * restart resumes after the last committed message, neither skipping nor repeating one.
+ */
+export const channelSyncStates = pgTable(
+  'channel_sync_states',
+  {
+    channelId: uuid('channel_id')
+      .primaryKey()
+      .references(() => channels.id),
+    organizationId: orgRef(),
+    /** The mailbox the checkpoint is for; another mailbox starts over (with the initial window). */
+    mailbox: text('mailbox').notNull(),
+    /** The mailbox's UIDVALIDITY when `last_uid` was taken; null before the first sync. */
+    uidValidity: bigint('uid_validity', { mode: 'number' }),
+    /** The highest UID whose message is committed (or that was looked at and left out). */
+    lastUid: bigint('last_uid', { mode: 'number' }).notNull().default(0),
+    /** Whether the first sync (the last IMAP_INITIAL_DAYS days) is complete for this UIDVALIDITY. */
+    initialDone: boolean('initial_done').notNull().default(false),
+    /** The process syncing the channel, until `lease_until`. */
+    leaseOwner: text('lease_owner'),
+    leaseUntil: ts('lease_until'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [index('channel_sync_states_lease').on(t.leaseUntil)],
 );
 
 // ---------------------------------------------------------------- businesses, customers, transactions
