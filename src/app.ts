@@ -20,6 +20,8 @@ import { registerOAuth } from './oauth/index.js';
 import { setWebhookPolicy } from './modules/webhooks/webhooks.repository.js';
 import { setChannelPolicy } from './modules/channels/channels.connect.js';
 import { configureSecrets } from './core/encryption.js';
+import { setInboundRunner } from './modules/messages/inbound.js';
+import { runOperation } from './run-operation.js';
 import { operations } from './operations.js';
 import { VERSION } from './version.js';
 
@@ -60,6 +62,7 @@ function answerMalformedHttp(err: NodeJS.ErrnoException, socket: Duplex) {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   setWebhookPolicy({ allowInsecure: deps.config.webhookAllowInsecure });
   setChannelPolicy({ allowPrivate: deps.config.channelsAllowPrivate });
+  setInboundRunner(runOperation);
   configureSecrets({
     ...deps.config.secrets,
     dataDir: deps.config.dataDir,
