@@ -7,6 +7,7 @@ import { openDatabase } from './db/client.js';
 import { evaluatorFromConfig } from './workers/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
+import { createImapSync } from './workers/imap-sync.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
 import { createSmtpReceiver, type SmtpReceiver } from './workers/smtp-receiver.js';
 import { readFileSync } from 'node:fs';
@@ -83,6 +84,21 @@ export async function serve(config: Config = loadConfig()) {
       attachmentMaxBytes: config.attachmentMaxBytes,
       clock: app.deps.clock,
     });
+  }
+
+  if (config.imap.worker) {
+    workers.push(
+      createImapSync({
+        db: database.db,
+        clock: app.deps.clock,
+        log: app.log,
+        initialDays: config.imap.initialDays,
+        pollMs: config.imap.pollMs,
+        maxChannels: config.imap.maxChannels,
+        allowPrivate: config.channelsAllowPrivate,
+        inbound: { attachmentMaxBytes: config.attachmentMaxBytes },
+      }),
+    );
   }
 
   // On SIGTERM or SIGINT (or an error nothing caught): close in order, then exit 0 (1 after an error);

@@ -9,29 +9,22 @@ import { channels, channelSyncStates } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, imapOptions } from '../modules/channels/channels.connect.js';
 import { loadChannelCredentials, recordChannelOutcome, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
+import { receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /** How long a process's claim on a channel lasts without renewal; a crashed process's channels are taken over after it. */
 export const LEASE_MS = 60_000;
 /** Waits before reconnecting after the 1st, 2nd, … failure in a row (the last repeats), ±10% jitter. */
 export const RECONNECT_DELAYS_MS = [1_000, 5_000, 15_000, 60_000, 5 * 60_000];
-/** UIDs fetched per FETCH command: bounds the memory a large mailbox takes while it syncs. */
-const FETCH_BATCH = 100;
+/** UIDs whose sizes are asked for at once. */
+const SIZE_BATCH = 500;
+/** Message bytes fetched by one FETCH (a larger message comes alone): bounds the memory a sync takes. */
+const FETCH_BYTES = 8 * 1024 * 1024;
+const FETCH_MAX_MESSAGES = 100;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/** The channel a fetched email is received on. */
-export interface InboundChannel {
-  id: string;
-  organizationId: string;
-  address: string;
-}
-
-/**
- * Writes one fetched email as a message through the one write path of received mail (`receiveEmail`);
- * `inTransaction` runs inside the message's own transaction. A duplicate (the same Message-ID on the
- * channel) writes nothing and does not run it.
- */
-export type ReceiveFn = (channel: InboundChannel, raw: Buffer, inTransaction: (tx: DbOrTx) => Promise<void>) => Promise<{ messageId: string; duplicate: boolean }>;
+/** Writes one fetched email as a message; `inTransaction` runs inside the message's own transaction. */
+export type ReceiveFn = (channel: InboundChannel, raw: Buffer, inTransaction: (tx: DbOrTx) => Promise<void>) => Promise<ReceiveResult>;
 
 export interface ImapSyncDeps {
   db: Db;
@@ -43,8 +36,10 @@ export interface ImapSyncDeps {
   pollMs: number;
   /** CHANNELS_ALLOW_PRIVATE: mail servers on private and loopback addresses. */
   allowPrivate: boolean;
-  /** Writes a fetched email (with the checkpoint in its transaction). */
-  receive: ReceiveFn;
+  /** Everything `receiveEmail` takes besides the database (the DNS resolver of the authentication checks, …). */
+  inbound?: Omit<InboundDeps, 'db'>;
+  /** Default: `receiveEmail`, with the checkpoint in the message's transaction. */
+  receive?: ReceiveFn;
   /** This process's name on its leases; default host, pid and a random part. */
   owner?: string;
   leaseMs?: number;
@@ -110,7 +105,8 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
   const maxChannels = deps.maxChannels ?? 100;
   const delays = deps.reconnectDelaysMs ?? RECONNECT_DELAYS_MS;
   const random = deps.random ?? Math.random;
-  const { receive } = deps;
+  const receive: ReceiveFn =
+    deps.receive ?? ((channel, raw, inTransaction) => receiveEmail({ ...deps.inbound, db }, channel, raw, 'imap', undefined, { inTransaction }));
 
   /** Checkpoint and other writes of the sync state, only while this process holds the lease. */
   async function writeState(tx: DbOrTx, channelId: string, values: Partial<Pick<StateRow, 'mailbox' | 'uidValidity' | 'lastUid' | 'initialDone'>>) {
@@ -213,8 +209,8 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
 
     const channel: InboundChannel = { id: creds.id, organizationId: creds.organizationId, address: creds.address };
     const outcome: SyncOutcome = { received: 0, duplicates: 0 };
-    for (let i = 0; i < uids.length && !signal.aborted; i += FETCH_BATCH) {
-      const batch = uids.slice(i, i + FETCH_BATCH);
+    for (const batch of await fetchGroups(client, uids, signal)) {
+      if (signal.aborted) break;
       const fetched = await client.fetchAll(batch.join(','), { uid: true, source: true }, { uid: true });
       const byUid = new Map(fetched.map((m) => [m.uid, m]));
       for (const uid of batch) {
@@ -240,6 +236,29 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
       await writeState(db, creds.id, { uidValidity, lastUid: Math.max(lastUid, uidNextAtOpen - 1), initialDone: true });
     }
     return outcome;
+  }
+
+  /** The UIDs in groups of at most FETCH_BYTES (by the sizes the server reports) and FETCH_MAX_MESSAGES. */
+  async function fetchGroups(client: ImapFlow, uids: number[], signal: AbortSignal): Promise<number[][]> {
+    const groups: number[][] = [];
+    let group: number[] = [];
+    let bytes = 0;
+    for (let i = 0; i < uids.length && !signal.aborted; i += SIZE_BATCH) {
+      const part = uids.slice(i, i + SIZE_BATCH);
+      const sizes = new Map((await client.fetchAll(part.join(','), { uid: true, size: true }, { uid: true })).map((m) => [m.uid, m.size ?? 0]));
+      for (const uid of part) {
+        const size = sizes.get(uid) ?? 0;
+        if (group.length > 0 && (bytes + size > FETCH_BYTES || group.length >= FETCH_MAX_MESSAGES)) {
+          groups.push(group);
+          group = [];
+          bytes = 0;
+        }
+        group.push(uid);
+        bytes += size;
+      }
+    }
+    if (group.length > 0) groups.push(group);
+    return groups;
   }
 
   /** One channel's connection: sync, IDLE (or poll), sync again, … until stopped; reconnects with backoff. */
@@ -286,7 +305,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
           this.client = undefined;
         }
       }
-      sessions.delete(this.channelId);
+      if (sessions.get(this.channelId) === this) sessions.delete(this.channelId);
     }
 
     private async live(client: ImapFlow, creds: ChannelCredentials, connected: () => void) {

@@ -83,6 +83,8 @@ export async function startDovecot(): Promise<Dovecot> {
       `mail_location = maildir:${mailDir}/%u`,
       'mail_fsync = never',
       'first_valid_uid = 1',
+      'auth_failure_delay = 0',
+      'mailbox_idle_check_interval = 1 secs',
       `passdb {\n  driver = passwd-file\n  args = scheme=PLAIN username_format=%u ${join(dir, 'passwd')}\n}`,
       `userdb {\n  driver = static\n  args = uid=${mailUser} gid=${mailUser} home=${mailDir}/%u\n}`,
       `service imap-login {\n  inet_listener imap {\n    address = 127.0.0.1\n    port = ${port}\n  }\n  inet_listener imaps {\n    port = 0\n  }\n}`,
