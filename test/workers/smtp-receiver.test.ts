@@ -1,4 +1,8 @@
+import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -309,6 +313,37 @@ describe('SMTP receiver with the database down', () => {
       await expect(send()).rejects.toMatchObject({ responseCode: 451 });
     } finally {
       await down.stop();
+    }
+  });
+});
+
+describe('SMTP receiver with a certificate', () => {
+  it('offers STARTTLS and receives over it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sb-smtp-tls-'));
+    try {
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=mx.switchboard.test'], { stdio: 'ignore' });
+      const channel = await smtpChannel(a);
+      const tls = createSmtpReceiver({
+        db: t.database.db, log: { info() {}, warn() {}, error() {} }, port: 0, host: '127.0.0.1', maxBytes: 100_000,
+        maxConnections: 5, maxConnectionsPerIp: 5, ratePerMinute: 0, attachmentMaxBytes: 1000, resolver,
+        tls: { cert: readFileSync(join(dir, 'cert.pem')), key: readFileSync(join(dir, 'key.pem')) },
+      });
+      const { port: p } = await tls.listen();
+      try {
+        const info = await nodemailer
+          .createTransport({ host: '127.0.0.1', port: p, secure: false, requireTLS: true, tls: { rejectUnauthorized: false } })
+          .sendMail({ from: 'ada@sender.example', to: channel.address, subject: 'tls', text: 'over TLS' });
+        expect(info.response).toMatch(/^250 /);
+        expect((await messagesOf(a, channel.id)).map((m) => m.text)).toEqual(['over TLS']);
+      } finally {
+        await tls.stop();
+      }
+      // Without a certificate STARTTLS is not offered: a client that requires it gives up.
+      await expect(
+        nodemailer.createTransport({ host: '127.0.0.1', port, secure: false, requireTLS: true }).sendMail({ from: 'ada@sender.example', to: channel.address, text: 'x' }),
+      ).rejects.toThrow(/STARTTLS/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
