@@ -204,6 +204,28 @@ describe.skipIf(skipWithoutDovecot())('IMAP sync against Dovecot (skipped: Dovec
     await box.done();
   });
 
+  it('a process stopped and another started: the second carries on where the first stopped, no message twice or missing', async () => {
+    const box = await setup();
+    const first = Array.from({ length: 5 }, (_, i) => `restart-a${i}@example.com`);
+    const second = Array.from({ length: 5 }, (_, i) => `restart-b${i}@example.com`);
+    await box.append(first);
+    const one = newSync({ owner: 'one' });
+    one.start();
+    await until('the first process to sync', async () => (await box.received()).length === 5);
+    await one.stop();
+    expect((await box.state())!.leaseOwner).toBeNull();
+
+    await box.append(second);
+    const two = newSync({ owner: 'two' });
+    two.start();
+    await until('the second process to sync', async () => (await box.received()).length >= 10);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await box.received()).toEqual([...first, ...second].sort());
+    expect((await box.state())).toMatchObject({ leaseOwner: 'two', lastUid: 10 });
+    await two.stop();
+    await box.done();
+  });
+
   it('IDLE brings a new message at once; a lost server shows as error, and the sync recovers when it is back', async () => {
     const box = await setup();
     await box.append(['live-1@example.com']);
