@@ -173,7 +173,8 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
 
   async function connect(creds: ChannelCredentials): Promise<ImapFlow> {
     const target = await assertMailHostAllowed(creds.inbound.host ?? '', { channelsAllowPrivate: deps.allowPrivate });
-    const client = new ImapFlow(imapOptions(creds.inbound, target));
+    // The session looks at the mailbox every pollMs: a quiet connection must outlive that wait (IDLE or not).
+    const client = new ImapFlow({ ...imapOptions(creds.inbound, target), socketTimeout: deps.pollMs + 60_000 });
     // Errors also reject the command under way; the listener keeps an 'error' event from being fatal.
     client.on('error', () => {});
     await client.connect();
@@ -330,7 +331,13 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
         const woken = new Promise<void>((resolve) => (poke = resolve));
         // IDLE until the server announces a message (or pollMs passes): the next command ends it.
         if (canIdle) void client.idle().catch(() => {});
-        await Promise.race([woken, closed, sleep(deps.pollMs, signal)]);
+        const wait = new AbortController();
+        const stop = () => wait.abort();
+        signal.addEventListener('abort', stop, { once: true });
+        await Promise.race([woken, closed, sleep(deps.pollMs, wait.signal)]);
+        // The timer goes with the wait: a busy mailbox must not pile up a timer per round.
+        wait.abort();
+        signal.removeEventListener('abort', stop);
         poke = undefined;
         if (!client.usable) throw new Error('The IMAP connection closed');
       }
