@@ -5,6 +5,7 @@ import { channelSyncStates, events, messages } from '../../src/db/schema.js';
 import { receiveEmail } from '../../src/modules/messages/inbound.js';
 import { createImapSync, type ImapSyncDeps, type ReceiveFn } from '../../src/workers/imap-sync.js';
 import { useTestApp } from '../helpers/app.js';
+import { freePort } from '../helpers/listen.js';
 import { rawEmail, skipWithoutDovecot, startDovecot, type Dovecot } from '../helpers/dovecot.js';
 
 const SECRETS_KEY = randomBytes(32).toString('base64');
@@ -259,5 +260,40 @@ describe.skipIf(skipWithoutDovecot())('IMAP sync against Dovecot (skipped: Dovec
     });
     await sync.stop();
     expect((await box.state())!.leaseOwner).toBeNull();
+  });
+});
+
+describe('IMAP sync without a reachable server', () => {
+  const { t, a } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
+
+  const channelOn = async (port: number) => {
+    const res = await a.request('POST', '/v1/channels', {
+      type: 'email',
+      name: 'Unreachable',
+      address: `unreachable-${port}-${Math.random().toString(36).slice(2, 6)}@acme.example`,
+      inbound: { mode: 'imap', host: '127.0.0.1', port, secure: false, username: 'ada', password: 'secret-password' },
+    });
+    expect(res.status, res.body).toBe(201);
+    return res.json.data.id as string;
+  };
+  const channel = async (id: string) => (await a.request('GET', `/v1/channels/${id}`)).json.data as { status: string; lastError: string | null };
+
+  it('a server that does not answer, or an address the service may not reach, shows on the channel as an error', async () => {
+    const port = await freePort();
+    const id = await channelOn(port);
+    const sync = createImapSync({ db: t.database.db, clock: () => new Date(), log: silent, initialDays: 30, pollMs: 60_000, allowPrivate: true, inbound: { resolver: offline } });
+    expect(await sync.runOnce()).toMatchObject({ channels: 0, received: 0 });
+    const down = await channel(id);
+    expect(down.status).toBe('error');
+    expect(down.lastError).toMatch(/^IMAP: .*ECONNREFUSED/);
+    expect(down.lastError).not.toContain('secret-password');
+    await sync.stop();
+
+    // Without CHANNELS_ALLOW_PRIVATE a loopback server is refused before any connection.
+    const strict = createImapSync({ db: t.database.db, clock: () => new Date(), log: silent, initialDays: 30, pollMs: 60_000, allowPrivate: false, inbound: { resolver: offline } });
+    await strict.runOnce();
+    expect((await channel(id)).lastError).toMatch(/private, loopback or reserved address/);
+    await strict.stop();
+    await a.request('DELETE', `/v1/channels/${id}`);
   });
 });
