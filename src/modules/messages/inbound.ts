@@ -261,6 +261,11 @@ export async function prepareEmail(
   const subject = parsed.subject !== undefined ? cleanText(parsed.subject, 2000) : null;
 
   let text = cleanText(parsed.text ?? '', Number.MAX_SAFE_INTEGER).trimEnd();
+  // Text without a header block (its first lines were read as headers): the raw text is what there is.
+  if (!text && !parsed.html && parsed.attachments.length === 0 && !parsed.headerLines.some((h) => ['from', 'to', 'subject', 'date', 'message-id'].includes(h.key))) {
+    text = cleanText(raw.toString('utf8'), Number.MAX_SAFE_INTEGER).trimEnd();
+    notes.push('The message has no recognisable headers; its raw text is kept as the text');
+  }
   if (text.length > MAX_TEXT) {
     text = text.slice(0, MAX_TEXT);
     notes.push(`The text was cut to its first ${MAX_TEXT} characters`);
