@@ -10,7 +10,9 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { RequestSpec } from 'autocannon';
 import { openDatabase } from '../src/db/client.js';
+import { randomBytes } from 'node:crypto';
 import { automationLatency } from './automation-latency.js';
+import { imapSyncTime, smtpReceiveThroughput } from './email.js';
 import { writeChart } from './chart.js';
 import { webhookThroughput } from './webhooks.js';
 import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
@@ -32,6 +34,9 @@ const { values: args } = parseArgs({
     'keep-db': { type: 'boolean', default: false },
     strict: { type: 'boolean', default: false },
     messages: { type: 'string' },
+    email: { type: 'boolean', default: false },
+    'smtp-messages': { type: 'string' },
+    'imap-messages': { type: 'string' },
     duration: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -42,6 +47,8 @@ if (args.help) {
   --quick        small data, 2 s per scenario (a smoke run)
   --pglite       also measure the embedded database (informational)
   --messages N   size of the large message set (default 1000000; quick 50000)
+  --email        only the email rows (SMTP receiving, IMAP sync), on PostgreSQL
+  --smtp-messages N, --imap-messages N   their sizes (default 1000 and 10000; quick 200 and 1000)
   --duration S   seconds measured per scenario (default 5; quick 2)
   --no-build     measure dist/ as it is
   --keep-db      keep the PostgreSQL bench database afterwards
@@ -61,6 +68,8 @@ const profile = {
   // The transport allows 100 requests a minute per (user, client); see createMcpTokens. At least this many
   // pairs, more when the REST read runs so fast that a pair would reach the limit (see mcpClientsFor).
   mcpClients: args.quick ? 100 : 300,
+  smtpMessages: Number(args['smtp-messages'] ?? (args.quick ? 200 : 1000)),
+  imapMessages: Number(args['imap-messages'] ?? (args.quick ? 1000 : 10_000)),
 };
 const loadOpts: LoadOptions = { connections: profile.connections, duration: profile.duration, warmup: profile.warmup };
 const adminUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -284,6 +293,18 @@ async function writeScenarios(database: string, service: Child, lean: Child | un
   }
 }
 
+/** The service's settings for the email rows: the SMTP receiver on loopback without a rate limit, a loopback IMAP server allowed. */
+function emailEnv(smtpPort: number): Record<string, string> {
+  return { SMTP_PORT: String(smtpPort), SMTP_HOST: '127.0.0.1', SMTP_RATE_LIMIT: '0', SECRETS_KEY: randomBytes(32).toString('base64'), CHANNELS_ALLOW_PRIVATE: 'true' };
+}
+
+async function emailRows(db: string, service: Child, auth: Record<string, string>, seedDb: Parameters<typeof smtpReceiveThroughput>[3], smtpPort: number) {
+  log(`email: ${profile.smtpMessages} messages over SMTP`);
+  rows.push(await smtpReceiveThroughput(db, service.url, auth, seedDb, smtpPort, profile.smtpMessages));
+  log(`email: an IMAP mailbox of ${profile.imapMessages} messages`);
+  rows.push(await imapSyncTime(db, service.url, auth, seedDb, profile.imapMessages));
+}
+
 async function benchPostgres() {
   const db = 'postgres';
   benchDbName = `sb_bench_${process.pid}`;
@@ -303,15 +324,26 @@ async function benchPostgres() {
   let contactIds: string[];
   try {
     tenant = await createTenant(seed.db, 'Bench organization');
-    contactIds = await timed(`seed ${label(profile.contacts)} contacts`, () => seedContacts(seed.db, tenant.orgId, profile.contacts));
-    await timed(`seed ${label(profile.smallMessages)} messages`, () => seedMessages(seed.db, tenant.orgId, 0, profile.smallMessages, { rebuildIndexes: true }));
-    await timed('vacuum analyze', () => vacuumAnalyze(seed.db));
+    contactIds = args.email ? [] : await timed(`seed ${label(profile.contacts)} contacts`, () => seedContacts(seed.db, tenant.orgId, profile.contacts));
+    if (!args.email) {
+      await timed(`seed ${label(profile.smallMessages)} messages`, () => seedMessages(seed.db, tenant.orgId, 0, profile.smallMessages, { rebuildIndexes: true }));
+      await timed('vacuum analyze', () => vacuumAnalyze(seed.db));
+    }
   } catch (err) {
     await seed.close();
     throw err;
   }
 
-  const service = await startService({ DATABASE_URL: url });
+  const smtpPort = await freePort();
+  const service = await startService({ DATABASE_URL: url, ...emailEnv(smtpPort) });
+  if (args.email) {
+    try {
+      await emailRows(db, service, { authorization: `Bearer ${tenant.apiKey}` }, seed.db, smtpPort);
+    } finally {
+      await seed.close();
+    }
+    return;
+  }
   const rss = rssSampler(service.proc.pid);
   const lean = await startBaseline(url, tenant.orgId);
   const auth = { authorization: `Bearer ${tenant.apiKey}` };
@@ -320,6 +352,7 @@ async function benchPostgres() {
     rows.push(await automationLatency(db, service.url, auth));
     rows.push(await webhookThroughput(db, service.url, auth, 1, args.quick ? 300 : 1000));
     rows.push(await webhookThroughput(db, service.url, auth, 8, args.quick ? 100 : 500));
+    await emailRows(db, service, auth, seed.db, smtpPort);
 
     const fixed = await run({ database: db, name: 'baseline: bare Fastify, fixed JSON', origin: lean.url, requests: [{ path: '/fixed' }] });
     void fixed;

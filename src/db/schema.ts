@@ -9,6 +9,7 @@
 import { relations, sql, type SQL } from 'drizzle-orm';
 import { DEFAULT_CREDITS } from '../core/secrets.js';
 import {
+  bigint,
   boolean,
   customType,
   index,
@@ -36,6 +37,10 @@ const audit = {
 };
 
 const tsvector = customType<{ data: string }>({ dataType: () => 'tsvector' });
+const bytea = customType<{ data: Buffer; driverData: Buffer | Uint8Array }>({
+  dataType: () => 'bytea',
+  fromDriver: (value) => (Buffer.isBuffer(value) ? value : Buffer.from(value)),
+});
 
 const orgRef = () =>
   uuid('organization_id')
@@ -186,16 +191,123 @@ export const messages = pgTable(
     recipient: jsonb('recipient').$type<unknown>(),
     category: jsonb('category').$type<unknown>(),
     metadata: jsonb('metadata').$type<unknown>(),
+    /** The channel that received or sent the message; null for messages recorded through POST /messages. */
+    channelId: uuid('channel_id').references((): AnyPgColumn => channels.id),
     searchVector: tsvector('search_vector').generatedAlwaysAs(messageSearchVector),
   },
   (t) => [
     listIndex('messages_list', t),
+    // The same Message-ID on the same channel never makes a second message (received twice, synced again).
+    uniqueIndex('messages_channel_provider_id')
+      .on(t.organizationId, t.channelId, t.providerMessageId)
+      .where(sql`${t.providerMessageId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
+    index('messages_thread').on(t.organizationId, t.threadId, t.timestamp, t.id).where(sql`${t.threadId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
+    index('messages_provider_id').on(t.organizationId, t.providerMessageId).where(sql`${t.providerMessageId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
     index('messages_direction_list')
       .on(t.organizationId, t.direction, t.createdAt, t.id)
       .where(sql`${t.deletedAt} IS NULL`),
     index('messages_snoozed').on(t.organizationId).where(sql`${t.deletedAt} IS NULL AND ${t.snoozedUntil} IS NOT NULL`),
     index('messages_search').using('gin', t.searchVector),
   ],
+);
+
+/**
+ * The content of a received message's attachments, kept up to `EMAIL_ATTACHMENT_MAX_BYTES` per message
+ * (their name, type and size are also in the message's `metadata.email.attachments`). Removed with the message.
+ */
+export const messageAttachments = pgTable(
+  'message_attachments',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    messageId: uuid('message_id')
+      .notNull()
+      .references(() => messages.id),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    filename: text('filename'),
+    contentType: text('content_type').notNull(),
+    size: integer('size').notNull(),
+    contentId: text('content_id'),
+    content: bytea('content').notNull(),
+  },
+  (t) => [index('message_attachments_message').on(t.organizationId, t.messageId)],
+);
+
+// ---------------------------------------------------------------- channels
+
+export interface ChannelInboundSettings {
+  mode: 'smtp' | 'imap';
+  host?: string;
+  port?: number;
+  secure?: boolean;
+  username?: string;
+  mailbox?: string;
+}
+
+export interface ChannelOutboundSettings {
+  host: string;
+  port: number;
+  secure: boolean;
+  username?: string | null;
+  from?: string | null;
+}
+
+/**
+ * An address the organization receives and sends mail as. Passwords are never in the settings: they are
+ * in `inbound_secret` / `outbound_secret`, encrypted (AES-256-GCM, `src/core/encryption.ts`).
+ */
+export const channels = pgTable(
+  'channels',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    type: text('type').$type<'email'>().notNull(),
+    name: text('name').notNull(),
+    /** Lower-cased. */
+    address: text('address').notNull(),
+    inbound: jsonb('inbound').$type<ChannelInboundSettings>().notNull(),
+    outbound: jsonb('outbound').$type<ChannelOutboundSettings | null>(),
+    inboundSecret: text('inbound_secret'),
+    outboundSecret: text('outbound_secret'),
+    status: text('status').$type<'active' | 'error' | 'disabled'>().notNull().default('active'),
+    lastError: text('last_error'),
+    lastSyncAt: ts('last_sync_at'),
+  },
+  (t) => [
+    listIndex('channels_list', t),
+    uniqueIndex('channels_address_live').on(t.organizationId, t.address).where(sql`${t.deletedAt} IS NULL`),
+    // The SMTP receiver's look-up of a recipient address (across organizations).
+    index('channels_address').on(t.address).where(sql`${t.deletedAt} IS NULL`),
+  ],
+);
+
+/**
+ * The IMAP sync of an inbound-IMAP channel: which process syncs it (a lease, renewed while it syncs) and how
+ * far it got. `uid_validity` and `last_uid` are written in the transaction of the message they produced, so a
+ * restart resumes after the last committed message, neither skipping nor repeating one.
+ */
+export const channelSyncStates = pgTable(
+  'channel_sync_states',
+  {
+    channelId: uuid('channel_id')
+      .primaryKey()
+      .references(() => channels.id),
+    organizationId: orgRef(),
+    /** The mailbox the checkpoint is for; another mailbox starts over (with the initial window). */
+    mailbox: text('mailbox').notNull(),
+    /** The mailbox's UIDVALIDITY when `last_uid` was taken; null before the first sync. */
+    uidValidity: bigint('uid_validity', { mode: 'number' }),
+    /** The highest UID whose message is committed (or that was looked at and left out). */
+    lastUid: bigint('last_uid', { mode: 'number' }).notNull().default(0),
+    /** Whether the first sync (the last IMAP_INITIAL_DAYS days) is complete for this UIDVALIDITY. */
+    initialDone: boolean('initial_done').notNull().default(false),
+    /** The process syncing the channel, until `lease_until`. */
+    leaseOwner: text('lease_owner'),
+    leaseUntil: ts('lease_until'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [index('channel_sync_states_lease').on(t.leaseUntil)],
 );
 
 // ---------------------------------------------------------------- businesses, customers, transactions

@@ -74,18 +74,18 @@ describe('the tool catalog', () => {
   it('puts a new operation in a tool by rule, with the hints its effects call for', () => {
     const grown = buildToolCatalog([
       ...operations,
-      extra('messages.send', 'POST', { openWorld: true }),
+      extra('messages.resend', 'POST', { openWorld: true }),
       extra('webhooks.disable', 'POST'),
       extra('domains.release', 'POST', { destructive: true }),
-      extra('messages.get_attachment', 'GET'),
+      extra('messages.get_source', 'GET'),
     ]);
     expect(grown.size).toBe(catalog.size);
-    expect([...grown.get('messages_write')!.methods.keys()]).toContain('send');
+    expect([...grown.get('messages_write')!.methods.keys()]).toContain('resend');
     expect(grown.get('messages_write')!.definition.annotations).toMatchObject({ openWorldHint: true, destructiveHint: false });
     expect([...grown.get('webhooks_write')!.methods.keys()]).toContain('disable');
     expect([...grown.get('domains_delete')!.methods.keys()]).toContain('release');
-    expect([...grown.get('messages_read')!.methods.keys()]).toContain('get_attachment');
-    expect(grown.get('messages_read')!.definition.description).toContain('- `get_attachment` (id*): Do messages.get_attachment.');
+    expect([...grown.get('messages_read')!.methods.keys()]).toContain('get_source');
+    expect(grown.get('messages_read')!.definition.description).toContain('- `get_source` (id*): Do messages.get_source.');
   });
 
   it('refuses two operations that would be the same method of one tool, and an operation of no category', () => {

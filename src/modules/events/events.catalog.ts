@@ -19,6 +19,7 @@ const RESOURCES = [
   'domain',
   'domain.registration',
   'webhook',
+  'channel',
 ] as const;
 
 export type EventResource = (typeof RESOURCES)[number];

@@ -30,7 +30,8 @@ export const Message = z.object({
   sender: JsonValue.describe('Who sent the message: any JSON value, e.g. "ada@example.com" or {"name": "Ada", "email": "ada@example.com"}'),
   recipient: JsonValue.describe('Who received the message: any JSON value, like `sender`'),
   category: JsonValue.describe('Category of the message: any JSON value, e.g. "billing" or ["billing", "urgent"]'),
-  metadata: JsonValue.describe('Free-form JSON value'),
+  metadata: JsonValue.describe('Free-form JSON value; for email, `metadata.email` holds the subject, headers, attachments and SPF/DKIM/DMARC results'),
+  channelId: Uuid.nullable().describe('Channel that received or sent the message; null when recorded by POST /messages'),
 });
 
 export const MessageIdParam = { id: IdParam('message') };
@@ -105,5 +106,23 @@ export const MessageSearchInput = Pagination.extend({
 
 export const searchTextOf = (input: { q?: string | undefined; query?: string | undefined }) => (input.q ?? input.query)!;
 
+export const AttachmentId = z.strictObject({ ...MessageIdParam, attachmentId: IdParam('attachment') });
+
+/** An attachment of a received email, without its content. */
+export const AttachmentInfo = z.object({
+  id: Uuid.describe('Id of the attachment'),
+  messageId: Uuid.describe('Message the attachment belongs to'),
+  filename: z.string().nullable().describe('File name as the sender gave it; null when none'),
+  contentType: z.string().describe('MIME type, e.g. "application/pdf"'),
+  size: z.number().int().describe('Size in bytes'),
+  contentId: z.string().nullable().describe('Content-ID, for images an HTML body refers to; null when none'),
+  createdAt: Timestamp.describe('When the message was received'),
+});
+
+/** An attachment of a received email, with its content. */
+export const Attachment = AttachmentInfo.extend({ content: z.string().describe('The content, base64-encoded') });
+
 // Named schemas of the OpenAPI document (components/schemas).
 components.add(Message, { id: 'Message' });
+components.add(AttachmentInfo, { id: 'AttachmentInfo' });
+components.add(Attachment, { id: 'Attachment' });
