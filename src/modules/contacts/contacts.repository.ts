@@ -7,6 +7,7 @@ import type { DbOrTx } from '../../db/client.js';
 import { contactAddresses, contactEmails, contactPhoneNumbers, contacts } from '../../db/schema.js';
 import { jsonChildren, jsonRow } from '../../db/json.js';
 import { scopedRepository, softDeleteLive } from '../../db/scoped.js';
+import { Write } from '../../db/write.js';
 import type { Contact } from './contacts.schemas.js';
 
 export const contactRows = scopedRepository(contacts, 'Contact');
@@ -101,25 +102,42 @@ export async function listContacts(db: DbOrTx, orgId: string, page: PageInput & 
   return { items: rows.map((r) => r.contact) };
 }
 
-export async function createContact(db: DbOrTx, orgId: string, values: Omit<typeof contacts.$inferInsert, 'organizationId'>) {
-  const row = await contactRows.insert(db, { ...values, organizationId: orgId });
-  return { ...row, emails: [], phoneNumbers: [], addresses: [] };
+/** A new contact has no emails, phone numbers or addresses yet. */
+const noChildren = { emails: sql`'[]'::json`, phoneNumbers: sql`'[]'::json`, addresses: sql`'[]'::json` };
+
+/** One statement (a `Write`): the insert, answering the contact as the API shows it. */
+export function createContact(db: DbOrTx, orgId: string, values: Omit<typeof contacts.$inferInsert, 'organizationId'>): Write<ContactWithChildren> {
+  return new Write(db, {
+    statement: db.insert(contacts).values({ ...values, organizationId: orgId }).returning().getSQL(),
+    table: contacts,
+    answer: jsonRow(contacts, noChildren),
+    label: 'Contact',
+  });
 }
 
-export async function updateContact(db: DbOrTx, orgId: string, id: string, patch: Partial<typeof contacts.$inferInsert>) {
-  await contactRows.update(db, orgId, id, patch);
-  return getContact(db, orgId, id);
+/** One statement (a `Write`): the update, answering the contact with its children as they are. */
+export function updateContact(db: DbOrTx, orgId: string, id: string, patch: Partial<typeof contacts.$inferInsert>): Write<ContactWithChildren> {
+  return new Write(db, {
+    statement: db
+      .update(contacts)
+      .set({ ...patch, updatedAt: sql`now()` })
+      .where(contactRows.live(orgId, eq(contacts.id, id)))
+      .returning()
+      .getSQL(),
+    table: contacts,
+    answer: contactJson,
+    label: 'Contact',
+  });
 }
 
-/** Soft-deletes the contact and its emails, phone numbers and addresses together. */
-export async function deleteContact(db: DbOrTx, orgId: string, id: string) {
-  return db.transaction(async (tx) => {
-    const contact = await getContact(tx, orgId, id);
-    const deleted = await contactRows.softDelete(tx, orgId, id);
-    for (const table of [contactEmails, contactPhoneNumbers, contactAddresses]) {
-      await softDeleteLive(tx, table, orgId, eq(table.contactId, id));
-    }
-    return { ...contact, ...deleted, emails: [], phoneNumbers: [], addresses: [] };
+/** Soft-deletes the contact and its emails, phone numbers and addresses together, in one statement (a `Write`). */
+export function deleteContact(db: DbOrTx, orgId: string, id: string): Write<ContactWithChildren> {
+  return new Write(db, {
+    statement: softDeleteLive(db, contacts, orgId, eq(contacts.id, id)).returning().getSQL(),
+    table: contacts,
+    also: [contactEmails, contactPhoneNumbers, contactAddresses].map((table) => softDeleteLive(db, table, orgId, sql`${table.contactId} IN (SELECT id FROM written)`).getSQL()),
+    answer: jsonRow(contacts, noChildren),
+    label: 'Contact',
   });
 }
 

@@ -7,6 +7,7 @@ import type { DbOrTx } from '../../db/client.js';
 import { messages } from '../../db/schema.js';
 import { jsonRow } from '../../db/json.js';
 import { definedOnly, scopedRepository, softDeleteLive } from '../../db/scoped.js';
+import { Write } from '../../db/write.js';
 import type { Message } from './messages.schemas.js';
 import { LRUCache } from 'lru-cache';
 
@@ -228,9 +229,10 @@ export type MessageValues = Omit<
   'id' | 'organizationId' | 'createdAt' | 'updatedAt' | 'deletedAt' | 'searchVector' | DateField
 > & { [K in DateField]?: string | null | undefined };
 
-export async function createMessage(db: DbOrTx, orgId: string, values: MessageValues): Promise<MessageRow> {
+/** One statement (a `Write`): the insert, answering the message as the API shows it. */
+export function createMessage(db: DbOrTx, orgId: string, values: MessageValues): Write<MessageJson> {
   const { timestamp, readAt, archivedAt, snoozedUntil, ...rest } = values;
-  const [row] = await db
+  const statement = db
     .insert(messages)
     .values({
       ...rest,
@@ -242,27 +244,29 @@ export async function createMessage(db: DbOrTx, orgId: string, values: MessageVa
       snoozedUntil: toDate(snoozedUntil),
     })
     .returning(columns);
-  return row!;
+  return new Write(db, { statement: statement.getSQL(), table: messages, answer: messageJson, label: 'Message' });
 }
 
 export type MessageFlags = { [K in 'readAt' | 'archivedAt' | 'snoozedUntil' | 'importance' | 'urgency' | 'status' | 'action']?: string | null | undefined };
 
-/** Sets (date-time), clears (null) or keeps (absent) each flag; 404 unless the message is live. */
-export async function updateMessageFlags(db: DbOrTx, orgId: string, id: string, flags: MessageFlags): Promise<MessageRow | MessageJson> {
+/**
+ * Sets (date-time), clears (null) or keeps (absent) each flag; 404 unless the message is live. One
+ * statement (a `Write`); with no flag given, the message as it is.
+ */
+export function updateMessageFlags(db: DbOrTx, orgId: string, id: string, flags: MessageFlags): Promise<MessageJson> {
   const { readAt, archivedAt, snoozedUntil, ...triage } = flags;
   const patch = definedOnly({ readAt: toDate(readAt), archivedAt: toDate(archivedAt), snoozedUntil: toDate(snoozedUntil), ...triage });
   if (Object.keys(patch).length === 0) return getMessage(db, orgId, id);
-  const [row] = await db
+  const statement = db
     .update(messages)
     .set({ ...patch, updatedAt: sql`now()` })
     .where(byId(orgId, id))
     .returning(columns);
-  if (!row) throw notFound('Message');
-  return row;
+  return new Write(db, { statement: statement.getSQL(), table: messages, answer: messageJson, label: 'Message' });
 }
 
-export async function deleteMessage(db: DbOrTx, orgId: string, id: string): Promise<MessageRow> {
-  const [row] = await softDeleteLive(db, messages, orgId, eq(messages.id, id)).returning(columns);
-  if (!row) throw notFound('Message');
-  return row as MessageRow;
+/** One statement (a `Write`): the soft delete. */
+export function deleteMessage(db: DbOrTx, orgId: string, id: string): Write<MessageJson> {
+  const statement = softDeleteLive(db, messages, orgId, eq(messages.id, id)).returning(columns);
+  return new Write(db, { statement: statement.getSQL(), table: messages, answer: messageJson, label: 'Message' });
 }

@@ -1,0 +1,112 @@
+import { createHash } from 'node:crypto';
+import { getTableName, sql, type SQL } from 'drizzle-orm';
+import type { PgDialect, PgSession, PgTable } from 'drizzle-orm/pg-core';
+import { notFound } from '../core/errors.js';
+import type { DbOrTx } from './client.js';
+
+/**
+ * A write that has not been sent yet: one data-modifying statement (`INSERT`, `UPDATE` or `DELETE` …
+ * `RETURNING` the row), the further statements of the same write that depend on it (a cascade), and the
+ * answer as a JSON expression over the written row. A repository returns it instead of running it; who
+ * receives it decides how it is sent:
+ *
+ * - awaited (it is a `PromiseLike`), it runs as one statement on the handle it was made with;
+ * - returned by an operation's handler, the operation runner sends it composed with the write's events,
+ *   their webhook deliveries and the credit debit, still as one statement (`src/run-operation.ts`).
+ *
+ * Both send the same SQL text for the write part, as a named prepared statement (planned once per connection).
+ */
+export interface WriteSpec {
+  /** The data-modifying statement, `RETURNING` the columns `answer` reads; read by the rest as `written`. */
+  statement: SQL;
+  /** The table whose name `answer`'s column references carry: `written` is read under that name. */
+  table: PgTable;
+  /** Further data-modifying statements of the same write (e.g. a cascade of soft deletes); they may read `written`. */
+  also?: SQL[];
+  /** The answer, a JSON expression over the written row (`jsonRow(table)`). */
+  answer: SQL;
+  /** The resource's label for the 404 when no row was written. */
+  label: string;
+}
+
+export class Write<T> implements Promise<T> {
+  constructor(
+    readonly db: DbOrTx,
+    readonly spec: WriteSpec,
+  ) {}
+
+  readonly [Symbol.toStringTag] = 'Write';
+
+  /** Awaiting a write runs it on its handle, as one statement. */
+  then<A = T, B = never>(onFulfilled?: ((value: T) => A | PromiseLike<A>) | null, onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B> {
+    return runWrite<T>(this.db, this.spec).then(onFulfilled, onRejected);
+  }
+
+  catch<B = never>(onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<T | B> {
+    return this.then(undefined, onRejected);
+  }
+
+  finally(onFinally?: (() => void) | null): Promise<T> {
+    return runWrite<T>(this.db, this.spec).finally(onFinally);
+  }
+}
+
+export const isWrite = (value: unknown): value is Write<unknown> => value instanceof Write;
+
+/**
+ * The write as one statement: `WITH written AS (<statement>), also_n AS (…), answer AS (SELECT <answer>
+ * AS data FROM written) <more CTEs> SELECT answer.data <more columns> FROM (SELECT 1) LEFT JOIN answer`.
+ * The outer join answers one row even when nothing was written, so the extra columns (checks that must
+ * hold, counts) are always evaluated. `more` and `columns` may read `answer` (one row per written row).
+ */
+export function composeWrite(spec: WriteSpec, more: SQL[] = [], columns: SQL[] = []): SQL {
+  const ctes = [
+    sql`written AS (${spec.statement})`,
+    ...(spec.also ?? []).map((statement, i) => sql`${sql.raw(`also_${i}`)} AS (${statement})`),
+    sql`answer AS (SELECT ${spec.answer} AS data FROM written AS ${sql.identifier(getTableName(spec.table))})`,
+    ...more,
+  ];
+  return sql`WITH ${sql.join(ctes, sql`, `)} SELECT answer.data${sql.join(
+    columns.map((c) => sql`, ${c}`),
+    sql``,
+  )} FROM (SELECT 1) AS one LEFT JOIN answer ON true`;
+}
+
+/** The handle's session and dialect: Drizzle's public statement builders cannot name an arbitrary SQL statement. */
+interface Internals {
+  session: PgSession;
+  dialect: PgDialect;
+}
+
+/**
+ * Runs `query` as a named prepared statement; the name is derived from the text, so the same shape of
+ * write is planned once per connection (node-postgres keeps a name's parse per connection). The
+ * embedded database runs the same text (it has one session and no statement names to keep).
+ */
+export async function executeNamed(db: DbOrTx, query: SQL): Promise<Record<string, unknown>[]> {
+  const { session, dialect } = db as unknown as Internals;
+  const built = dialect.sqlToQuery(query);
+  const name = `w_${createHash('sha1').update(built.sql).digest('hex').slice(0, 20)}`;
+  const result = (await session.prepareQuery(built, undefined, name, false).execute()) as { rows: Record<string, unknown>[] };
+  return result.rows;
+}
+
+export async function runWrite<T>(db: DbOrTx, spec: WriteSpec): Promise<T> {
+  const [row] = await executeNamed(db, composeWrite(spec));
+  if (row?.data == null) throw notFound(spec.label);
+  return row.data as T;
+}
+
+/** The text cast that fails with a recognizable message: how one statement refuses to stand (see `failsWith`). */
+export const refusal = (marker: string, rowText: SQL) => sql`(${`${marker} `} || ${rowText})::boolean`;
+
+/** Whether a database error is the refusal of `marker` (`refusal`). */
+export function failsWith(err: unknown, marker: string): boolean {
+  for (let e: unknown = err; e; e = (e as { cause?: unknown }).cause) {
+    if (typeof (e as { message?: unknown }).message === 'string' && (e as { message: string }).message.includes(marker)) {
+      // Only the database's own message counts, not the text of a statement quoted in a wrapper's message.
+      if ((e as { code?: unknown }).code === '22P02') return true;
+    }
+  }
+  return false;
+}
