@@ -5,7 +5,7 @@ import { eventTypesOf, parseInput, type Actor, type Envelope, type Operation, ty
 import { paginationMeta, type PageInput } from './core/pagination.js';
 import type { Db, DbOrTx } from './db/client.js';
 import { LazyTransaction } from './db/lazy-transaction.js';
-import { composeWrite, executeNamed, failsWith, isWrite, refusal, runWrite, type WriteSpec } from './db/write.js';
+import { composeWrite, executeRendered, failsWith, isWrite, refusal, renderWrite, runWrite, type Write } from './db/write.js';
 import { isEventType, type EventType } from './modules/events/events.catalog.js';
 import { answerEventsSource, eventCtes, recordEvents, type NewEvent } from './modules/events/events.recorder.js';
 import { notifyEventsCommitted } from './modules/events/events.signal.js';
@@ -66,7 +66,7 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
   }
   let answer: { data: unknown; recorded: number };
   if (isWrite(result) && !lazy.opened) {
-    answer = await writer.alone(caller.db, result.spec);
+    answer = await writer.alone(caller.db, result);
   } else {
     answer = await lazy.commit(async (t) => {
       const data = await writer.finish(t, result);
@@ -88,6 +88,13 @@ async function settle(value: unknown): Promise<{ result: unknown }> {
 const EVENT_GUARD = 'switchboard:event-types-changed';
 const NO_CREDITS = 'switchboard:insufficient-credits';
 
+/** The runner's own values in a composed write: placeholders, so that its text is rendered once per shape. */
+const P = {
+  org: sql.placeholder('_org'),
+  types: sql.placeholder('_types'),
+  actor: { type: sql.placeholder('_actor_type'), id: sql.placeholder('_actor_id'), depth: sql.placeholder('_actor_depth') },
+};
+
 /** The events of one run of a write operation, in the shape the write was sent in. */
 class EventWriter {
   recorded = 0;
@@ -98,18 +105,24 @@ class EventWriter {
     private readonly input: Record<string, unknown>,
   ) {}
 
+  private values(types: readonly EventType[]): Record<string, unknown> {
+    const { actor, orgId } = this.caller;
+    return { _org: orgId, _types: JSON.stringify(types), _actor_type: actor.type, _actor_id: actor.id, _actor_depth: actor.depth, _cost: this.op.cost };
+  }
+
   /** Inside a transaction (the debit done): the handler's answer, or its `Write` sent with the events as one statement. */
   async finish(tx: DbOrTx, result: unknown): Promise<unknown> {
-    if (isWrite(result) && this.composable()) {
-      const types = this.fixedTypes();
-      if (types) {
-        const [row] = await executeNamed(tx, composeWrite(result.spec, eventCtes(answerEventsSource(this.caller.orgId, types), this.caller.actor), [sql`(SELECT count(*) FROM ev)::int AS n`]));
-        if (row?.data == null) throw notFound(result.spec.label);
-        this.recorded = Number(row.n);
-        return row.data;
-      }
+    const types = this.fixedTypes();
+    if (isWrite(result) && this.composable() && types) {
+      const rendered = renderWrite(tx, result.spec, `${this.op.id}:events`, () =>
+        composeWrite(result.spec, eventCtes(answerEventsSource(P.org, P.types), P.actor), [sql`(SELECT count(*) FROM ev)::int AS n`]),
+      );
+      const [row] = await executeRendered(tx, rendered, { ...result.values, ...this.values(types) });
+      if (row?.data == null) throw notFound(result.spec.label);
+      this.recorded = Number(row.n);
+      return row.data;
     }
-    const data = isWrite(result) ? await runWrite(tx, result.spec) : result;
+    const data = isWrite(result) ? await runWrite(tx, result) : result;
     this.recorded = await recordEvents(tx, this.caller.actor, eventsOf(this.op, this.caller.orgId, data));
     return data;
   }
@@ -117,38 +130,45 @@ class EventWriter {
   /**
    * No transaction: the `Write`, its events, their deliveries and the debit as one statement. Event types
    * that depend on the answer are predicted from the input, and the statement refuses to stand when the
-   * answer read differently; the write then runs again in a transaction that records the events it answered.
+   * answer reads differently; the write then runs again in a transaction that records the events it answered.
    */
-  async alone(db: Db, spec: WriteSpec): Promise<{ data: unknown; recorded: number }> {
+  async alone(db: Db, write: Write<unknown>): Promise<{ data: unknown; recorded: number }> {
     const prediction = this.composable() ? this.predictTypes() : undefined;
-    if (!prediction) return this.inTransaction(db, spec);
-    const ctes = [...(this.op.cost ? [debitCte(db, this.caller.orgId, this.op.cost)] : []), ...eventCtes(answerEventsSource(this.caller.orgId, prediction.types), this.caller.actor)];
-    const columns = [sql`(SELECT count(*) FROM ev)::int AS n`];
-    // Checks that must hold, evaluated on the one row the statement answers; a failed one aborts it whole.
-    if (this.op.cost) columns.push(sql`CASE WHEN EXISTS (SELECT 1 FROM debit) THEN true ELSE ${refusal(NO_CREDITS, sql`(SELECT count(*)::text FROM debit)`)} END AS paid`);
-    if (prediction.reads.length > 0) {
-      const same = sql.join(
-        prediction.reads.map(([key, value]) => sql`coalesce(answer.data::jsonb -> ${key}, 'null'::jsonb) = ${JSON.stringify(value ?? null)}::jsonb`),
-        sql` AND `,
-      );
-      columns.push(sql`CASE WHEN answer.data IS NULL OR (${same}) THEN true ELSE ${refusal(EVENT_GUARD, sql`(answer.data->>'id')`)} END AS predicted`);
-    }
+    if (!prediction) return this.inTransaction(db, write);
+    const { spec } = write;
+    const guards = prediction.reads.map(([key]) => key);
+    const rendered = renderWrite(db, spec, `${this.op.id}:${this.op.cost ?? 0}:alone:${guards.join(',')}`, () => {
+      const ctes = [...(this.op.cost ? [debitCte(db)] : []), ...eventCtes(answerEventsSource(P.org, P.types), P.actor)];
+      const columns = [sql`(SELECT count(*) FROM ev)::int AS n`];
+      // Checks that must hold, evaluated on the one row the statement answers; a failed one aborts it whole.
+      if (this.op.cost) columns.push(sql`CASE WHEN EXISTS (SELECT 1 FROM debit) THEN true ELSE ${refusal(NO_CREDITS, sql`(SELECT count(*)::text FROM debit)`)} END AS paid`);
+      if (guards.length > 0) {
+        const same = sql.join(
+          guards.map((key, i) => sql`coalesce(answer.data::jsonb -> ${key}, 'null'::jsonb) = ${sql.placeholder(`_guard_${i}`)}::jsonb`),
+          sql` AND `,
+        );
+        columns.push(sql`CASE WHEN answer.data IS NULL OR (${same}) THEN true ELSE ${refusal(EVENT_GUARD, sql`(answer.data->>'id')`)} END AS predicted`);
+      }
+      return composeWrite(spec, ctes, columns);
+    });
+    const values: Record<string, unknown> = { ...write.values, ...this.values(prediction.types) };
+    prediction.reads.forEach(([, value], i) => (values[`_guard_${i}`] = JSON.stringify(value ?? null)));
     let row: Record<string, unknown> | undefined;
     try {
-      [row] = await executeNamed(db, composeWrite(spec, ctes, columns));
+      [row] = await executeRendered(db, rendered, values);
     } catch (err) {
       if (failsWith(err, NO_CREDITS)) throw insufficientCredits(this.op.cost!);
-      if (failsWith(err, EVENT_GUARD)) return this.inTransaction(db, spec);
+      if (failsWith(err, EVENT_GUARD)) return this.inTransaction(db, write);
       throw err;
     }
     if (row?.data == null) throw notFound(spec.label);
     return { data: row.data, recorded: Number(row.n) };
   }
 
-  private async inTransaction(db: Db, spec: WriteSpec) {
+  private async inTransaction(db: Db, write: Write<unknown>) {
     return db.transaction(async (t) => {
       if (this.op.cost) await debitCredits(t, this.caller.orgId, this.op.cost);
-      const data = await runWrite(t, spec);
+      const data = await runWrite(t, write);
       const recorded = await recordEvents(t, this.caller.actor, eventsOf(this.op, this.caller.orgId, data));
       return { data, recorded };
     });
@@ -195,7 +215,7 @@ class EventWriter {
       return undefined;
     }
     if (symbolic) return undefined;
-    return { types: types.filter(isEventType), reads: [...reads] };
+    return { types: types.filter(isEventType), reads: [...reads].sort(([a], [b]) => (a < b ? -1 : 1)) };
   }
 }
 

@@ -42,11 +42,12 @@ export const insufficientCredits = (cost: number) =>
   new AppError('INSUFFICIENT_CREDITS', `This operation costs ${cost} credit(s) and the organization's balance is too low`);
 
 /**
- * The debit as a CTE `debit` of a write's statement (`src/db/write.ts`): one row when the balance
- * covered the cost, none otherwise. The statement must then refuse to stand (the operation runner adds
- * the check), so that nothing is written without its debit.
+ * The debit as a CTE `debit` of a write's statement (`src/db/write.ts`; the organization and the cost as
+ * placeholders `_org` and `_cost`): one row when the balance covered the cost, none otherwise. The
+ * statement must then refuse to stand (the operation runner adds the check), so that nothing is written
+ * without its debit.
  */
-export const debitCte = (db: DbOrTx, orgId: string, cost: number) => sql`debit AS (${debitStatement(db, orgId, cost).getSQL()})`;
+export const debitCte = (db: DbOrTx) => sql`debit AS (${debitStatement(db, sql.placeholder('_org') as unknown as string, sql.placeholder('_cost') as unknown as number).getSQL()})`;
 
 /** Adds `delta` credits (negative removes); the balance cannot go below zero. */
 export async function addCredits(db: DbOrTx, id: string, delta: number) {

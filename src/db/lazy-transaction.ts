@@ -22,7 +22,14 @@ export class LazyTransaction {
     const { dialect, _: meta } = base as unknown as { dialect: PgDialect; _: { schema?: unknown; fullSchema: unknown; tableNamesMap: unknown } };
     const session = new LazySession(dialect, () => this.open());
     const schema = meta.schema ? { schema: meta.schema, fullSchema: meta.fullSchema, tableNamesMap: meta.tableNamesMap } : undefined;
-    this.db = new PgDatabase(dialect, session, schema as never) as unknown as Db;
+    // The base database with the lazy session; the relational query builders (`db.query`), one per table,
+    // are made only when a handler uses them.
+    let full: PgDatabase<never> | undefined;
+    this.db = Object.create(base, {
+      session: { value: session },
+      _: { value: { ...meta, session } },
+      query: { get: () => (full ??= new PgDatabase(dialect, session, schema as never)).query },
+    }) as Db;
   }
 
   /** Whether a statement opened the transaction. */

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { getTableName, sql, type SQL } from 'drizzle-orm';
+import { getTableName, sql, type Query, type SQL } from 'drizzle-orm';
 import type { PgDialect, PgSession, PgTable } from 'drizzle-orm/pg-core';
 import { notFound } from '../core/errors.js';
 import type { DbOrTx } from './client.js';
@@ -30,16 +30,21 @@ export interface WriteSpec {
 }
 
 export class Write<T> implements Promise<T> {
+  /**
+   * `spec` is the same object for every write of one shape (built with placeholders, see `placeholders`),
+   * `values` fills its placeholders: the statement's text is rendered once per shape, not per write.
+   */
   constructor(
     readonly db: DbOrTx,
     readonly spec: WriteSpec,
+    readonly values: Record<string, unknown> = {},
   ) {}
 
   readonly [Symbol.toStringTag] = 'Write';
 
   /** Awaiting a write runs it on its handle, as one statement. */
   then<A = T, B = never>(onFulfilled?: ((value: T) => A | PromiseLike<A>) | null, onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B> {
-    return runWrite<T>(this.db, this.spec).then(onFulfilled, onRejected);
+    return runWrite<T>(this.db, this).then(onFulfilled, onRejected);
   }
 
   catch<B = never>(onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<T | B> {
@@ -47,11 +52,55 @@ export class Write<T> implements Promise<T> {
   }
 
   finally(onFinally?: (() => void) | null): Promise<T> {
-    return runWrite<T>(this.db, this.spec).finally(onFinally);
+    return runWrite<T>(this.db, this).finally(onFinally);
   }
 }
 
 export const isWrite = (value: unknown): value is Write<unknown> => value instanceof Write;
+
+/**
+ * A write's field values as placeholders, for a statement built once per shape: a field absent stays
+ * absent (the column's default, or unchanged), a null is part of the shape (Drizzle's encoders do not take
+ * null), any other value is the placeholder of its name. `shape` names the statement; `values` fills it.
+ */
+export function placeholders<T extends Record<string, unknown>>(values: T): { shape: string; fields: T; values: Record<string, unknown> } {
+  const fields: Record<string, unknown> = {};
+  const filled: Record<string, unknown> = {};
+  const shape: string[] = [];
+  for (const [key, value] of Object.entries(values)) {
+    if (value === undefined) continue;
+    if (value === null) {
+      fields[key] = null;
+      shape.push(`${key}=null`);
+    } else {
+      fields[key] = sql.placeholder(key);
+      filled[key] = value;
+      shape.push(key);
+    }
+  }
+  return { shape: shape.join(','), fields: fields as T, values: filled };
+}
+
+/**
+ * The specs of one repository write, one per shape of its fields (`placeholders`), built on first use
+ * (with the handle at hand: the SQL does not depend on it) and kept in a bounded map: the shapes in use
+ * are few, the possible ones many. Answers the spec and the values that fill it.
+ */
+export function writeShapes<T extends Record<string, unknown>>(build: (fields: T, db: DbOrTx) => WriteSpec, max = 256) {
+  const specs = new Map<string, WriteSpec>();
+  return (db: DbOrTx, values: T): { spec: WriteSpec; values: Record<string, unknown> } => {
+    const { shape, fields, values: filled } = placeholders(values);
+    let spec = specs.get(shape);
+    if (!spec) {
+      if (specs.size >= max) specs.delete(specs.keys().next().value!);
+      specs.set(shape, (spec = build(fields, db)));
+    }
+    return { spec, values: filled };
+  };
+}
+
+/** A placeholder where Drizzle's types expect a value (placeholders are filled when the statement runs). */
+export const placeholder = <T = string>(name: string) => sql.placeholder(name) as unknown as T;
 
 /**
  * The write as one statement: `WITH written AS (<statement>), also_n AS (…), answer AS (SELECT <answer>
@@ -78,22 +127,40 @@ interface Internals {
   dialect: PgDialect;
 }
 
+interface Rendered {
+  query: Query;
+  name: string;
+}
+const rendered = new WeakMap<WriteSpec, Map<string, Rendered>>();
+
 /**
- * Runs `query` as a named prepared statement; the name is derived from the text, so the same shape of
- * write is planned once per connection (node-postgres keeps a name's parse per connection). The
- * embedded database runs the same text (it has one session and no statement names to keep).
+ * A composition of `spec` (`variant` names it: the same variant must compose the same SQL), rendered once:
+ * its text and its parameters, placeholders included. The name is derived from the text, so the same
+ * shape of write is a named prepared statement, planned once per connection (node-postgres keeps a
+ * name's parse per connection). The embedded database runs the same text (it keeps no statement names).
  */
-export async function executeNamed(db: DbOrTx, query: SQL): Promise<Record<string, unknown>[]> {
-  const { session, dialect } = db as unknown as Internals;
-  const built = dialect.sqlToQuery(query);
-  const name = `w_${createHash('sha1').update(built.sql).digest('hex').slice(0, 20)}`;
-  const result = (await session.prepareQuery(built, undefined, name, false).execute()) as { rows: Record<string, unknown>[] };
+export function renderWrite(db: DbOrTx, spec: WriteSpec, variant: string, compose: () => SQL): Rendered {
+  let variants = rendered.get(spec);
+  if (!variants) rendered.set(spec, (variants = new Map()));
+  let found = variants.get(variant);
+  if (!found) {
+    const query = (db as unknown as Internals).dialect.sqlToQuery(compose());
+    found = { query, name: `w_${createHash('sha1').update(query.sql).digest('hex').slice(0, 20)}` };
+    variants.set(variant, found);
+  }
+  return found;
+}
+
+/** Runs a rendered write with its placeholders' values; answers the rows. */
+export async function executeRendered(db: DbOrTx, { query, name }: Rendered, values: Record<string, unknown>): Promise<Record<string, unknown>[]> {
+  const { session } = db as unknown as Internals;
+  const result = (await session.prepareQuery(query, undefined, name, false).execute(values)) as { rows: Record<string, unknown>[] };
   return result.rows;
 }
 
-export async function runWrite<T>(db: DbOrTx, spec: WriteSpec): Promise<T> {
-  const [row] = await executeNamed(db, composeWrite(spec));
-  if (row?.data == null) throw notFound(spec.label);
+export async function runWrite<T>(db: DbOrTx, write: Write<unknown>): Promise<T> {
+  const [row] = await executeRendered(db, renderWrite(db, write.spec, 'alone', () => composeWrite(write.spec)), write.values);
+  if (row?.data == null) throw notFound(write.spec.label);
   return row.data as T;
 }
 

@@ -1,4 +1,4 @@
-import { sql, type SQL } from 'drizzle-orm';
+import { sql, type Placeholder, type SQL } from 'drizzle-orm';
 import type { Actor } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
 import type { events } from '../../db/schema.js';
@@ -16,6 +16,9 @@ export interface NewEvent {
 
 export type EventRecord = typeof events.$inferSelect;
 
+/** The actor's fields as values or as placeholders (`sql.placeholder`) of a statement rendered once. */
+export type ActorValues = { [K in keyof Actor]: Actor[K] | Placeholder };
+
 /**
  * The events of a write as two CTEs of the write's statement: `ev` inserts one event per row of `source`
  * (columns `organization_id uuid, type text, resource_id uuid, data jsonb`), `queued` queues their webhook
@@ -23,7 +26,7 @@ export type EventRecord = typeof events.$inferSelect;
  * they are written exactly when the write is: an acknowledged write has both, a failed one neither.
  * `SELECT count(*) FROM ev` says how many events were recorded.
  */
-export function eventCtes(source: SQL, actor: Actor): SQL[] {
+export function eventCtes(source: SQL, actor: ActorValues): SQL[] {
   return [
     sql`ev AS (
       INSERT INTO events (organization_id, type, resource_id, data, actor_type, actor_id, depth)
@@ -44,11 +47,12 @@ export function eventCtes(source: SQL, actor: Actor): SQL[] {
 
 /**
  * The events of a write whose record the statement itself answers (the CTE `answer` of a composed write,
- * `src/db/write.ts`): one event of each type per answered row, carrying the row as its data.
+ * `src/db/write.ts`): one event of each type (`typesJson`: a JSON array of `EventType`s) per answered
+ * row, carrying the row as its data.
  */
-export function answerEventsSource(orgId: string, types: readonly EventType[]): SQL {
+export function answerEventsSource(orgId: string | Placeholder, typesJson: string | Placeholder): SQL {
   return sql`SELECT ${orgId}::uuid AS organization_id, t.type, (answer.data->>'id')::uuid AS resource_id, answer.data::jsonb AS data
-    FROM answer CROSS JOIN jsonb_array_elements_text(${JSON.stringify(types)}::jsonb) AS t(type)`;
+    FROM answer CROSS JOIN jsonb_array_elements_text(${typesJson}::jsonb) AS t(type)`;
 }
 
 /**
