@@ -4,7 +4,7 @@
  * a ratio of baselines measured in the same run. See bench/README.md.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -50,7 +50,8 @@ if (args.help) {
   --no-build     measure dist/ as it is
   --keep-db      keep the PostgreSQL bench database afterwards
   --strict       exit 1 when a target is missed
-Environment: BENCH_DATABASE_URL (admin URL; default postgres://postgres@127.0.0.1:5432/postgres)
+Environment: BENCH_DATABASE_URL (admin URL; default postgres://postgres@127.0.0.1:5432/postgres),
+  BENCH_SERVICE_NODE_ARGS (Node options of the service only, space-separated; default: those of npm start)
 `);
   process.exit(0);
 }
@@ -72,6 +73,12 @@ if (args.only !== undefined && args.only !== 'writes') {
 }
 const onlyWrites = args.only === 'writes';
 const loadOpts: LoadOptions = { connections: profile.connections, duration: profile.duration, warmup: profile.warmup };
+/**
+ * The service runs with the Node options of `npm start` (its memory defaults), or with
+ * BENCH_SERVICE_NODE_ARGS (space-separated) to compare other settings.
+ */
+const startScript = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+const serviceNodeArgs = (process.env.BENCH_SERVICE_NODE_ARGS ?? startScript.split(' ').filter((word) => word.startsWith('--')).join(' ')).split(' ').filter(Boolean);
 const adminUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const REST_RATE_LIMIT = '1000000000'; // the limiter stays in the request path; one key must not hit it
 
@@ -110,7 +117,7 @@ async function startService(env: Record<string, string>): Promise<Child> {
   tempDirs.push(dataDir);
   const child = await startChild(
     'service',
-    [...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${resolve(args.profile)}`] : []), join(ROOT, 'dist/src/main.js')],
+    [...serviceNodeArgs, ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${resolve(args.profile)}`] : []), join(ROOT, 'dist/src/main.js')],
     { PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'warn', REST_RATE_LIMIT, WEBHOOK_ALLOW_INSECURE: 'true', DATA_DIR: dataDir, DATABASE_URL: '', ...env },
     port,
     '/readyz',
