@@ -67,6 +67,10 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
   let answer: { data: unknown; recorded: number };
   if (isWrite(result) && !lazy.opened) {
     answer = await writer.alone(caller.db, result);
+  } else if (!lazy.opened && !op.cost) {
+    // The handler sent nothing and nothing is debited: the events alone are one statement.
+    const data = await writer.finish(caller.db, result);
+    answer = { data, recorded: writer.recorded };
   } else {
     answer = await lazy.commit(async (t) => {
       const data = await writer.finish(t, result);

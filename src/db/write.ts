@@ -41,18 +41,23 @@ export class Write<T> implements Promise<T> {
   ) {}
 
   readonly [Symbol.toStringTag] = 'Write';
+  private sent: Promise<T> | undefined;
 
-  /** Awaiting a write runs it on its handle, as one statement. */
+  /** Runs the write on its handle, as one statement; once, however often it is awaited. */
+  private send(): Promise<T> {
+    return (this.sent ??= runWrite<T>(this.db, this));
+  }
+
   then<A = T, B = never>(onFulfilled?: ((value: T) => A | PromiseLike<A>) | null, onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B> {
-    return runWrite<T>(this.db, this).then(onFulfilled, onRejected);
+    return this.send().then(onFulfilled, onRejected);
   }
 
   catch<B = never>(onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<T | B> {
-    return this.then(undefined, onRejected);
+    return this.send().catch(onRejected);
   }
 
   finally(onFinally?: (() => void) | null): Promise<T> {
-    return runWrite<T>(this.db, this).finally(onFinally);
+    return this.send().finally(onFinally);
   }
 }
 

@@ -218,6 +218,47 @@ describe('the runner composes any Write with its events', () => {
     expect((await eventsOf(a.orgId, id)).map((e) => e.type)).toEqual(['contact.created']);
   });
 
+  /** A handler using Drizzle's relational queries and a nested transaction, as handlers written later may. */
+  const nested = defineOperation({
+    id: 'contacts.update',
+    method: 'POST',
+    path: '/test/nested',
+    summary: 'Test: a relational read and a nested transaction',
+    input: z.strictObject({ name: z.string(), fail: z.boolean() }),
+    output: z.any(),
+    event: 'contact.updated',
+    handler: async (input, ctx) => {
+      const [created] = await ctx.db.insert(contacts).values({ organizationId: ctx.orgId, name: input.name }).returning();
+      const found = await ctx.db.query.contacts.findFirst({ where: eq(contacts.id, created!.id) });
+      await ctx.db.transaction(async (tx) => {
+        await tx.update(contacts).set({ notes: 'nested' }).where(eq(contacts.id, found!.id));
+        if (input.fail) throw new Error('nested step failed');
+      });
+      return found!;
+    },
+  });
+
+  it('runs relational reads and nested transactions of a handler inside its transaction', async () => {
+    await expect(runOperation(nested, { name: 'Nested fails', fail: true }, caller())).rejects.toThrow('nested step failed');
+    expect(await contactsNamed('Nested fails')).toEqual([]);
+    const envelope = await runOperation(nested, { name: 'Nested', fail: false }, caller());
+    const [row] = await contactsNamed('Nested');
+    expect(row).toMatchObject({ id: (envelope.data as { id: string }).id, notes: 'nested' });
+    expect((await eventsOf(a.orgId, row!.id)).map((e) => e.type)).toEqual(['contact.updated']);
+  });
+
+  it('a Write awaited outside the runner runs once, however often it is awaited', async () => {
+    const write = new Write<{ id: string }>(t.database.db, {
+      statement: t.database.db.insert(contacts).values({ organizationId: a.orgId, name: 'Awaited twice' }).returning().getSQL(),
+      table: contacts,
+      answer: jsonRow(contacts),
+      label: 'Contact',
+    });
+    const [first, second] = [await write, await write];
+    expect(first.id).toBe(second.id);
+    expect(await contactsNamed('Awaited twice')).toHaveLength(1);
+  });
+
   it('composes the write with its events inside a transaction it is given', async () => {
     await t.database.db.update(organizations).set({ credits: 10 }).where(eq(organizations.id, a.orgId));
     const envelope = await t.database.db.transaction((tx) => runOperation(costly, { name: 'In tx' }, caller(), tx));
