@@ -27,13 +27,27 @@ export async function getOrganization(db: DbOrTx, id: string) {
  * it throws 402 `INSUFFICIENT_CREDITS` and the transaction (and so the write it guards) rolls back.
  */
 export async function debitCredits(tx: DbOrTx, orgId: string, cost: number) {
-  const rows = await tx
+  const rows = await debitStatement(tx, orgId, cost);
+  if (rows.length === 0) throw insufficientCredits(cost);
+}
+
+const debitStatement = (db: DbOrTx, orgId: string, cost: number) =>
+  db
     .update(organizations)
     .set({ credits: sql`${organizations.credits} - ${cost}` })
     .where(and(eq(organizations.id, orgId), gte(organizations.credits, cost)))
     .returning({ credits: organizations.credits });
-  if (rows.length === 0) throw new AppError('INSUFFICIENT_CREDITS', `This operation costs ${cost} credit(s) and the organization's balance is too low`);
-}
+
+export const insufficientCredits = (cost: number) =>
+  new AppError('INSUFFICIENT_CREDITS', `This operation costs ${cost} credit(s) and the organization's balance is too low`);
+
+/**
+ * The debit as a CTE `debit` of a write's statement (`src/db/write.ts`; the organization and the cost as
+ * placeholders `_org` and `_cost`): one row when the balance covered the cost, none otherwise. The
+ * statement must then refuse to stand (the operation runner adds the check), so that nothing is written
+ * without its debit.
+ */
+export const debitCte = (db: DbOrTx) => sql`debit AS (${debitStatement(db, sql.placeholder('_org') as unknown as string, sql.placeholder('_cost') as unknown as number).getSQL()})`;
 
 /** Adds `delta` credits (negative removes); the balance cannot go below zero. */
 export async function addCredits(db: DbOrTx, id: string, delta: number) {

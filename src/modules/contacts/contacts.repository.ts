@@ -7,6 +7,7 @@ import type { DbOrTx } from '../../db/client.js';
 import { contactAddresses, contactEmails, contactPhoneNumbers, contacts } from '../../db/schema.js';
 import { jsonChildren, jsonRow } from '../../db/json.js';
 import { scopedRepository, softDeleteLive } from '../../db/scoped.js';
+import { placeholder, writeShapes, Write } from '../../db/write.js';
 import type { Contact } from './contacts.schemas.js';
 
 export const contactRows = scopedRepository(contacts, 'Contact');
@@ -101,26 +102,60 @@ export async function listContacts(db: DbOrTx, orgId: string, page: PageInput & 
   return { items: rows.map((r) => r.contact) };
 }
 
-export async function createContact(db: DbOrTx, orgId: string, values: Omit<typeof contacts.$inferInsert, 'organizationId'>) {
-  const row = await contactRows.insert(db, { ...values, organizationId: orgId });
-  return { ...row, emails: [], phoneNumbers: [], addresses: [] };
+/** A new contact has no emails, phone numbers or addresses yet. */
+const noChildren = { emails: sql`'[]'::json`, phoneNumbers: sql`'[]'::json`, addresses: sql`'[]'::json` };
+/** The placeholders every statement below shares: the organization and the contact. */
+const orgParam = placeholder('orgId');
+const idParam = placeholder('id');
+
+type ContactValues = Omit<typeof contacts.$inferInsert, 'organizationId'>;
+
+/**
+ * The writes are `Write`s (one statement each, composed with their events by the operation runner), built
+ * once per shape of input (which fields are given, which are null) with placeholders for the values.
+ */
+const createShapes = writeShapes<ContactValues>((fields, db) => ({
+  statement: db.insert(contacts).values({ ...fields, organizationId: orgParam }).returning().getSQL(),
+  table: contacts,
+  answer: jsonRow(contacts, noChildren),
+  label: 'Contact',
+}));
+
+const updateShapes = writeShapes<Partial<typeof contacts.$inferInsert>>((fields, db) => ({
+  statement: db
+    .update(contacts)
+    .set({ ...fields, updatedAt: sql`now()` })
+    .where(contactRows.live(orgParam, eq(contacts.id, idParam)))
+    .returning()
+    .getSQL(),
+  table: contacts,
+  answer: contactJson,
+  label: 'Contact',
+}));
+
+const deleteShapes = writeShapes<Record<string, never>>((_fields, db) => ({
+  statement: softDeleteLive(db, contacts, orgParam, eq(contacts.id, idParam)).returning().getSQL(),
+  table: contacts,
+  also: [contactEmails, contactPhoneNumbers, contactAddresses].map((table) => softDeleteLive(db, table, orgParam, sql`${table.contactId} IN (SELECT id FROM written)`).getSQL()),
+  answer: jsonRow(contacts, noChildren),
+  label: 'Contact',
+}));
+
+/** One statement: the insert, answering the contact as the API shows it. */
+export function createContact(db: DbOrTx, orgId: string, values: ContactValues): Write<ContactWithChildren> {
+  const { spec, values: filled } = createShapes(db, values);
+  return new Write(db, spec, { ...filled, orgId });
 }
 
-export async function updateContact(db: DbOrTx, orgId: string, id: string, patch: Partial<typeof contacts.$inferInsert>) {
-  await contactRows.update(db, orgId, id, patch);
-  return getContact(db, orgId, id);
+/** One statement: the update, answering the contact with its children as they are. */
+export function updateContact(db: DbOrTx, orgId: string, id: string, patch: Partial<typeof contacts.$inferInsert>): Write<ContactWithChildren> {
+  const { spec, values: filled } = updateShapes(db, patch);
+  return new Write(db, spec, { ...filled, orgId, id });
 }
 
-/** Soft-deletes the contact and its emails, phone numbers and addresses together. */
-export async function deleteContact(db: DbOrTx, orgId: string, id: string) {
-  return db.transaction(async (tx) => {
-    const contact = await getContact(tx, orgId, id);
-    const deleted = await contactRows.softDelete(tx, orgId, id);
-    for (const table of [contactEmails, contactPhoneNumbers, contactAddresses]) {
-      await softDeleteLive(tx, table, orgId, eq(table.contactId, id));
-    }
-    return { ...contact, ...deleted, emails: [], phoneNumbers: [], addresses: [] };
-  });
+/** Soft-deletes the contact and its emails, phone numbers and addresses together, in one statement. */
+export function deleteContact(db: DbOrTx, orgId: string, id: string): Write<ContactWithChildren> {
+  return new Write(db, deleteShapes(db, {}).spec, { orgId, id });
 }
 
 /** 404 unless the contact is live in the organization. */

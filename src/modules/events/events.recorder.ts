@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { sql, type Placeholder, type SQL } from 'drizzle-orm';
 import type { Actor } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
 import type { events } from '../../db/schema.js';
@@ -16,29 +16,54 @@ export interface NewEvent {
 
 export type EventRecord = typeof events.$inferSelect;
 
+/** The actor's fields as values or as placeholders (`sql.placeholder`) of a statement rendered once. */
+export type ActorValues = { [K in keyof Actor]: Actor[K] | Placeholder };
+
 /**
- * Records events in the caller's transaction, and queues their webhook deliveries (one per event and
- * enabled endpoint whose types match) in the same statement: a write that rolls back leaves neither, an
- * acknowledged write always has both, for one round trip. Dispatch to the automations happens later from
- * the table. Answers how many events were recorded.
+ * The events of a write as two CTEs of the write's statement: `ev` inserts one event per row of `source`
+ * (columns `organization_id uuid, type text, resource_id uuid, data jsonb`), `queued` queues their webhook
+ * deliveries (one per event and enabled endpoint whose types match). Being part of the write's statement,
+ * they are written exactly when the write is: an acknowledged write has both, a failed one neither.
+ * `SELECT count(*) FROM ev` says how many events were recorded.
  */
-export async function recordEvents(tx: DbOrTx, actor: Actor, list: NewEvent[]): Promise<number> {
-  if (list.length === 0) return 0;
-  const rows = list.map((e) => ({ organization_id: e.organizationId, type: e.type, resource_id: e.resourceId, data: e.data }));
-  const result = await tx.execute(sql`
-    WITH ev AS (
+export function eventCtes(source: SQL, actor: ActorValues): SQL[] {
+  return [
+    sql`ev AS (
       INSERT INTO events (organization_id, type, resource_id, data, actor_type, actor_id, depth)
-      SELECT x.organization_id, x.type, x.resource_id, x.data, ${actor.type}, ${actor.id}::uuid, ${actor.depth}
-        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(organization_id uuid, type text, resource_id uuid, data jsonb)
+      SELECT x.organization_id, x.type, x.resource_id, x.data, ${actor.type}, ${actor.id}::uuid, ${actor.depth}::int
+        FROM (${source}) AS x
       RETURNING id, organization_id, type
-    ), queued AS (
+    )`,
+    sql`queued AS (
       INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type)
       SELECT ev.organization_id, w.id, ev.id, ev.type
         FROM ev
         JOIN webhook_endpoints w ON w.organization_id = ev.organization_id AND w.enabled AND w.deleted_at IS NULL
                                 AND (ev.type = ANY (w.event_types) OR '*' = ANY (w.event_types))
       ON CONFLICT DO NOTHING
-    )
-    SELECT count(*)::int AS n FROM ev`);
+    )`,
+  ];
+}
+
+/**
+ * The events of a write whose record the statement itself answers (the CTE `answer` of a composed write,
+ * `src/db/write.ts`): one event of each type (`typesJson`: a JSON array of `EventType`s) per answered
+ * row, carrying the row as its data.
+ */
+export function answerEventsSource(orgId: string | Placeholder, typesJson: string | Placeholder): SQL {
+  return sql`SELECT ${orgId}::uuid AS organization_id, t.type, (answer.data->>'id')::uuid AS resource_id, answer.data::jsonb AS data
+    FROM answer CROSS JOIN jsonb_array_elements_text(${typesJson}::jsonb) AS t(type)`;
+}
+
+/**
+ * Records events in the caller's transaction, and queues their webhook deliveries in the same statement
+ * (`eventCtes`): for writes whose handler ran statements of its own. Dispatch to the automations happens
+ * later from the table. Answers how many events were recorded.
+ */
+export async function recordEvents(tx: DbOrTx, actor: Actor, list: NewEvent[]): Promise<number> {
+  if (list.length === 0) return 0;
+  const rows = list.map((e) => ({ organization_id: e.organizationId, type: e.type, resource_id: e.resourceId, data: e.data }));
+  const source = sql`SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(organization_id uuid, type text, resource_id uuid, data jsonb)`;
+  const result = await tx.execute(sql`WITH ${sql.join(eventCtes(source, actor), sql`, `)} SELECT count(*)::int AS n FROM ev`);
   return Number((result.rows[0] as { n: number } | undefined)?.n ?? 0);
 }

@@ -7,6 +7,7 @@ import type { DbOrTx } from '../../db/client.js';
 import { contactEmails, messageAttachments, messages } from '../../db/schema.js';
 import { jsonRow } from '../../db/json.js';
 import { definedOnly, scopedRepository, softDeleteLive } from '../../db/scoped.js';
+import { placeholder, writeShapes, Write } from '../../db/write.js';
 import type { Message } from './messages.schemas.js';
 import { LRUCache } from 'lru-cache';
 
@@ -228,43 +229,75 @@ export type MessageValues = Omit<
   'id' | 'organizationId' | 'createdAt' | 'updatedAt' | 'deletedAt' | 'searchVector' | DateField
 > & { [K in DateField]?: string | null | undefined };
 
-export async function createMessage(db: DbOrTx, orgId: string, values: MessageValues): Promise<MessageRow> {
-  const { timestamp, readAt, archivedAt, snoozedUntil, ...rest } = values;
-  const [row] = await db
+/** The placeholders every statement below shares: the organization and the message. */
+const orgParam = placeholder('orgId');
+const idParam = placeholder('id');
+
+/**
+ * The writes are `Write`s (one statement each, composed with their events by the operation runner), built
+ * once per shape of input (which fields are given, which are null) with placeholders for the values.
+ */
+const createShapes = writeShapes<Omit<typeof messages.$inferInsert, 'organizationId'>>((fields, db) => ({
+  statement: db
     .insert(messages)
-    .values({
-      ...rest,
-      organizationId: orgId,
-      // Absent timestamp: the column default (now).
-      ...(timestamp ? { timestamp: new Date(timestamp) } : {}),
-      readAt: toDate(readAt),
-      archivedAt: toDate(archivedAt),
-      snoozedUntil: toDate(snoozedUntil),
-    })
-    .returning(columns);
-  return row!;
+    .values({ ...fields, organizationId: orgParam })
+    .returning(columns)
+    .getSQL(),
+  table: messages,
+  answer: messageJson,
+  label: 'Message',
+}));
+
+const updateShapes = writeShapes<Partial<typeof messages.$inferInsert>>((fields, db) => ({
+  statement: db
+    .update(messages)
+    .set({ ...fields, updatedAt: sql`now()` })
+    .where(byId(orgParam, idParam))
+    .returning(columns)
+    .getSQL(),
+  table: messages,
+  answer: messageJson,
+  label: 'Message',
+}));
+
+const deleteShapes = writeShapes<Record<string, never>>((_fields, db) => ({
+  statement: softDeleteLive(db, messages, orgParam, eq(messages.id, idParam)).returning(columns).getSQL(),
+  table: messages,
+  answer: messageJson,
+  label: 'Message',
+}));
+
+/** One statement: the insert, answering the message as the API shows it. */
+export function createMessage(db: DbOrTx, orgId: string, values: MessageValues): Write<MessageJson> {
+  const { timestamp, readAt, archivedAt, snoozedUntil, ...rest } = values;
+  const { spec, values: filled } = createShapes(db, {
+    ...rest,
+    // Absent timestamp: the column default (now).
+    ...(timestamp ? { timestamp: new Date(timestamp) } : {}),
+    readAt: toDate(readAt),
+    archivedAt: toDate(archivedAt),
+    snoozedUntil: toDate(snoozedUntil),
+  });
+  return new Write(db, spec, { ...filled, orgId });
 }
 
 export type MessageFlags = { [K in 'readAt' | 'archivedAt' | 'snoozedUntil' | 'importance' | 'urgency' | 'status' | 'action']?: string | null | undefined };
 
-/** Sets (date-time), clears (null) or keeps (absent) each flag; 404 unless the message is live. */
-export async function updateMessageFlags(db: DbOrTx, orgId: string, id: string, flags: MessageFlags): Promise<MessageRow | MessageJson> {
+/**
+ * Sets (date-time), clears (null) or keeps (absent) each flag; 404 unless the message is live. One
+ * statement; with no flag given, the message as it is.
+ */
+export function updateMessageFlags(db: DbOrTx, orgId: string, id: string, flags: MessageFlags): Promise<MessageJson> {
   const { readAt, archivedAt, snoozedUntil, ...triage } = flags;
   const patch = definedOnly({ readAt: toDate(readAt), archivedAt: toDate(archivedAt), snoozedUntil: toDate(snoozedUntil), ...triage });
   if (Object.keys(patch).length === 0) return getMessage(db, orgId, id);
-  const [row] = await db
-    .update(messages)
-    .set({ ...patch, updatedAt: sql`now()` })
-    .where(byId(orgId, id))
-    .returning(columns);
-  if (!row) throw notFound('Message');
-  return row;
+  const { spec, values: filled } = updateShapes(db, patch);
+  return new Write(db, spec, { ...filled, orgId, id });
 }
 
-export async function deleteMessage(db: DbOrTx, orgId: string, id: string): Promise<MessageRow> {
-  const [row] = await softDeleteLive(db, messages, orgId, eq(messages.id, id)).returning(columns);
-  if (!row) throw notFound('Message');
-  return row as MessageRow;
+/** One statement: the soft delete. */
+export function deleteMessage(db: DbOrTx, orgId: string, id: string): Write<MessageJson> {
+  return new Write(db, deleteShapes(db, {}).spec, { orgId, id });
 }
 
 // ---------------------------------------------------------------- received email

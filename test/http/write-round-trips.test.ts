@@ -1,0 +1,271 @@
+import { eq, sql } from 'drizzle-orm';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineOperation } from '../../src/core/operation.js';
+import { contacts, events, organizations, webhookDeliveries, webhookEndpoints } from '../../src/db/schema.js';
+import { Write } from '../../src/db/write.js';
+import { jsonRow } from '../../src/db/json.js';
+import { runOperation, type Caller } from '../../src/run-operation.js';
+import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
+import { testDbKind } from '../helpers/database.js';
+
+/**
+ * The statement log of this process: every round trip to the database, counted where the driver sends it.
+ * PostgreSQL: each `Client#query` is one exchange (node-postgres sends a statement and waits for its
+ * answer; a named statement's parse rides along). Embedded: each Sync message ends one exchange with the
+ * backend (every statement, BEGIN and COMMIT included).
+ */
+const log: string[] = [];
+function installStatementLog(t: TestApp) {
+  if (testDbKind === 'postgres') {
+    const original = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const first = args[0] as string | { text?: string };
+      log.push(typeof first === 'string' ? first : (first?.text ?? '?'));
+      return (original as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof original;
+    return () => {
+      pg.Client.prototype.query = original;
+    };
+  }
+  const client = (t.database.db as unknown as { $client: { execProtocolStream: (m: Uint8Array, o?: unknown) => Promise<unknown> } }).$client;
+  const original = client.execProtocolStream.bind(client);
+  client.execProtocolStream = (message: Uint8Array, options?: unknown) => {
+    if (message[0] === 0x53 && message.length === 5) log.push('sync'); // 'S': Sync
+    return original(message, options);
+  };
+  return () => {
+    client.execProtocolStream = original;
+  };
+}
+
+async function roundTrips<T>(run: () => Promise<T>): Promise<{ value: T; trips: number; statements: string[] }> {
+  log.length = 0;
+  const value = await run();
+  return { value, trips: log.length, statements: [...log] };
+}
+
+let t: TestApp;
+let a: Tenant;
+let uninstall: () => void;
+beforeAll(async () => {
+  // Keys are cached as in production, so that a request's round trips are its operation's.
+  t = await createTestApp({ env: { API_KEY_CACHE_MS: '60000' } });
+  a = await t.tenant({ credits: 5 });
+  uninstall = installStatementLog(t);
+});
+afterAll(async () => {
+  uninstall?.();
+  await t?.close();
+});
+
+const eventsOf = (orgId: string, resourceId: string) =>
+  t.database.db.select({ type: events.type, data: events.data }).from(events).where(sql`${events.organizationId} = ${orgId} AND ${events.resourceId} = ${resourceId}`).orderBy(events.occurredAt, events.type);
+
+describe('round trips per write', () => {
+  const counts: Record<string, number> = {};
+  afterAll(() => {
+    console.log(`round trips per operation (${testDbKind}):\n${Object.entries(counts).map(([k, n]) => `  ${k}: ${n}`).join('\n')}`);
+  });
+
+  it('a simple create, update or delete of a contact or a message is one round trip, with its events', async () => {
+    // Warm-up: connections open, statements prepared.
+    const warm = await a.request('POST', '/v1/contacts', { name: 'Warm' });
+    await a.request('PATCH', `/v1/contacts/${warm.json.data.id}`, { notes: 'x' });
+    await a.request('DELETE', `/v1/contacts/${warm.json.data.id}`);
+    const warmMessage = await a.request('POST', '/v1/messages', { direction: 'incoming', type: 'email', text: 'warm' });
+    await a.request('PATCH', `/v1/messages/${warmMessage.json.data.id}`, { readAt: '2026-11-25T10:00:00Z' });
+    await a.request('DELETE', `/v1/messages/${warmMessage.json.data.id}`);
+
+    const measure = async (kind: string, method: 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown) => {
+      const { value: res, trips, statements } = await roundTrips(() => a.request(method, url, body));
+      expect(res.status, `${kind}: ${res.body}`).toBeLessThan(300);
+      counts[kind] = trips;
+      expect(trips, `${kind} took ${trips} round trips:\n${statements.join('\n')}`).toBe(1);
+      return res.json.data as { id: string } & Record<string, unknown>;
+    };
+
+    const contact = await measure('contacts.create', 'POST', '/v1/contacts', { name: 'Ada Lovelace', company: 'Analytical' });
+    const updated = await measure('contacts.update', 'PATCH', `/v1/contacts/${contact.id}`, { jobTitle: 'Mathematician' });
+    expect(updated).toMatchObject({ id: contact.id, name: 'Ada Lovelace', jobTitle: 'Mathematician', emails: [] });
+    const deleted = await measure('contacts.delete', 'DELETE', `/v1/contacts/${contact.id}`);
+    expect(deleted.deletedAt).toEqual(expect.any(String));
+    expect((await eventsOf(a.orgId, contact.id)).map((e) => e.type).sort()).toEqual(['contact.created', 'contact.deleted', 'contact.updated']);
+
+    const message = await measure('messages.create', 'POST', '/v1/messages', { direction: 'outgoing', type: 'email', text: 'Hello' });
+    await measure('messages.update', 'PATCH', `/v1/messages/${message.id}`, { archivedAt: '2026-11-25T11:00:00Z', importance: 'high' });
+    await measure('messages.delete', 'DELETE', `/v1/messages/${message.id}`);
+    const recorded = await eventsOf(a.orgId, message.id);
+    expect(recorded.map((e) => e.type).sort()).toEqual(['message.created', 'message.deleted', 'message.sent', 'message.updated']);
+    // The event carries the record as the API answered it.
+    expect(recorded.find((e) => e.type === 'message.updated')!.data).toMatchObject({ id: message.id, importance: 'high', archivedAt: '2026-11-25T11:00:00.000Z' });
+  });
+
+  it('an operation with statements of its own runs them in one transaction with its events', async () => {
+    const contact = (await a.request('POST', '/v1/contacts', { name: 'Grace' })).json.data as { id: string };
+    await a.request('POST', `/v1/contacts/${contact.id}/emails`, { email: 'warm@example.com' });
+    const { value: res, trips } = await roundTrips(() => a.request('POST', `/v1/contacts/${contact.id}/emails`, { email: 'grace@example.com' }));
+    expect(res.status).toBe(201);
+    counts['contacts.create_email (reads its parent first)'] = trips;
+    // BEGIN, the parent's check, the insert with its events, COMMIT: never more than the old five.
+    expect(trips).toBeGreaterThan(1);
+    expect(trips).toBeLessThanOrEqual(5);
+    expect((await eventsOf(a.orgId, res.json.data.id)).map((e) => e.type)).toEqual(['contact.email.created']);
+  });
+
+  it('a write that fails leaves no event: a missing message is a 404 and nothing is recorded', async () => {
+    const missing = '00000000-0000-4000-8000-000000000001';
+    const { value: res, trips } = await roundTrips(() => a.request('PATCH', `/v1/messages/${missing}`, { readAt: null }));
+    expect(res.status).toBe(404);
+    expect(res.json.error.code).toBe('NOT_FOUND');
+    expect(trips).toBe(1);
+    expect(await eventsOf(a.orgId, missing)).toEqual([]);
+  });
+
+  it('queues the webhook deliveries of the events in the same statement', async () => {
+    const [endpoint] = await t.database.db
+      .insert(webhookEndpoints)
+      .values({ organizationId: a.orgId, url: 'https://hooks.example.com/in', eventTypes: ['contact.created'], secret: 'whsec_test' })
+      .returning();
+    const { value: res, trips } = await roundTrips(() => a.request('POST', '/v1/contacts', { name: 'Hooked' }));
+    expect(trips).toBe(1);
+    const [event] = await t.database.db.select().from(events).where(eq(events.resourceId, res.json.data.id));
+    const deliveries = await t.database.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.eventId, event!.id));
+    expect(deliveries.map((d) => [d.endpointId, d.eventType])).toEqual([[endpoint!.id, 'contact.created']]);
+    await t.database.db.update(webhookEndpoints).set({ enabled: false }).where(eq(webhookEndpoints.id, endpoint!.id));
+  });
+});
+
+describe('the runner composes any Write with its events', () => {
+  const caller = (): Caller => ({ orgId: a.orgId, actor: { type: 'api_key', id: a.keyId, depth: 0 }, permissions: ['*'], db: t.database.db });
+  const contactsNamed = (name: string) => t.database.db.select().from(contacts).where(sql`${contacts.organizationId} = ${a.orgId} AND ${contacts.name} = ${name}`);
+
+  /** An operation whose write stores another name than the input's, and whose event type depends on the stored name. */
+  const renaming = defineOperation({
+    id: 'contacts.create',
+    method: 'POST',
+    path: '/test/renaming',
+    summary: 'Test: a write whose answer differs from its input',
+    input: z.strictObject({ name: z.string() }),
+    output: z.any(),
+    event: (c) => [c.name === 'Stored' ? 'contact.updated' : 'contact.created'],
+    handler: (_input, ctx) =>
+      new Write(ctx.db, { statement: ctx.db.insert(contacts).values({ organizationId: ctx.orgId, name: 'Stored' }).returning().getSQL(), table: contacts, answer: jsonRow(contacts), label: 'Contact' }),
+  });
+
+  it('records the event types of the answer when they differ from the ones the input predicts (and writes once)', async () => {
+    await t.database.db.delete(contacts).where(sql`${contacts.organizationId} = ${a.orgId} AND ${contacts.name} = 'Stored'`);
+    const envelope = await runOperation(renaming, { name: 'Given' }, caller());
+    const id = (envelope.data as { id: string }).id;
+    expect(await contactsNamed('Stored')).toHaveLength(1);
+    expect((await eventsOf(a.orgId, id)).map((e) => e.type)).toEqual(['contact.updated']);
+  });
+
+  const costly = defineOperation({
+    id: 'contacts.create',
+    method: 'POST',
+    path: '/test/costly',
+    summary: 'Test: a write that costs credits',
+    input: z.strictObject({ name: z.string() }),
+    output: z.any(),
+    cost: 2,
+    event: 'contact.created',
+    handler: (input, ctx) =>
+      new Write(ctx.db, { statement: ctx.db.insert(contacts).values({ organizationId: ctx.orgId, name: input.name }).returning().getSQL(), table: contacts, answer: jsonRow(contacts), label: 'Contact' }),
+  });
+  const credits = async () => (await t.database.db.select({ c: organizations.credits }).from(organizations).where(eq(organizations.id, a.orgId)))[0]!.c;
+
+  it('debits the credits in the write statement, and writes nothing when they do not cover the cost', async () => {
+    const before = await credits();
+    expect(before).toBeGreaterThanOrEqual(4);
+    const { trips } = await roundTrips(() => runOperation(costly, { name: 'Paid 1' }, caller()));
+    expect(trips).toBe(1);
+    await runOperation(costly, { name: 'Paid 2' }, caller());
+    expect(await credits()).toBe(before - 4);
+    await t.database.db.update(organizations).set({ credits: 1 }).where(eq(organizations.id, a.orgId));
+    await expect(runOperation(costly, { name: 'Unpaid' }, caller())).rejects.toMatchObject({ code: 'INSUFFICIENT_CREDITS' });
+    expect(await contactsNamed('Unpaid')).toEqual([]);
+    expect(await credits()).toBe(1);
+    const [paid] = await contactsNamed('Paid 1');
+    expect((await eventsOf(a.orgId, paid!.id)).map((e) => e.type)).toEqual(['contact.created']);
+  });
+
+  /** A handler that sends statements of its own, and fails after the first when asked to. */
+  const twoStep = defineOperation({
+    id: 'contacts.create',
+    method: 'POST',
+    path: '/test/two-step',
+    summary: 'Test: a write of two statements',
+    input: z.strictObject({ name: z.string(), fail: z.boolean() }),
+    output: z.any(),
+    event: 'contact.created',
+    handler: async (input, ctx) => {
+      const [first] = await ctx.db.insert(contacts).values({ organizationId: ctx.orgId, name: input.name }).returning();
+      if (input.fail) throw new Error('second step failed');
+      const [second] = await ctx.db.update(contacts).set({ notes: 'second step' }).where(eq(contacts.id, first!.id)).returning();
+      return second!;
+    },
+  });
+
+  it('runs a handler with statements of its own in a transaction: all of it with its events, or nothing', async () => {
+    await expect(runOperation(twoStep, { name: 'Half', fail: true }, caller())).rejects.toThrow('second step failed');
+    expect(await contactsNamed('Half')).toEqual([]);
+    const { value, trips } = await roundTrips(() => runOperation(twoStep, { name: 'Whole', fail: false }, caller()));
+    const id = (value.data as { id: string }).id;
+    expect(trips).toBe(5); // BEGIN, insert, update, events, COMMIT
+    expect((await contactsNamed('Whole'))[0]?.notes).toBe('second step');
+    expect((await eventsOf(a.orgId, id)).map((e) => e.type)).toEqual(['contact.created']);
+  });
+
+  /** A handler using Drizzle's relational queries and a nested transaction, as handlers written later may. */
+  const nested = defineOperation({
+    id: 'contacts.update',
+    method: 'POST',
+    path: '/test/nested',
+    summary: 'Test: a relational read and a nested transaction',
+    input: z.strictObject({ name: z.string(), fail: z.boolean() }),
+    output: z.any(),
+    event: 'contact.updated',
+    handler: async (input, ctx) => {
+      const [created] = await ctx.db.insert(contacts).values({ organizationId: ctx.orgId, name: input.name }).returning();
+      const found = await ctx.db.query.contacts.findFirst({ where: eq(contacts.id, created!.id) });
+      await ctx.db.transaction(async (tx) => {
+        await tx.update(contacts).set({ notes: 'nested' }).where(eq(contacts.id, found!.id));
+        if (input.fail) throw new Error('nested step failed');
+      });
+      return found!;
+    },
+  });
+
+  it('runs relational reads and nested transactions of a handler inside its transaction', async () => {
+    await expect(runOperation(nested, { name: 'Nested fails', fail: true }, caller())).rejects.toThrow('nested step failed');
+    expect(await contactsNamed('Nested fails')).toEqual([]);
+    const envelope = await runOperation(nested, { name: 'Nested', fail: false }, caller());
+    const [row] = await contactsNamed('Nested');
+    expect(row).toMatchObject({ id: (envelope.data as { id: string }).id, notes: 'nested' });
+    expect((await eventsOf(a.orgId, row!.id)).map((e) => e.type)).toEqual(['contact.updated']);
+  });
+
+  it('a Write awaited outside the runner runs once, however often it is awaited', async () => {
+    const write = new Write<{ id: string }>(t.database.db, {
+      statement: t.database.db.insert(contacts).values({ organizationId: a.orgId, name: 'Awaited twice' }).returning().getSQL(),
+      table: contacts,
+      answer: jsonRow(contacts),
+      label: 'Contact',
+    });
+    const [first, second] = [await write, await write];
+    expect(first.id).toBe(second.id);
+    expect(await contactsNamed('Awaited twice')).toHaveLength(1);
+  });
+
+  it('composes the write with its events inside a transaction it is given', async () => {
+    await t.database.db.update(organizations).set({ credits: 10 }).where(eq(organizations.id, a.orgId));
+    const envelope = await t.database.db.transaction((tx) => runOperation(costly, { name: 'In tx' }, caller(), tx));
+    const id = (envelope.data as { id: string }).id;
+    expect(await credits()).toBe(8);
+    expect((await eventsOf(a.orgId, id)).map((e) => e.type)).toEqual(['contact.created']);
+    await expect(t.database.db.transaction((tx) => runOperation(twoStep, { name: 'Rolled back', fail: true }, caller(), tx))).rejects.toThrow();
+    expect(await contactsNamed('Rolled back')).toEqual([]);
+  });
+});
