@@ -1,5 +1,5 @@
 import { CronExpressionParser } from 'cron-parser';
-import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, like, lte, or, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { toAppError } from '../core/errors.js';
@@ -12,7 +12,7 @@ import { toAutomation, type AutomationRow } from '../modules/automations/automat
 import type { TriggerType } from '../modules/automations/automations.schemas.js';
 import { evaluateCondition } from '../modules/automations/condition.js';
 import { evaluateAutomation } from './evaluator/index.js';
-import type { Condition, EvaluationOutcome, Evaluator, PlanStep } from '../modules/automations/plan.js';
+import { TRIGGER_EVENT_SEPARATOR, triggerMatches, type Condition, type EvaluationOutcome, type Evaluator, type PlanStep } from '../modules/automations/plan.js';
 import { renderTemplates, usesDigest, type TemplateContext } from '../modules/automations/template.js';
 import type { EventRecord } from '../modules/events/events.recorder.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
@@ -212,7 +212,8 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         .where(
           and(
             inArray(automations.organizationId, [...new Set(batch.map((e) => e.organizationId))]),
-            inArray(automations.triggerEvent, [...new Set(batch.map((e) => e.type))]),
+            // Plans triggered by several event types list them comma-separated; `triggered` picks the ones that match.
+            or(inArray(automations.triggerEvent, [...new Set(batch.map((e) => e.type))]), like(automations.triggerEvent, `%${TRIGGER_EVENT_SEPARATOR}%`)),
             eq(automations.status, 'active'),
             eq(automations.enabled, true),
             eq(automations.triggerType, 'event'),
@@ -232,11 +233,11 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
   function triggered(event: EventRecord, candidates: AutomationRow[]): AutomationRow[] {
     if (event.depth >= MAX_CHAIN_DEPTH) return [];
     return candidates.filter((a) => {
-      if (a.organizationId !== event.organizationId || a.triggerEvent !== event.type) return false;
+      if (a.organizationId !== event.organizationId || !triggerMatches(a.triggerEvent, event.type)) return false;
       if (event.actorType === 'automation' && event.actorId === a.id) return false; // never triggers itself
       if (!a.condition) return true;
       try {
-        return evaluateCondition(a.condition as unknown as Condition, event.data);
+        return evaluateCondition(a.condition as unknown as Condition, event.data, { at: event.occurredAt, timezone: a.timezone });
       } catch (err) {
         log.warn({ err, automationId: a.id }, 'automation condition could not be evaluated');
         return false;
