@@ -14,6 +14,7 @@ const MONTH_NAMES = ['January', 'February', 'March', 'April', 'May', 'June', 'Ju
 const MAX_VALUE = 80;
 
 const quote = (v: unknown): string => {
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
   const text = typeof v === 'string' ? v : JSON.stringify(v) ?? String(v);
   return `"${text.length > MAX_VALUE ? `${text.slice(0, MAX_VALUE)}…` : text}"`;
 };
@@ -129,6 +130,7 @@ function describeCondition(c: Condition): string {
   if ('dayOfWeek' in c) {
     const days = [...new Set(c.dayOfWeek)].sort((a, b) => a - b);
     if (days.join(',') === '1,2,3,4,5') return 'it happens on a weekday (Monday to Friday)';
+    if (days.join(',') === '0,6') return 'it happens on a weekend (Saturday or Sunday)';
     return `it happens on a ${list(days.map((d) => DAY_NAMES[d] ?? String(d)), 'or')}`;
   }
   if ('not' in c) return `not (${describeCondition(c.not)})`;

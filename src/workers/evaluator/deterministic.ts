@@ -1,6 +1,22 @@
 import { SCHEDULE_TRIGGER } from '../../modules/events/events.catalog.js';
-import type { Condition, EvaluationOutcome, EvaluationRequest, Evaluator, Plan, PlanStep, TriggerType } from '../../modules/automations/plan.js';
-import { normalize, Scanner, takeActions, takeLevels, takeMessageConditions, takeSchedule, takeTimeZone, takeTrigger, type ActionSpec } from './vocabulary.js';
+import { triggerEventTypes, type Condition, type EvaluationOutcome, type EvaluationRequest, type Evaluator, type Plan, type PlanStep, type TriggerType } from '../../modules/automations/plan.js';
+import {
+  isNegation,
+  resourceOfEvents,
+  Scanner,
+  takeActions,
+  takeAmount,
+  takeLevels,
+  takeMessageConditions,
+  takeRecordPhrases,
+  recordConditions,
+  takeSchedule,
+  takeTimeConditions,
+  takeTimeZone,
+  takeTrigger,
+  unexplained,
+  type ActionSpec,
+} from './vocabulary.js';
 
 /** The sender of the messages the digest action writes. */
 export const DIGEST_SENDER = 'Switchboard automations';
@@ -51,23 +67,69 @@ const fail = (status: 'evaluation_failed' | 'code_generation_failed', reason: st
 /** Joins tests into one condition: none → null, one → itself, more → `all`. */
 const conjunction = (tests: Condition[]): Condition | null => (tests.length === 0 ? null : tests.length === 1 ? tests[0]! : { all: tests });
 
+const WORKS =
+  'Phrasings that work: "When a new email arrives from ada@example.com after 6pm, snooze it until tomorrow 9am", "Every Sunday at 9pm New York time, write a digest", "When a customer whose type is VIP is created or updated, write a digest" (see docs/automations-vocabulary.md).';
+
+/** The refusal for words left unread: quotes them, and shows phrasings that work. */
+function notUnderstood(spans: string[]): EvaluationOutcome {
+  const quoted = spans.slice(0, 3).map((x) => `"${x.length > 80 ? `${x.slice(0, 80)}…` : x}"`).join(', ');
+  const negation = spans.find(isNegation);
+  if (negation) {
+    return fail(
+      'evaluation_failed',
+      `The instructions hold a negation or exception the built-in evaluator cannot apply: "${negation}". It never drops one, so no plan was made. Say what the automation does and to which messages, e.g. "When an email arrives from anyone at acme.com except boss@acme.com, archive it" or "When an email arrives outside business hours, mark it as urgent".`,
+    );
+  }
+  return fail('evaluation_failed', `The built-in evaluator did not understand ${quoted} in the instructions, so no plan was made (a plan must account for every word). ${WORKS}`);
+}
+
+const MESSAGE_VERBS: Record<string, RegExp> = {
+  'message.received': /\b(?:arrives?|comes? in|(?:is|are|gets|get|was|were) (?:received|recorded|delivered)|lands?|(?:is|are) in (?:my|the) inbox)\b/,
+  'message.sent': /\b(?:(?:is|are|gets|get|was|were|has been) (?:sent|recorded)|goes out)\b/,
+};
+
 /**
  * Builds the plan from the instructions with the English vocabulary (vocabulary.ts). Only the
- * `instructions` are read; the fields the creator gave (`given`) are kept as they are.
+ * `instructions` are read; the fields the creator gave (`given`) are kept as they are, and the words
+ * that say the same thing are read and set aside. Every word must be understood: what is left unread
+ * makes the evaluation fail, quoting it.
  */
 export function planFromInstructions(request: EvaluationRequest): EvaluationOutcome {
   const { given } = request;
-  const s = new Scanner(normalize(request.instructions));
+  const s = Scanner.of(request.instructions);
   const zone = takeTimeZone(s);
   if ('error' in zone) return fail('evaluation_failed', zone.error);
   const actions = takeActions(s);
-  const schedule = takeSchedule(s);
+  const broken = actions.find((a) => a.kind === 'snooze' && a.error);
+  if (broken && broken.kind === 'snooze') return fail('evaluation_failed', `"${broken.phrase}": ${broken.error}`);
+  const amount = takeAmount(s);
+  if (amount && 'error' in amount) return fail('evaluation_failed', amount.error);
   const levels = takeLevels(s);
+  const recordPhrases = takeRecordPhrases(s);
   const trigger = takeTrigger(s);
+  if (trigger) {
+    const verb = MESSAGE_VERBS[trigger.event];
+    if (verb) s.takeAll(verb);
+  }
 
   const givenEvent = given.triggerEvent && given.triggerEvent !== 'automation.pending' ? given.triggerEvent : undefined;
-  const triggerType: TriggerType | null =
-    given.triggerType ?? (given.cronExpression ? 'scheduled' : givenEvent ? 'event' : schedule ? 'scheduled' : trigger ? 'event' : null);
+  const stated = given.triggerType ?? (given.cronExpression ? 'scheduled' : givenEvent || trigger ? 'event' : null);
+  let timeTests: Condition[] = [];
+  if (stated === 'event') {
+    const read = takeTimeConditions(s);
+    if ('error' in read) return fail('evaluation_failed', read.error);
+    timeTests = read;
+  }
+  const schedule = takeSchedule(s);
+  if (schedule && typeof schedule !== 'string') return fail('evaluation_failed', schedule.error);
+  if (trigger && schedule && !given.triggerType && !given.cronExpression && !givenEvent) {
+    return fail(
+      'evaluation_failed',
+      `The instructions state both an event ("${trigger.event}") and a schedule ("${schedule}"); an automation has one trigger. Say either "When a new email arrives, …" or "Every day at 9am, …"; for a time of the event, say "… arrives after 6pm" or "… arrives on weekends".`,
+    );
+  }
+
+  const triggerType: TriggerType | null = stated ?? (schedule ? 'scheduled' : null);
   if (!triggerType) return fail('evaluation_failed', NO_TRIGGER);
 
   let triggerEvent: string;
@@ -83,12 +145,28 @@ export function planFromInstructions(request: EvaluationRequest): EvaluationOutc
     triggerEvent = event;
   }
 
+  const eventTypes = triggerType === 'event' ? triggerEventTypes(triggerEvent) : [];
+  const onMessage = eventTypes.length > 0 && eventTypes.every((t) => MESSAGE_EVENTS.has(t));
   const types = trigger?.types ?? [];
-  const onMessage = triggerType === 'event' && MESSAGE_EVENTS.has(triggerEvent);
-  let condition: Condition | null = (given.condition as Condition | undefined) ?? null;
-  if (!given.condition && onMessage) condition = conjunction(takeMessageConditions(s, trigger && MESSAGE_EVENTS.has(trigger.event) ? types : [], levels));
+  const tests: Condition[] = [];
+  if (onMessage) tests.push(...takeMessageConditions(s, trigger && MESSAGE_EVENTS.has(trigger.event) ? types : [], levels));
+  else if (levels.length) return fail('evaluation_failed', `Importance and urgency belong to messages, and ${triggerType === 'scheduled' ? 'a scheduled automation has no message' : `the trigger "${triggerEvent}" is not a message event`}. E.g. "When an urgent email arrives, …".`);
+  const resource = triggerType === 'event' && !onMessage ? resourceOfEvents(eventTypes) : null;
+  if (amount) {
+    if (resource !== 'customer.transaction') return fail('evaluation_failed', `"${amount.phrase}": an amount applies to transactions only, e.g. "When a transaction over 1000 EUR is added, …".`);
+    tests.push(...amount.tests);
+  }
+  if (recordPhrases.length) {
+    const record = recordConditions(recordPhrases, resource);
+    if ('error' in record) return fail('evaluation_failed', record.error);
+    tests.push(...record);
+  }
+  tests.push(...timeTests);
+  const condition: Condition | null = (given.condition as Condition | undefined) ?? conjunction(tests);
 
   if (actions.length === 0) return fail('evaluation_failed', NO_ACTION);
+  const left = unexplained(s);
+  if (left.length) return notUnderstood(left);
   const misplaced = actions.find((a) => ON_MESSAGE.has(a.kind) && !onMessage);
   if (misplaced) {
     const what = triggerType === 'scheduled' ? 'a scheduled automation has no message' : `its trigger "${triggerEvent}" is not a message event`;

@@ -1,4 +1,4 @@
-import type { ConditionTest, Condition } from '../../modules/automations/plan.js';
+import { joinTriggerEvents, type Condition, type ConditionTest } from '../../modules/automations/plan.js';
 
 /**
  * The English vocabulary of the built-in evaluator: the phrases it recognizes, each turned into a
@@ -7,19 +7,41 @@ import type { ConditionTest, Condition } from '../../modules/automations/plan.js
  * The list, with examples, is in docs/automations-vocabulary.md.
  */
 
-/** The instructions as the phrases read them: lower case, straight quotes, single spaces. */
-export function normalize(text: string): string {
+/** The instructions with straight quotes and single spaces, case kept. */
+export function straighten(text: string): string {
   return text
     .replace(/[\u2018\u2019\u00b4`]/g, "'")
     .replace(/[\u201c\u201d\u00ab\u00bb]/g, '"')
     .replace(/\s+/g, ' ')
-    .trim()
-    .toLowerCase();
+    .trim();
 }
+
+/** The instructions as the phrases read them: lower case, straight quotes, single spaces. */
+export const normalize = (text: string): string => straighten(text).toLowerCase();
 
 /** Text whose matched phrases are blanked out (same length, so positions keep their meaning). */
 export class Scanner {
-  constructor(public text: string) {}
+  /** The text as written (case kept) when lower-casing kept every position, else the lower-case text. */
+  readonly original: string;
+
+  constructor(
+    public text: string,
+    original?: string,
+  ) {
+    this.original = original !== undefined && original.length === text.length ? original : text;
+  }
+
+  /** The scanner of instructions as written. */
+  static of(instructions: string): Scanner {
+    const written = straighten(instructions);
+    return new Scanner(written.toLowerCase(), written);
+  }
+
+  /** The written form (case kept) of `part`, a piece of the match `m`. */
+  written(m: RegExpExecArray, part: string): string {
+    const at = m.index + m[0].indexOf(part);
+    return this.original.slice(at, at + part.length);
+  }
 
   /** The first match of the pattern (which must not be global) in what is left, blanked out. */
   take(pattern: RegExp): RegExpExecArray | null {
@@ -65,34 +87,65 @@ const DAYS: Record<string, number> = { sun: 0, mon: 1, tue: 2, wed: 3, thu: 4, f
 const DAY = '(?:mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)?s?';
 const dayNumber = (word: string) => DAYS[word.slice(0, 3)]!;
 
-/** A time of day: `9`, `9am`, `9:30`, `7:30 pm`, `19h30`, `noon`, `midnight`. A bare hour is read on a 24-hour clock. */
-export const TIME = "(?:noon|midday|midnight|\\d{1,2}(?:[:.h]\\d{2})?(?:\\s*[ap]\\.?m\\.?)?(?:\\s*o'?clock)?)";
+/**
+ * A time of day: `9`, `9am`, `9:30`, `7:30 pm`, `19h30`, `noon`, `midnight`. A bare hour is read on a
+ * 24-hour clock; bare hours 1 to 6 are refused as ambiguous (see `parseTime`). Spaces are single in
+ * normalized text, so ` ?` is enough (and keeps the patterns linear).
+ */
+export const TIME = "(?:noon|midday|midnight|\\d{1,2}(?:[:.h]\\d{2})?(?: ?[ap]\\.?m\\.?)?(?: ?o'?clock)?)";
+const PART_WORDS = '(?:morning|afternoon|evening|night)';
 
-export function parseTime(text: string): { hour: number; minute: number } | null {
+export type ClockTime = { hour: number; minute: number };
+
+/**
+ * A time of day; `part` (morning, afternoon, evening, night) turns `7` into 19:00. A bare hour from 1
+ * to 6 ("at 5") could be either half of the day: it is `ambiguous`, unless a part of the day says which.
+ */
+export function parseTime(text: string, part?: string): ClockTime | 'ambiguous' | null {
   const t = text.trim();
   if (t === 'noon' || t === 'midday') return { hour: 12, minute: 0 };
   if (t === 'midnight') return { hour: 0, minute: 0 };
-  const m = /^(\d{1,2})(?:[:.h](\d{2}))?\s*(?:([ap])\.?m\.?)?(?:\s*o'?clock)?$/.exec(t);
+  const m = /^(\d{1,2})(?:[:.h](\d{2}))?(?: ?([ap])\.?m\.?)?(?: ?o'?clock)?$/.exec(t);
   if (!m) return null;
   let hour = Number(m[1]);
   const minute = m[2] ? Number(m[2]) : 0;
   if (m[3]) {
     if (hour < 1 || hour > 12) return null;
     hour = (hour % 12) + (m[3] === 'p' ? 12 : 0);
-  }
+  } else if (part && hour >= 1 && hour <= 12) {
+    if (part === 'morning') hour %= 12;
+    else if (part === 'night' && hour === 12) hour = 0;
+    else if (part !== 'morning' && hour < 12 && !(part === 'night' && hour <= 4)) hour += 12;
+  } else if (!m[2] && hour >= 1 && hour <= 6) return 'ambiguous';
   if (hour > 23 || minute > 59) return null;
   return { hour, minute };
 }
 
 const PART_OF_DAY: Record<string, number> = { morning: 9, afternoon: 14, evening: 18, night: 21 };
 const DEFAULT_HOUR = 9;
+const AMBIGUOUS_HOUR = (t: string) => {
+  const h = Number.parseInt(t, 10);
+  return `"at ${t.trim()}" could be morning or evening: say "${h}am" or "${h}pm" (or "${String(h).padStart(2, '0')}:00" / "${h + 12}:00").`;
+};
 
-/** The time of day the text states (`at 9`, `at noon`, `in the morning`), blanked out; else null. */
-function takeTime(s: Scanner): { hour: number; minute: number } | null {
-  const at = s.take(new RegExp(`\\b(?:at|@)\\s+(${TIME})(?![\\w/])`));
-  if (at) return parseTime(at[1]!);
-  const part = s.take(/\b(?:in the|every|each)\s+(morning|afternoon|evening|night)\b/);
-  if (part) return { hour: PART_OF_DAY[part[1]!]!, minute: 0 };
+/** One time, or several joined by commas and "and": "at 9 and at 5pm", "at 9am, 1pm and 5pm", "at 7 in the evening". */
+const TIMES = new RegExp(`\\b(?:at|@) (${TIME}(?: ?(?:,|and|&) (?:at )?${TIME})*)(?: (?:in the|at) (${PART_WORDS}))?(?![\\w/])`);
+
+/** The times of day the text states (`at 9`, `at 9 and at 5pm`, `in the morning`), blanked out; null when none. */
+export function takeTimes(s: Scanner): ClockTime[] | { error: string } | null {
+  const at = s.take(TIMES);
+  if (at) {
+    const out: ClockTime[] = [];
+    for (const piece of at[1]!.split(/ ?(?:,|\band\b|&) ?(?:at )?/)) {
+      const t = parseTime(piece, at[2]);
+      if (t === 'ambiguous') return { error: AMBIGUOUS_HOUR(piece) };
+      if (!t) return { error: `"${piece.trim()}" is not a time of day. Write it as "9am", "5:30pm" or "17:30".` };
+      out.push(t);
+    }
+    return out;
+  }
+  const part = s.take(/\b(?:in the|every|each|at) (morning|afternoon|evening|night)\b/) ?? s.take(/\b(morning|afternoon|evening|night)\b/);
+  if (part) return [{ hour: PART_OF_DAY[part[1]!]!, minute: 0 }];
   return null;
 }
 
@@ -109,65 +162,179 @@ export function canonicalTimeZone(name: string): string | null {
   }
 }
 
-/** The time zone the text names (`Europe/Paris`, `in America/New_York time`); UTC names mean none. */
-export function takeTimeZone(s: Scanner): { zone: string | null } | { error: string } {
-  const m = s.take(new RegExp(`\\b(?:in\\s+)?((?:${ZONE_AREAS})/[a-z_+-]+(?:/[a-z_+-]+)?)(?:\\s+(?:time(?:\\s+zone)?|timezone))?\\b`));
-  if (m) {
-    const zone = canonicalTimeZone(m[1]!.replace(/(^|[/_-])([a-z])/g, (_, sep: string, c: string) => sep + c.toUpperCase()));
-    return zone ? { zone } : { error: `"${m[1]}" is not a known time zone; name one of the IANA database, e.g. "Europe/Paris" or "America/New_York"` };
+/** Time zones named by region or by a common abbreviation, with the IANA zone they mean. */
+const ZONE_NAMES: Record<string, string> = {
+  eastern: 'America/New_York',
+  'us eastern': 'America/New_York',
+  central: 'America/Chicago',
+  'us central': 'America/Chicago',
+  mountain: 'America/Denver',
+  'us mountain': 'America/Denver',
+  pacific: 'America/Los_Angeles',
+  'us pacific': 'America/Los_Angeles',
+  'central european': 'Europe/Paris',
+  'western european': 'Europe/Lisbon',
+  'eastern european': 'Europe/Athens',
+  uk: 'Europe/London',
+  british: 'Europe/London',
+  japan: 'Asia/Tokyo',
+  india: 'Asia/Kolkata',
+  indian: 'Asia/Kolkata',
+};
+
+/**
+ * Abbreviations. Each stands for the zone's local time all year (EST and EDT are both New York time,
+ * summer time included). `ist` (India, Israel or Ireland) is ambiguous and refused.
+ */
+const ZONE_ABBREVIATIONS: Record<string, string> = {
+  est: 'America/New_York',
+  edt: 'America/New_York',
+  cst: 'America/Chicago',
+  cdt: 'America/Chicago',
+  mst: 'America/Denver',
+  mdt: 'America/Denver',
+  pst: 'America/Los_Angeles',
+  pdt: 'America/Los_Angeles',
+  akst: 'America/Anchorage',
+  hst: 'Pacific/Honolulu',
+  cet: 'Europe/Paris',
+  cest: 'Europe/Paris',
+  bst: 'Europe/London',
+  eet: 'Europe/Athens',
+  eest: 'Europe/Athens',
+  jst: 'Asia/Tokyo',
+  aest: 'Australia/Sydney',
+  aedt: 'Australia/Sydney',
+};
+/** Two-letter abbreviations are only read right after a time ("9am pt"): alone they are ordinary words too often. */
+const SHORT_ABBREVIATIONS: Record<string, string> = { et: 'America/New_York', ct: 'America/Chicago', mt: 'America/Denver', pt: 'America/Los_Angeles' };
+
+let cities: Map<string, string> | null = null;
+/** The IANA zones by their city, lower case with spaces ("new york" → America/New_York). */
+function zonesByCity(): Map<string, string> {
+  if (!cities) {
+    cities = new Map();
+    for (const zone of Intl.supportedValuesOf('timeZone')) {
+      const city = zone.slice(zone.lastIndexOf('/') + 1).replaceAll('_', ' ').toLowerCase();
+      if (zone.includes('/') && !cities.has(city)) cities.set(city, zone);
+    }
   }
-  s.take(/\b(?:in\s+)?(?:utc|gmt)(?:\s+time)?\b/);
-  return { zone: null };
+  return cities;
+}
+
+const ZONE_NAMED = /\b(?:in )?(?:the )?((?:[a-z]+ ){0,2}[a-z]+) time(?: zone)?\b/g;
+
+/** "New York time", "Pacific time", "in London time": the zone and the span it takes; null when none. */
+function namedZone(text: string): { zone: string; index: number; length: number } | null {
+  for (const m of text.matchAll(ZONE_NAMED)) {
+    const words = m[1]!.split(' ');
+    // The longest run of the last words that names a zone: "at noon new york time" → "new york".
+    for (let i = 0; i < words.length; i++) {
+      const name = words.slice(i).join(' ');
+      const zone = ZONE_NAMES[name] ?? zonesByCity().get(name);
+      if (!zone) continue;
+      const skipped = words.slice(0, i).join(' ');
+      const start = m.index + m[0].indexOf(m[1]!) + (skipped ? skipped.length + 1 : 0);
+      const lead = /(?:in )?(?:the )?$/.exec(text.slice(m.index, start))![0];
+      return { zone, index: start - lead.length, length: m.index + m[0].length - (start - lead.length) };
+    }
+  }
+  return null;
+}
+
+/**
+ * The time zone the text names: an IANA name (`Europe/Paris`), a city or region (`New York time`,
+ * `Pacific time`, `London time`), or an abbreviation (`CET`, `EST`, `9am PT`). UTC and GMT mean none.
+ * Two different zones are refused.
+ */
+export function takeTimeZone(s: Scanner): { zone: string | null } | { error: string } {
+  const found: string[] = [];
+  const iana = s.take(new RegExp(`\\b(?:in )?((?:${ZONE_AREAS})/[a-z_+-]+(?:/[a-z_+-]+)?)(?: time(?: zone)?| timezone)?\\b`));
+  if (iana) {
+    const zone = canonicalTimeZone(iana[1]!.replace(/(^|[/_-])([a-z])/g, (_, sep: string, c: string) => sep + c.toUpperCase()));
+    if (!zone) return { error: `"${iana[1]}" is not a known time zone; name one of the IANA database, e.g. "Europe/Paris" or "America/New_York"` };
+    found.push(zone);
+  }
+  const named = namedZone(s.text);
+  if (named) {
+    s.text = s.text.slice(0, named.index) + ' '.repeat(named.length) + s.text.slice(named.index + named.length);
+    found.push(named.zone);
+  }
+  const abbreviation = s.take(/\b(?:in )?(est|edt|cst|cdt|mst|mdt|pst|pdt|akst|hst|cet|cest|bst|eet|eest|jst|aest|aedt|ist)(?: time)?\b/);
+  if (abbreviation) {
+    const zone = ZONE_ABBREVIATIONS[abbreviation[1]!];
+    if (!zone) return { error: `"${abbreviation[1]!.toUpperCase()}" names several time zones; name one of the IANA database instead, e.g. "Asia/Kolkata" or "Europe/Dublin"` };
+    found.push(zone);
+  }
+  const short = s.take(/(?<=(?:\d|[ap]\.?m\.?) )(et|ct|mt|pt)\b/);
+  if (short) found.push(SHORT_ABBREVIATIONS[short[1]!]!);
+  const utc = s.take(/\b(?:in )?(?:utc|gmt)(?: time)?\b/);
+  const zones = [...new Set(found.map((z) => canonicalTimeZone(z) ?? z))];
+  if (zones.length > 1 || (zones.length === 1 && utc)) return { error: `The instructions name more than one time zone (${[...zones, ...(utc ? ['UTC'] : [])].join(', ')}); an automation runs in one.` };
+  return { zone: zones[0] ?? null };
 }
 
 // ------------------------------------------------------------------ schedules
 
 /** A schedule stated in words, as a 5-field cron expression; null when the text states none. */
-export function takeSchedule(s: Scanner): string | null {
-  if (s.take(/\bevery\s+(?:single\s+)?minute\b/)) return '* * * * *';
-  const minutes = s.take(/\bevery\s+(\d{1,2})\s+(?:minutes?|mins?)\b/);
+export function takeSchedule(s: Scanner): string | { error: string } | null {
+  if (s.take(/\bevery (?:single )?minute\b/)) return '* * * * *';
+  const minutes = s.take(/\bevery (\d{1,2}) (?:minutes?|mins?)\b/);
   if (minutes) {
     const n = Number(minutes[1]);
-    if (n >= 1 && n <= 59) return n === 1 ? '* * * * *' : `*/${n} * * * *`;
+    if (n < 1 || n > 59) return { error: `"${minutes[0]}" is not a schedule: say every 1 to 59 minutes, or every few hours.` };
+    return n === 1 ? '* * * * *' : `*/${n} * * * *`;
   }
-  if (s.take(/\bevery\s+(?:half\s+(?:an\s+)?hour|30\s+minutes)\b/)) return '*/30 * * * *';
-  const hours = s.take(/\bevery\s+(\d{1,2})\s+hours?\b/);
+  if (s.take(/\bevery (?:half (?:an )?hour|30 minutes)\b/)) return '*/30 * * * *';
+  const hours = s.take(/\bevery (\d{1,2}) hours?\b/);
   if (hours) {
     const n = Number(hours[1]);
-    if (n >= 1 && n <= 23) return n === 1 ? '0 * * * *' : `0 */${n} * * *`;
+    if (n < 1 || n > 23) return { error: `"${hours[0]}" is not a schedule: say every 1 to 23 hours, or every day.` };
+    return n === 1 ? '0 * * * *' : `0 */${n} * * *`;
   }
-  if (s.take(/\b(?:every|each)\s+hour\b|\bhourly\b/)) return '0 * * * *';
+  if (s.take(/\b(?:every|each) hour\b|\bhourly\b/)) return '0 * * * *';
 
   let days: string | null = null;
   let dayOfMonth = '*';
   let month = '*';
-  const named = s.take(new RegExp(`\\b(?:every|each|on)\\s+(${DAY}(?:\\s*(?:,|and|&|or)\\s*${DAY})*)\\b`));
-  const weekday = s.take(/\b(?:every|each|on)\s+(?:week\s?days?|working\s+days?|business\s+days?)\b|\b(?:on\s+)?weekdays\b/);
-  const weekend = s.take(/\b(?:every|each|on)\s+weekends?\b|\bweekends\b/);
-  const monthDay = s.take(/\b(?:on\s+)?the\s+(first|1st|last|\d{1,2}(?:st|nd|rd|th)?)(?:\s+day)?\s+of\s+(?:every|each|the)\s+month\b/);
+  const named = s.take(new RegExp(`\\b(?:every|each|on) (${DAY}(?: ?(?:,|and|&|or) ${DAY})*)\\b`));
+  const weekday = s.take(/\b(?:every|each|on) (?:week ?days?|working days?|business days?)\b|\b(?:on )?weekdays\b/);
+  const weekend = s.take(/\b(?:every|each|on) weekends?\b|\bweekends\b/);
+  const monthEnd = s.take(/\b(?:at |on )?the end of (?:every|each|the) month\b|\b(?:at |on )?(?:the )?(?:end of month|month[- ]end)\b/);
+  const monthDay = monthEnd ? null : s.take(/\b(?:on )?the (first|1st|last|\d{1,2}(?:st|nd|rd|th)?)(?: day)? of (?:every|each|the) month\b/);
+  if ([named, weekday, weekend, monthEnd ?? monthDay].filter(Boolean).length > 1) {
+    return { error: 'The instructions name more than one kind of day (weekdays, days of the week, days of the month) for one schedule; an automation has one schedule, so state one, e.g. "Every Monday and Friday at 9am, …".' };
+  }
   if (named) {
-    const list = [...new Set(named[1]!.split(/\s*(?:,|and|&|or)\s*/).map(dayNumber))].sort((a, b) => a - b);
+    const list = [...new Set(named[1]!.split(/ ?(?:,|\band\b|&|\bor\b) ?/).map(dayNumber))].sort((a, b) => a - b);
     days = list.join(',');
   } else if (weekday) days = '1-5';
   else if (weekend) days = '0,6';
+  else if (monthEnd) dayOfMonth = 'L';
   else if (monthDay) {
     const d = monthDay[1]!;
     dayOfMonth = d === 'first' ? '1' : d === 'last' ? 'L' : String(parseInt(d, 10));
-    if (dayOfMonth !== 'L' && (Number(dayOfMonth) < 1 || Number(dayOfMonth) > 31)) return null;
-  } else if (s.take(/\b(?:every|each)\s+month\b|\bmonthly\b/)) dayOfMonth = '1';
-  else if (s.take(/\b(?:every|each)\s+week\b|\bweekly\b/)) days = '1';
-  else if (s.take(/\b(?:every|each)\s+year\b|\byearly\b|\bannually\b/)) {
+    if (dayOfMonth !== 'L' && (Number(dayOfMonth) < 1 || Number(dayOfMonth) > 31)) return { error: `"${monthDay[0]}" is not a day of the month.` };
+    if (Number(dayOfMonth) > 28) return { error: `"${monthDay[0]}" does not exist in every month; say "on the last day of every month" or a day from 1 to 28.` };
+  } else if (s.take(/\b(?:every|each) month\b|\bmonthly\b/)) dayOfMonth = '1';
+  else if (s.take(/\b(?:every|each) week\b|\bweekly\b/)) days = '1';
+  else if (s.take(/\b(?:every|each) year\b|\byearly\b|\bannually\b/)) {
     dayOfMonth = '1';
     month = '1';
-  } else if (s.take(/\b(?:every|each)\s+day\b|\bdaily\b|\bevery\s+24\s+hours\b/)) days = '*';
+  } else if (s.take(/\b(?:every|each) day\b|\bdaily\b|\bevery 24 hours\b/)) days = '*';
   else {
-    // "every morning", "every evening": daily at that part of the day.
-    const part = /\b(?:every|each)\s+(morning|afternoon|evening|night)\b/.exec(s.text);
-    if (!part) return null;
+    // "every morning", "every night": daily at that part of the day.
+    if (!/\b(?:every|each) (?:morning|afternoon|evening|night)\b/.test(s.text)) return null;
     days = '*';
   }
-  const time = takeTime(s) ?? { hour: DEFAULT_HOUR, minute: 0 };
-  return `${time.minute} ${time.hour} ${dayOfMonth} ${month} ${days ?? '*'}`;
+  const times = takeTimes(s) ?? [{ hour: DEFAULT_HOUR, minute: 0 }];
+  if ('error' in times) return times;
+  const minute = times[0]!.minute;
+  if (times.some((t) => t.minute !== minute)) {
+    return { error: 'The times of day have different minutes, which one schedule cannot hold; create one automation per time, or use the same minutes ("at 9:30 and 17:30").' };
+  }
+  const hoursList = [...new Set(times.map((t) => t.hour))].sort((a, b) => a - b).join(',');
+  return `${minute} ${hoursList} ${dayOfMonth} ${month} ${days ?? '*'}`;
 }
 
 // ------------------------------------------------------------------ triggers
@@ -190,7 +357,9 @@ const VERB_ACTION: Record<string, 'created' | 'updated' | 'deleted'> = {
   updated: 'updated', changed: 'updated', modified: 'updated', edited: 'updated', update: 'updated', change: 'updated', modify: 'updated', edit: 'updated',
   deleted: 'deleted', removed: 'deleted', delete: 'deleted', remove: 'deleted',
 };
-const PAST = '(created|added|registered|updated|changed|modified|edited|deleted|removed)';
+const PAST_WORDS = '(?:created|added|registered|updated|changed|modified|edited|deleted|removed)';
+/** One past participle, or several joined by "or" ("created or updated"): group 1. */
+const PAST = `(${PAST_WORDS}(?:(?: ?,| or| and/or) (?:is |gets )?${PAST_WORDS})*)`;
 const PRESENT = '(create|add|register|update|change|modify|edit|delete|remove)';
 
 const resourceOf = (phrase: string) => RESOURCES.find(([r]) => new RegExp(`^(?:${r.source})s?$`).test(phrase.trim()))?.[1] ?? null;
@@ -216,15 +385,16 @@ function typesOf(phrase: string): string[] {
 /** The event the text names, and the message types it restricts to. */
 export function takeTrigger(s: Scanner): Trigger | null {
   const past = s.take(new RegExp(`\\b${RESOURCE}s?\\s+(?:is\\s+|are\\s+|gets\\s+|get\\s+|was\\s+|were\\s+|has\\s+been\\s+|have\\s+been\\s+)?${PAST}\\b`));
-  const fresh = past ? null : s.take(new RegExp(`\\bnew\\s+${RESOURCE}s?\\b(?!\\s+(?:is|are)\\s+(?:updated|changed|deleted|removed))`));
+  const fresh = past ? null : s.take(new RegExp(`\\bnew(?: or (updated|changed|modified|edited))?\\s+${RESOURCE}s?\\b(?!\\s+(?:is|are)\\s+(?:updated|changed|deleted|removed))`));
   const present = past || fresh ? null : s.take(new RegExp(`\\b${PRESENT}s?\\s+(?:a|an|any|the|some)\\s+(?:new\\s+)?${RESOURCE}\\b`));
   if (past) {
     const resource = resourceOf(past[1]!);
-    if (resource) return { event: `${resource}.${VERB_ACTION[past[2]!]}`, types: [] };
+    const actions = [...past[2]!.matchAll(new RegExp(PAST_WORDS, 'g'))].map((v) => VERB_ACTION[v[0]]!);
+    if (resource) return { event: joinTriggerEvents(actions.map((action) => `${resource}.${action}`)), types: [] };
   }
   if (fresh) {
-    const resource = resourceOf(fresh[1]!);
-    if (resource) return { event: `${resource}.created`, types: [] };
+    const resource = resourceOf(fresh[2]!);
+    if (resource) return { event: joinTriggerEvents(fresh[1] ? [`${resource}.created`, `${resource}.${VERB_ACTION[fresh[1]]}`] : [`${resource}.created`]), types: [] };
   }
   if (present) {
     const resource = resourceOf(present[2]!);
@@ -240,7 +410,7 @@ export function takeTrigger(s: Scanner): Trigger | null {
     s.take(new RegExp(`\\b(?:new|incoming|inbound|received|unread)\\s+(?:incoming\\s+|inbound\\s+)?${MSG_LIST}`)) ??
     s.take(new RegExp(`\\b${MSG_LIST}\\s+(?:arrives?|arrive|comes?\\s+in|is\\s+received|are\\s+received|gets\\s+received|lands?|is\\s+recorded)\\b`)) ??
     s.take(new RegExp(`\\b(?:i|we)\\s+(?:receive|get)\\s+(?:an?\\s+|any\\s+)?(?:new\\s+)?${MSG_LIST}`)) ??
-    s.take(new RegExp(`\\b(?:an?\\s+|any\\s+|every\\s+|each\\s+)(?:(?:incoming|inbound)\\s+)?${MSG_LIST}(?=\\s+(?:from|to|containing|mentioning|that|with|marked)\\b)`));
+    s.take(new RegExp(`\\b(?:an?\\s+|any\\s+|every\\s+|each\\s+|all\\s+)?(?:(?:incoming|inbound)\\s+)?${MSG_LIST}(?=\\s+(?:from|to|containing|mentioning|that|with|marked|except)\\b)`));
   if (received) return { event: 'message.received', types: typesOf(received[0]) };
   return null;
 }
@@ -314,8 +484,12 @@ export function takeMessageConditions(s: Scanner, types: string[], levels: Condi
   const out: Condition[] = [];
   if (types.length === 1) out.push(test('type', 'equals', types[0]));
   if (types.length > 1) out.push(test('type', 'in', types));
+  // "except from boss@example.com", "but not those from @acme.com": the sender must not be one of them.
+  const except = takeParty(s, 'sender', '(?:except|but not|other than|excluding|not)(?: (?:those|ones|the ones|any|emails?|messages?|mails?))? (?:from|sent by)');
   const sender = takeParty(s, 'sender', 'from|sent\\s+by|by');
   if (sender) out.push(sender);
+  if (except) out.push({ not: except });
+  s.take(/\bfrom (?:anyone|anybody|someone|any sender)\b/); // no test: any sender
   const recipient = takeParty(s, 'recipient', 'to|sent\\s+to|addressed\\s+to|for');
   if (recipient) out.push(recipient);
   const words = takeWords(s);
@@ -324,17 +498,176 @@ export function takeMessageConditions(s: Scanner, types: string[], levels: Condi
   return out;
 }
 
+// ------------------------------------------------------------------ conditions on the event's time
+
+/** Business hours: Monday to Friday, 09:00 to 17:00, in the automation's time zone. */
+export const BUSINESS_HOURS: Condition = { all: [{ dayOfWeek: [1, 2, 3, 4, 5] }, { timeOfDay: { from: '09:00', to: '17:00' } }] };
+const hhmm = (t: ClockTime) => `${String(t.hour).padStart(2, '0')}:${String(t.minute).padStart(2, '0')}`;
+
+function clock(text: string): ClockTime | { error: string } {
+  const t = parseTime(text);
+  if (t === 'ambiguous') return { error: AMBIGUOUS_HOUR(text).replace('"at ', '"') };
+  return t ?? { error: `"${text.trim()}" is not a time of day. Write it as "6pm" or "18:00".` };
+}
+
+/**
+ * Tests on when the event happens (for event triggers): "after 6pm", "before 8am", "between 9am and
+ * 5pm", "on weekends", "on weekdays", "on Mondays", "outside business hours", "during business hours".
+ */
+export function takeTimeConditions(s: Scanner): Condition[] | { error: string } {
+  const out: Condition[] = [];
+  const between = s.take(new RegExp(`\\bbetween (${TIME}) and (${TIME})(?![\\w/])`));
+  if (between) {
+    const from = clock(between[1]!);
+    const to = clock(between[2]!);
+    if ('error' in from) return from;
+    if ('error' in to) return to;
+    if (hhmm(from) === hhmm(to)) return { error: `"${between[0]}" is an empty range of time.` };
+    out.push({ timeOfDay: { from: hhmm(from), to: hhmm(to) } });
+  }
+  const after = s.take(new RegExp(`\\b(?:after|past|later than) (${TIME})(?![\\w/])`));
+  if (after) {
+    const t = clock(after[1]!);
+    if ('error' in t) return t;
+    if (t.hour === 0 && t.minute === 0) return { error: `"${after[0]}" is the whole day; say "after 6pm" or "between 22:00 and 06:00".` };
+    out.push({ timeOfDay: { from: hhmm(t), to: '00:00' } });
+  }
+  const before = s.take(new RegExp(`\\b(?:before|earlier than) (${TIME})(?![\\w/])`));
+  if (before) {
+    const t = clock(before[1]!);
+    if ('error' in t) return t;
+    if (t.hour === 0 && t.minute === 0) return { error: `"${before[0]}" is never; say "before 8am".` };
+    out.push({ timeOfDay: { from: '00:00', to: hhmm(t) } });
+  }
+  if (after && before) return { error: `"${after[0]}" and "${before[0]}" together are ambiguous; say "between 6pm and 8am" (which spans midnight) or "between 8am and 6pm".` };
+  if (s.take(/\boutside (?:of )?(?:the )?(?:business|office|working|opening) hours\b/)) out.push({ not: BUSINESS_HOURS });
+  if (s.take(/\b(?:during|in|within) (?:the )?(?:business|office|working|opening) hours\b/)) out.push(BUSINESS_HOURS);
+  const weekend = s.take(/\b(?:on |during |over )?(?:the |a )?weekends?\b/);
+  const weekday = s.take(/\b(?:on |during )?(?:a )?(?:weekdays?|working days?|business days?)\b/);
+  const named = s.take(new RegExp(`\\b(?:on |every )(?:a )?(${DAY}(?: ?(?:,|and|&|or) ${DAY})*)\\b`));
+  if ([weekend, weekday, named].filter(Boolean).length > 1) return { error: 'The instructions name more than one kind of day (weekends, weekdays, days of the week); state one, e.g. "on Saturdays and Sundays".' };
+  if (weekend) out.push({ dayOfWeek: [0, 6] });
+  if (weekday) out.push({ dayOfWeek: [1, 2, 3, 4, 5] });
+  if (named) out.push({ dayOfWeek: [...new Set(named[1]!.split(/ ?(?:,|\band\b|&|\bor\b) ?/).map(dayNumber))].sort((a, b) => a - b) });
+  return out;
+}
+
+// ------------------------------------------------------------------ conditions on other records
+
+/** The fields "whose … is …" may test, by resource (the event's record), with their words. */
+const RECORD_FIELDS: Record<string, Record<string, string>> = {
+  customer: { type: 'type', status: 'status', name: 'name', email: 'email', 'email address': 'email', phone: 'phone', 'phone number': 'phone' },
+  'customer.transaction': { type: 'type', status: 'status', currency: 'currency', description: 'description' },
+  contact: { name: 'name', 'first name': 'firstName', 'last name': 'lastName', company: 'company', 'job title': 'jobTitle', title: 'title' },
+  business: { name: 'name' },
+  folder: { name: 'name' },
+};
+
+const CURRENCIES = new Set(Intl.supportedValuesOf('currency').map((c) => c.toLowerCase()));
+const CURRENCY_SYMBOLS: Record<string, string> = { '€': 'EUR', $: 'USD', '£': 'GBP', '¥': 'JPY' };
+
+/** The resource of a trigger's event types when they all share one ("customer.created,customer.updated" → customer). */
+export const resourceOfEvents = (types: string[]): string | null => {
+  const resources = new Set(types.map((t) => t.slice(0, t.lastIndexOf('.'))));
+  return resources.size === 1 ? [...resources][0]! : null;
+};
+
+/** An amount test: "over 1000 EUR", "of more than €1,000", "under 50 USD", "at least 10". */
+export function takeAmount(s: Scanner): { tests: ConditionTest[]; phrase: string } | { error: string } | null {
+  const m = s.take(
+    /\b(?:of )?(over|above|more than|greater than|larger than|exceeding|at least|under|below|less than|smaller than|at most) ([€$£¥])?(\d{1,3}(?:,\d{3})+|\d+)(\.\d{1,4})?(?: ?([a-z]{3})\b)?/,
+  );
+  if (!m) return null;
+  const [, word, symbol, whole, fraction, code] = m;
+  const currency = symbol ? CURRENCY_SYMBOLS[symbol]! : code && CURRENCIES.has(code) ? code.toUpperCase() : null;
+  if (code && !currency) return { error: `"${m[0].trim()}": "${code}" is not a currency code; write one such as EUR or USD, e.g. "a transaction over 1000 EUR".` };
+  if (symbol && code && code.toUpperCase() !== currency) return { error: `"${m[0].trim()}" names two currencies.` };
+  const value = Number(whole!.replaceAll(',', '') + (fraction ?? ''));
+  const operator = ({ over: 'gt', above: 'gt', 'more than': 'gt', 'greater than': 'gt', 'larger than': 'gt', exceeding: 'gt', 'at least': 'gte', under: 'lt', below: 'lt', 'less than': 'lt', 'smaller than': 'lt', 'at most': 'lte' } as const)[
+    word as 'over'
+  ];
+  const tests: ConditionTest[] = [test('amount', operator, value)];
+  if (currency) tests.push(test('currency', 'equals', currency));
+  return { tests, phrase: m[0].trim() };
+}
+
+/** A "whose … is …" phrase, read before the trigger (it sits inside it: "a customer whose type is VIP is added"). */
+export interface RecordPhrase {
+  phrase: string;
+  field: string;
+  negated: boolean;
+  value: string;
+}
+
+/** "whose type is VIP", "whose status is not lead", "where the type is 'company'": phrases on the record's fields. */
+export function takeRecordPhrases(s: Scanner): RecordPhrase[] {
+  const out: RecordPhrase[] = [];
+  const pattern = new RegExp(`\\b(?:whose |where (?:the |its )?)([a-z]+(?: [a-z]+)?) (is not|isn't|is|equals|=) (${QUOTED}|[a-z0-9@][\\w.@+-]*)`);
+  for (let m = s.take(pattern); m; m = s.take(pattern)) {
+    out.push({ phrase: m[0], field: m[1]!, negated: m[2] === 'is not' || m[2] === "isn't", value: unquote(s.written(m, m[3]!)) });
+  }
+  return out;
+}
+
+/** The tests the phrases state on the record of the trigger's resource; an error for a field it does not know. */
+export function recordConditions(phrases: RecordPhrase[], resource: string | null): ConditionTest[] | { error: string } {
+  const fields: Record<string, string> = resource ? (RECORD_FIELDS[resource] ?? {}) : {};
+  const out: ConditionTest[] = [];
+  for (const p of phrases) {
+    const field = fields[p.field];
+    if (!field) {
+      const known = Object.keys(fields);
+      const what = resource ? `a ${resource.replace('.', ' ')} has no field "${p.field}" that the built-in evaluator knows` : 'the built-in evaluator reads such tests on customers, transactions, contacts, businesses and folders only';
+      return { error: `"${p.phrase}": ${what}${known.length ? ` (it knows ${known.map((k) => `"${k}"`).join(', ')})` : ''}. E.g. "When a customer whose type is VIP is added, …".` };
+    }
+    out.push(test(field, p.negated ? 'not_equals' : 'equals', p.value));
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ what is left
+
+/** Words that carry no meaning of their own once the phrases around them are understood. */
+const FILLER = new Set(
+  (
+    'a an the any every each all it its it\'s them they their this that these those one ones and then also after afterwards please automatically ' +
+    'when whenever once if as soon i we me my us our you your is are be been being gets get got has have new always immediately right away only ' +
+    'just kindly could would should can will shall want like to for in on of with by from at there so too own'
+  ).split(' '),
+);
+
+/** Words that reverse or limit a meaning: never dropped, so their presence refuses the plan. */
+const NEGATIONS = /\b(?:not|no|never|don't|dont|doesn't|do not|except|excluding|unless|without|but|other than|instead|neither|nor)\b/;
+
+/**
+ * What the phrases left unread: the spans (as they stand in the lower-case text) holding a word that
+ * is not filler. Blanked phrases separate spans.
+ */
+export function unexplained(s: Scanner): string[] {
+  const spans: string[] = [];
+  for (const raw of s.text.split(/ {2,}/)) {
+    const span = raw.replace(/^[\s,.;:!?&()-]+|[\s,.;:!?&()-]+$/g, '');
+    if (!span) continue;
+    const words = span.split(/[\s,.;:!?&()]+/).filter(Boolean);
+    if (words.some((w) => !FILLER.has(w.replace(/^['"]+|['"]+$/g, '')))) spans.push(span);
+  }
+  return spans;
+}
+
+/** Whether a span left unread negates or limits something. */
+export const isNegation = (span: string): boolean => NEGATIONS.test(span);
+
 // ------------------------------------------------------------------ actions
 
 export type ActionSpec =
   | { kind: 'read' | 'unread' | 'archive' | 'contact' | 'digest'; at: number; phrase: string }
-  | { kind: 'snooze'; at: number; phrase: string; until: string }
+  | { kind: 'snooze'; at: number; phrase: string; until: string; error?: string }
   | { kind: 'set'; at: number; phrase: string; field: 'importance' | 'urgency' | 'status'; value: string };
 
 const IT = "(?:\\s+(?:it|them|this|these|that|the\\s+(?:message|email|mail|sms|text)s?|each\\s+(?:one|message|email)|all))?";
 
 /** `for 2 hours` → `{{now+2h}}`; `until tomorrow 9am` / `until Monday` → `{{next(…)}}`. */
-function snoozeUntil(m: RegExpExecArray): string {
+function snoozeUntil(m: RegExpExecArray): string | { error: string } {
   const [, amount, unit, target] = m;
   if (unit) {
     const n = !amount || amount === 'a' || amount === 'an' || amount === 'one' ? 1 : Number(amount);
@@ -344,7 +677,9 @@ function snoozeUntil(m: RegExpExecArray): string {
   if (target) {
     const t = target.trim();
     const time = new RegExp(`(?:at\\s+)?(${TIME})$`).exec(t);
-    const parsed = (time && parseTime(time[1]!)) ?? null;
+    const read = time ? parseTime(time[1]!) : null;
+    if (read === 'ambiguous') return { error: AMBIGUOUS_HOUR(time![1]!) };
+    const parsed = read;
     const rest = (parsed ? t.slice(0, time!.index) : t).trim().replace(/\s+morning$/, '');
     const { hour, minute } = parsed ?? { hour: DEFAULT_HOUR, minute: 0 };
     if (rest === 'next week') return `{{next(${minute} ${hour} * * 1)}}`;
@@ -374,7 +709,8 @@ export function takeActions(s: Scanner): ActionSpec[] {
   );
   push(
     s.takeAll(new RegExp(`\\b(?:set|change|update)\\s+(?:its\\s+|the\\s+|their\\s+)?(importance|urgency|status)\\s+(?:to|as|=)\\s+(${QUOTED}|[a-z0-9_-]+)`)),
-    (m) => ({ kind: 'set', at: m.index, phrase: m[0].trim(), field: m[1] as 'importance', value: unquote(m[2]!) }),
+    // A status keeps the case it was written in; importance and urgency are lower-case words.
+    (m) => ({ kind: 'set', at: m.index, phrase: m[0].trim(), field: m[1] as 'importance', value: m[1] === 'status' ? unquote(s.written(m, m[2]!)) : unquote(m[2]!) }),
   );
   push(
     s.takeAll(new RegExp(`\\b(?:mark|flag|tag)${IT}\\s+(?:as\\s+|with\\s+)?${LEVEL}[-\\s](importance|urgency|priority)\\b`)),
@@ -401,11 +737,14 @@ export function takeActions(s: Scanner): ActionSpec[] {
         `\\bsnooze${IT}(?:\\s+for\\s+(an?|one|\\d{1,4})\\s+(min(?:ute)?s?|hours?|days?|weeks?)\\b|\\s+until\\s+((?:(?:tomorrow|next\\s+week|(?:next\\s+)?${DAY})(?:\\s+morning)?(?:\\s+(?:at\\s+)?${TIME})?)|(?:${TIME})))?`,
       ),
     ),
-    (m) => ({ kind: 'snooze', at: m.index, phrase: m[0].trim(), until: snoozeUntil(m) }),
+    (m) => {
+      const until = snoozeUntil(m);
+      return typeof until === 'string' ? { kind: 'snooze', at: m.index, phrase: m[0].trim(), until } : { kind: 'snooze', at: m.index, phrase: m[0].trim(), until: '', error: until.error };
+    },
   );
   // "Snooze every email from x for 2 hours": the duration away from the verb.
   const bare = out.find((a) => a.kind === 'snooze' && !/\s(?:for|until)\s/.test(a.phrase));
   const duration = bare && s.take(/\bfor\s+(an?|one|\d{1,4})\s+(min(?:ute)?s?|hours?|days?|weeks?)\b/);
-  if (bare && bare.kind === 'snooze' && duration) bare.until = snoozeUntil([duration[0], duration[1], duration[2], undefined] as unknown as RegExpExecArray);
+  if (bare && bare.kind === 'snooze' && duration) bare.until = snoozeUntil([duration[0], duration[1], duration[2], undefined] as unknown as RegExpExecArray) as string;
   return out.sort((a, b) => a.at - b.at);
 }
