@@ -136,8 +136,10 @@ export function takeTimes(s: Scanner): ClockTime[] | { error: string } | null {
   const at = s.take(TIMES);
   if (at) {
     const out: ClockTime[] = [];
+    // "Every Sunday night at 10": the part of the day may come before the time.
+    const part = at[2] ?? s.take(/\b(morning|afternoon|evening|night)\b/)?.[1];
     for (const piece of at[1]!.split(/ ?(?:,|\band\b|&) ?(?:at )?/)) {
-      const t = parseTime(piece, at[2]);
+      const t = parseTime(piece, part);
       if (t === 'ambiguous') return { error: AMBIGUOUS_HOUR(piece) };
       if (!t) return { error: `"${piece.trim()}" is not a time of day. Write it as "9am", "5:30pm" or "17:30".` };
       out.push(t);
@@ -260,8 +262,7 @@ export function takeTimeZone(s: Scanner): { zone: string | null } | { error: str
     s.text = s.text.slice(0, named.index) + ' '.repeat(named.length) + s.text.slice(named.index + named.length);
     found.push(named.zone);
   }
-  const abbreviation = s.take(/\b(?:in )?(est|edt|cst|cdt|mst|mdt|pst|pdt|akst|hst|cet|cest|bst|eet|eest|jst|aest|aedt|ist)(?: time)?\b/);
-  if (abbreviation) {
+  for (const abbreviation of s.takeAll(/\b(?:in )?(est|edt|cst|cdt|mst|mdt|pst|pdt|akst|hst|cet|cest|bst|eet|eest|jst|aest|aedt|ist)(?: time)?\b/)) {
     const zone = ZONE_ABBREVIATIONS[abbreviation[1]!];
     if (!zone) return { error: `"${abbreviation[1]!.toUpperCase()}" names several time zones; name one of the IANA database instead, e.g. "Asia/Kolkata" or "Europe/Dublin"` };
     found.push(zone);
@@ -485,7 +486,7 @@ export function takeMessageConditions(s: Scanner, types: string[], levels: Condi
   if (types.length === 1) out.push(test('type', 'equals', types[0]));
   if (types.length > 1) out.push(test('type', 'in', types));
   // "except from boss@example.com", "but not those from @acme.com": the sender must not be one of them.
-  const except = takeParty(s, 'sender', '(?:except|but not|other than|excluding|not)(?: (?:those|ones|the ones|any|emails?|messages?|mails?))? (?:from|sent by)');
+  const except = takeParty(s, 'sender', '(?:except|but not|other than|excluding|not)(?: (?:those|ones|the ones|any|emails?|messages?|mails?))? (?:from|sent by)|(?:except|other than|excluding)');
   const sender = takeParty(s, 'sender', 'from|sent\\s+by|by');
   if (sender) out.push(sender);
   if (except) out.push({ not: except });
@@ -542,13 +543,20 @@ export function takeTimeConditions(s: Scanner): Condition[] | { error: string } 
   if (after && before) return { error: `"${after[0]}" and "${before[0]}" together are ambiguous; say "between 6pm and 8am" (which spans midnight) or "between 8am and 6pm".` };
   if (s.take(/\boutside (?:of )?(?:the )?(?:business|office|working|opening) hours\b/)) out.push({ not: BUSINESS_HOURS });
   if (s.take(/\b(?:during|in|within) (?:the )?(?:business|office|working|opening) hours\b/)) out.push(BUSINESS_HOURS);
-  const weekend = s.take(/\b(?:on |during |over )?(?:the |a )?weekends?\b/);
-  const weekday = s.take(/\b(?:on |during )?(?:a )?(?:weekdays?|working days?|business days?)\b/);
-  const named = s.take(new RegExp(`\\b(?:on |every )(?:a )?(${DAY}(?: ?(?:,|and|&|or) ${DAY})*)\\b`));
+  // "except on weekends", "but not on Sundays", "not on weekdays": the day must not be one of them.
+  const EXCEPT = '(except |but not |not )?';
+  const weekend = s.take(new RegExp(`\\b${EXCEPT}(?:on |during |over )?(?:the |a )?weekends?\\b`));
+  const weekday = s.take(new RegExp(`\\b${EXCEPT}(?:on |during )?(?:a )?(?:weekdays?|working days?|business days?)\\b`));
+  const named = s.take(new RegExp(`\\b${EXCEPT}(?:on |every )(?:a )?(${DAY}(?: ?(?:,|and|&|or) ${DAY})*)\\b`));
   if ([weekend, weekday, named].filter(Boolean).length > 1) return { error: 'The instructions name more than one kind of day (weekends, weekdays, days of the week); state one, e.g. "on Saturdays and Sundays".' };
-  if (weekend) out.push({ dayOfWeek: [0, 6] });
-  if (weekday) out.push({ dayOfWeek: [1, 2, 3, 4, 5] });
-  if (named) out.push({ dayOfWeek: [...new Set(named[1]!.split(/ ?(?:,|\band\b|&|\bor\b) ?/).map(dayNumber))].sort((a, b) => a - b) });
+  const days = (m: RegExpExecArray, list: number[]): Condition => (m[1] ? { not: { dayOfWeek: list } } : { dayOfWeek: list });
+  if (weekend) out.push(days(weekend, [0, 6]));
+  if (weekday) out.push(days(weekday, [1, 2, 3, 4, 5]));
+  if (named) out.push(days(named, [...new Set(named[2]!.split(/ ?(?:,|\band\b|&|\bor\b) ?/).map(dayNumber))].sort((a, b) => a - b)));
+  const excepted = [weekend, weekday, named].find((m) => m?.[1]);
+  if (excepted && (between || after || before)) {
+    return { error: `"${excepted[0].trim()}" next to a time of day is ambiguous (does the exception take the time with it?). State the days and the times that run, e.g. "on weekdays after 6pm".` };
+  }
   return out;
 }
 
@@ -636,6 +644,9 @@ const FILLER = new Set(
   ).split(' '),
 );
 
+/** Filler left out of the quoted spans when it stands at their edges. */
+const EDGE = new Set('when whenever if once a an the and then also it them this please'.split(' '));
+
 /** Words that reverse or limit a meaning: never dropped, so their presence refuses the plan. */
 const NEGATIONS = /\b(?:not|no|never|don't|dont|doesn't|do not|except|excluding|unless|without|but|other than|instead|neither|nor)\b/;
 
@@ -649,7 +660,11 @@ export function unexplained(s: Scanner): string[] {
     const span = raw.replace(/^[\s,.;:!?&()-]+|[\s,.;:!?&()-]+$/g, '');
     if (!span) continue;
     const words = span.split(/[\s,.;:!?&()]+/).filter(Boolean);
-    if (words.some((w) => !FILLER.has(w.replace(/^['"]+|['"]+$/g, '')))) spans.push(span);
+    if (!words.some((w) => !FILLER.has(w.replace(/^['"]+|['"]+$/g, '')))) continue;
+    // Quote the words that matter: "when a vip" → "vip", "and reply to it" → "reply to".
+    while (words.length > 1 && EDGE.has(words[0]!)) words.shift();
+    while (words.length > 1 && EDGE.has(words[words.length - 1]!)) words.pop();
+    spans.push(words.join(' '));
   }
   return spans;
 }
