@@ -62,6 +62,16 @@ function stepsOf(action: ActionSpec, index: number, types: string[]): PlanStep[]
   }
 }
 
+/** Whether a cron expression runs at the cadence a digest is named for (daily, weekly, monthly). */
+function hasCadence(cron: string, cadence: 'daily' | 'weekly' | 'monthly'): boolean {
+  const [minute, hour, dom, month, dow] = cron.trim().split(/\s+/);
+  const onceADay = /^\d{1,2}$/.test(minute ?? '') && /^\d{1,2}$/.test(hour ?? '') && month === '*';
+  if (!onceADay) return false;
+  if (cadence === 'daily') return dom === '*' && (dow === '*' || dow === '1-5');
+  if (cadence === 'weekly') return dom === '*' && /^\d$/.test(dow ?? '');
+  return dom !== '*' && dow === '*';
+}
+
 const fail = (status: 'evaluation_failed' | 'code_generation_failed', reason: string): EvaluationOutcome => ({ status, reason });
 
 /** Joins tests into one condition: none → null, one → itself, more → `all`. */
@@ -165,8 +175,16 @@ export function planFromInstructions(request: EvaluationRequest): EvaluationOutc
   const condition: Condition | null = (given.condition as Condition | undefined) ?? conjunction(tests);
 
   if (actions.length === 0) return fail('evaluation_failed', NO_ACTION);
+  s.takeAll(/\b(?:every|each|any) ?time\b/); // "every time an email arrives": when
   const left = unexplained(s);
   if (left.length) return notUnderstood(left);
+  const cadence = actions.find((a) => a.kind === 'digest' && a.cadence);
+  if (cadence && cadence.kind === 'digest' && !(triggerType === 'scheduled' && cronExpression && hasCadence(cronExpression, cadence.cadence!))) {
+    return fail(
+      'evaluation_failed',
+      `"${cadence.phrase}" does not agree with ${triggerType === 'scheduled' ? `the schedule "${cronExpression}"` : 'an event trigger'}; say when it runs, e.g. "Every Sunday at 9pm, send me a weekly digest" or "Every day at 6pm, write a digest".`,
+    );
+  }
   const misplaced = actions.find((a) => ON_MESSAGE.has(a.kind) && !onMessage);
   if (misplaced) {
     const what = triggerType === 'scheduled' ? 'a scheduled automation has no message' : `its trigger "${triggerEvent}" is not a message event`;

@@ -403,7 +403,7 @@ export function takeTrigger(s: Scanner): Trigger | null {
   }
 
   const sent =
-    s.take(new RegExp(`\\b(?:outgoing|sent)\\s+(?:\\w+\\s+)?${MSG_LIST}`)) ??
+    s.take(new RegExp(`\\b(?:outgoing|sent)\\s+(?:new\\s+)?${MSG_LIST}`)) ??
     s.take(new RegExp(`\\b${MSG_LIST}\\s+(?:is\\s+|are\\s+|gets\\s+|get\\s+|was\\s+|has\\s+been\\s+)?sent\\b`)) ??
     s.take(new RegExp(`\\b(?:i|we|someone|anyone)\\s+(?:send|sends|write|writes)\\s+(?:an?\\s+|any\\s+)?(?:new\\s+)?${MSG_LIST}`));
   if (sent) return { event: 'message.sent', types: typesOf(sent[0]) };
@@ -432,7 +432,7 @@ function takeParty(s: Scanner, field: 'sender' | 'recipient', lead: string): Con
   const first = s.take(new RegExp(`\\b(?:${lead})\\s+(?:${PARTY})`));
   if (!first) return null;
   const found = [first];
-  const or = new RegExp(`\\s*(?:,|or)\\s*(?:${PARTY})`);
+  const or = new RegExp(`\\s*(?:,|or)\\s*(?:(?:${lead})\\s+)?(?:${PARTY})`);
   for (let end = first.index + first[0].length, more = s.takeAt(or, end); more; end = more.index + more[0].length, more = s.takeAt(or, end)) found.push(more);
   const tests: Condition[] = [];
   const exact: string[] = [];
@@ -659,11 +659,12 @@ export function unexplained(s: Scanner): string[] {
   for (const raw of s.text.split(/ {2,}/)) {
     const span = raw.replace(/^[\s,.;:!?&()-]+|[\s,.;:!?&()-]+$/g, '');
     if (!span) continue;
-    const words = span.split(/[\s,.;:!?&()]+/).filter(Boolean);
-    if (!words.some((w) => !FILLER.has(w.replace(/^['"]+|['"]+$/g, '')))) continue;
+    const words = span.split(' ').filter(Boolean);
+    const bare = (w: string) => w.replace(/^[,.;:!?&()'"]+|[,.;:!?&()'"]+$/g, '');
+    if (!words.some((w) => bare(w) !== '' && !FILLER.has(bare(w)))) continue;
     // Quote the words that matter: "when a vip" → "vip", "and reply to it" → "reply to".
-    while (words.length > 1 && EDGE.has(words[0]!)) words.shift();
-    while (words.length > 1 && EDGE.has(words[words.length - 1]!)) words.pop();
+    while (words.length > 1 && EDGE.has(bare(words[0]!))) words.shift();
+    while (words.length > 1 && EDGE.has(bare(words[words.length - 1]!))) words.pop();
     spans.push(words.join(' '));
   }
   return spans;
@@ -675,7 +676,9 @@ export const isNegation = (span: string): boolean => NEGATIONS.test(span);
 // ------------------------------------------------------------------ actions
 
 export type ActionSpec =
-  | { kind: 'read' | 'unread' | 'archive' | 'contact' | 'digest'; at: number; phrase: string }
+  | { kind: 'read' | 'unread' | 'archive' | 'contact'; at: number; phrase: string }
+  /** `cadence`: "a daily / weekly / monthly digest", which the schedule must agree with. */
+  | { kind: 'digest'; at: number; phrase: string; cadence?: 'daily' | 'weekly' | 'monthly' }
   | { kind: 'snooze'; at: number; phrase: string; until: string; error?: string }
   | { kind: 'set'; at: number; phrase: string; field: 'importance' | 'urgency' | 'status'; value: string };
 
@@ -710,12 +713,16 @@ export function takeActions(s: Scanner): ActionSpec[] {
   const out: ActionSpec[] = [];
   const push = (m: RegExpExecArray[], spec: (m: RegExpExecArray) => ActionSpec) => out.push(...m.map(spec));
   const simple = (kind: 'read' | 'unread' | 'archive' | 'contact' | 'digest') => (m: RegExpExecArray): ActionSpec => ({ kind, at: m.index, phrase: m[0].trim() });
+  const cadenced = (m: RegExpExecArray): ActionSpec => {
+    const cadence = /\b(daily|weekly|monthly)\b/.exec(m[0])?.[1] as 'daily' | 'weekly' | 'monthly' | undefined;
+    return cadence ? { kind: 'digest', at: m.index, phrase: m[0].trim(), cadence } : { kind: 'digest', at: m.index, phrase: m[0].trim() };
+  };
 
   push(
     s.takeAll(
       /\b(?:(?:write|send|create|make|post|prepare|compile|produce|record|give|email)\s+(?:me\s+|us\s+)?)?(?:a\s+|an\s+|the\s+)?(?:short\s+|daily\s+|weekly\s+|monthly\s+)?(?:summary|digest|recap|roundup)\b(?:\s+of\s+(?:the\s+|all\s+|my\s+)?(?:new\s+|unread\s+|recent\s+|latest\s+)?(?:messages|emails|mails?|inbox)(?:\s+(?:received\s+)?since\s+(?:the\s+)?last\s+(?:run|time))?)?(?:\s+as\s+a\s+(?:new\s+)?(?:message|note))?/,
     ),
-    simple('digest'),
+    cadenced,
   );
   push(s.takeAll(/\bsummari[sz]e(?:\s+(?:the|all|my))?(?:\s+(?:new|unread|recent|latest))?(?:\s+(?:messages|emails|mails?|inbox))?(?:\s+since\s+(?:the\s+)?last\s+(?:run|time))?/), simple('digest'));
   push(

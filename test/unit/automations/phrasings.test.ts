@@ -94,6 +94,11 @@ const PLANNED: [string, Plan][] = [
   ["When a customer whose status is not 'lead' is updated, write a digest", onEvent('customer.updated', { field: 'status', operator: 'not_equals', value: 'lead' }, [digest])],
   ['When a contact is created, updated or deleted, write a digest', onEvent('contact.created,contact.updated,contact.deleted', null, [digest])],
   ['When a new or updated business whose name is Acme, write a digest', onEvent('business.created,business.updated', eq('name', 'Acme'), [digest])],
+  // Cadences that agree with the schedule, "every time", several senders.
+  ['Every Friday at 5pm, send me a weekly digest', cron('0 17 * * 5')],
+  ['On the 1st of every month, write a monthly summary', cron('0 9 1 * *')],
+  ['Every time an email arrives from x@y.com, archive it', onEvent('message.received', all(email, eq('sender', 'x@y.com')), [archive])],
+  ['When an email arrives from ada@example.com or from bob@example.com, archive it', onEvent('message.received', all(email, { field: 'sender', operator: 'in', value: ['ada@example.com', 'bob@example.com'] }), [archive])],
 ];
 
 const REFUSED: [string, RegExp][] = [
@@ -137,6 +142,12 @@ const REFUSED: [string, RegExp][] = [
   ['When an urgent customer is added, write a digest', /Importance and urgency belong to messages/],
   ['Every Friday at 5pm, mark it as read', /scheduled automation has no message/],
   ['Colorless green ideas sleep furiously', /No trigger or schedule/],
+  ['Every day send me a weekly digest', /"send me a weekly digest" does not agree with the schedule "0 9 \* \* \*"/],
+  ['When a customer is added, send me a daily digest', /does not agree with an event trigger/],
+  ['When a sent spam email is recorded, archive it', /did not understand "sent spam"/],
+  ['When a new email arrives from ada@example.com, archive it, and when a customer is added, write a digest', /did not understand "new email arrives from ada@example\.com"/],
+  ['Every hour on weekdays, write a digest', /did not understand "on weekdays"/],
+  ['When an email arrives in the morning, archive it', /did not understand "in the morning"/],
 ];
 
 describe('the phrasing table of the built-in evaluator', () => {
