@@ -28,7 +28,8 @@ export interface LlmEvaluatorOptions {
 }
 
 export function chatCompletionsUrl(url: string): string {
-  const base = url.replace(/\/+$/, '');
+  let base = url;
+  while (base.endsWith('/')) base = base.slice(0, -1);
   return base.endsWith('/chat/completions') ? base : `${base}/chat/completions`;
 }
 
@@ -130,9 +131,19 @@ function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
   }
 }
 
+/** The answer without a Markdown code fence around it (without a regular expression: `\s*```$` is quadratic). */
+function unfence(content: string): string {
+  let text = content.trim();
+  if (text.startsWith('```json')) text = text.slice(7);
+  else if (text.startsWith('```')) text = text.slice(3);
+  text = text.trim();
+  if (text.endsWith('```')) text = text.slice(0, -3);
+  return text.trim();
+}
+
 /** The plan an answer holds, with the creator's given fields winning. */
 export function planFromAnswer(content: string, request: EvaluationRequest): EvaluationOutcome {
-  const json = parseJson(content.trim().replace(/^```(?:json)?\s*|\s*```$/g, ''));
+  const json = parseJson(unfence(content));
   if (!json.ok) return notAPlan('it is not JSON');
   const parsed = Answer.safeParse(json.value);
   if (!parsed.success) return notAPlan(parsed.error.issues.map((i) => `${i.path.join('.') || '(answer)'}: ${i.message}`).join('; '));

@@ -456,7 +456,7 @@ function takeWords(s: Scanner): Condition | null {
   const quotedWith = m ? null : s.take(new RegExp(`\\bwith\\s+(${QUOTED})((?:\\s*(?:,|or)\\s*(?:${QUOTED}))*)(?:\\s+in\\s+(?:the\\s+|its\\s+)?(?:text|body|subject|summary))?`));
   const hit = m ?? quotedWith;
   if (!hit) return null;
-  const words = [hit[1]!, ...(hit[2] ?? '').split(/\s*(?:,|\bor\b)\s*/)].map((w) => unquote(w.trim())).filter((w) => w && !STOP_WORDS.has(w));
+  const words = [hit[1]!, ...(hit[2] ?? '').split(/,|\bor\b/)].map((w) => unquote(w.trim())).filter((w) => w && !STOP_WORDS.has(w));
   if (!words.length) return null;
   const tests = words.flatMap((w) => [test('text', 'contains', w), test('summary', 'contains', w)]);
   return { any: tests };
@@ -650,6 +650,15 @@ const EDGE = new Set('when whenever if once a an the and then also it them this 
 /** Words that reverse or limit a meaning: never dropped, so their presence refuses the plan. */
 const NEGATIONS = /\b(?:not|no|never|don't|dont|doesn't|do not|except|excluding|unless|without|but|other than|instead|neither|nor)\b/;
 
+/** The text without the given characters at either end (a loop: a trailing `[…]+$` pattern is quadratic). */
+export function trimChars(text: string, chars: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && chars.includes(text[start]!)) start++;
+  while (end > start && chars.includes(text[end - 1]!)) end--;
+  return text.slice(start, end);
+}
+
 /**
  * What the phrases left unread: the spans (as they stand in the lower-case text) holding a word that
  * is not filler. Blanked phrases separate spans.
@@ -657,10 +666,10 @@ const NEGATIONS = /\b(?:not|no|never|don't|dont|doesn't|do not|except|excluding|
 export function unexplained(s: Scanner): string[] {
   const spans: string[] = [];
   for (const raw of s.text.split(/ {2,}/)) {
-    const span = raw.replace(/^[\s,.;:!?&()-]+|[\s,.;:!?&()-]+$/g, '');
+    const span = trimChars(raw, ' ,.;:!?&()-');
     if (!span) continue;
     const words = span.split(' ').filter(Boolean);
-    const bare = (w: string) => w.replace(/^[,.;:!?&()'"]+|[,.;:!?&()'"]+$/g, '');
+    const bare = (w: string) => trimChars(w, ',.;:!?&()\'"');
     if (!words.some((w) => bare(w) !== '' && !FILLER.has(bare(w)))) continue;
     // Quote the words that matter: "when a vip" → "vip", "and reply to it" → "reply to".
     while (words.length > 1 && EDGE.has(bare(words[0]!))) words.shift();
@@ -698,7 +707,8 @@ function snoozeUntil(m: RegExpExecArray): string | { error: string } {
     const read = time ? parseTime(time[1]!) : null;
     if (read === 'ambiguous') return { error: AMBIGUOUS_HOUR(time![1]!) };
     const parsed = read;
-    const rest = (parsed ? t.slice(0, time!.index) : t).trim().replace(/\s+morning$/, '');
+    const before = (parsed ? t.slice(0, time!.index) : t).trim();
+    const rest = before.endsWith(' morning') ? before.slice(0, -' morning'.length) : before;
     const { hour, minute } = parsed ?? { hour: DEFAULT_HOUR, minute: 0 };
     if (rest === 'next week') return `{{next(${minute} ${hour} * * 1)}}`;
     const day = new RegExp(`^(?:next\\s+)?(${DAY})$`).exec(rest);
