@@ -218,8 +218,16 @@ export function summarizePlan(plan: Plan): string {
   } else {
     when = `Runs when ${describeEvents(plan.triggerEvent)}`;
   }
-  if (plan.condition) when += `, only if ${describeCondition(plan.condition)}${plan.triggerType !== 'scheduled' && usesTime(plan.condition) ? ` (${zone})` : ''}`;
-  const steps = (plan.actions ?? []).map((s, i, all) => describeStep(s, i, all));
+  if (plan.condition) {
+    let text: string;
+    try {
+      text = `${describeCondition(plan.condition)}${plan.triggerType !== 'scheduled' && usesTime(plan.condition) ? ` (${zone})` : ''}`;
+    } catch {
+      text = `the condition ${JSON.stringify(plan.condition)} holds`; // not a well-formed condition: shown as it is
+    }
+    when += `, only if ${text}`;
+  }
+  const steps = (Array.isArray(plan.actions) ? plan.actions : []).map((s, i, all) => describeStep(s, i, all));
   const does = steps.length ? `It ${list(steps, 'and then')}` : 'It does nothing';
   return `${when}. ${does}.`;
 }

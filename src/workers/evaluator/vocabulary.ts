@@ -354,11 +354,11 @@ const RESOURCES: [RegExp, string][] = [
 ];
 const RESOURCE = `(${RESOURCES.map(([r]) => r.source).join('|')})`;
 const VERB_ACTION: Record<string, 'created' | 'updated' | 'deleted'> = {
-  created: 'created', added: 'created', registered: 'created', new: 'created', create: 'created', add: 'created', register: 'created',
+  created: 'created', added: 'created', registered: 'created', recorded: 'created', received: 'created', new: 'created', create: 'created', add: 'created', register: 'created',
   updated: 'updated', changed: 'updated', modified: 'updated', edited: 'updated', update: 'updated', change: 'updated', modify: 'updated', edit: 'updated',
   deleted: 'deleted', removed: 'deleted', delete: 'deleted', remove: 'deleted',
 };
-const PAST_WORDS = '(?:created|added|registered|updated|changed|modified|edited|deleted|removed)';
+const PAST_WORDS = '(?:created|added|registered|recorded|received|updated|changed|modified|edited|deleted|removed)';
 /** One past participle, or several joined by "or" ("created or updated"): group 1. */
 const PAST = `(${PAST_WORDS}(?:(?: ?,| or| and/or) (?:is |gets )?${PAST_WORDS})*)`;
 const PRESENT = '(create|add|register|update|change|modify|edit|delete|remove)';

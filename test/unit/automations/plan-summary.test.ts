@@ -62,3 +62,10 @@ describe('summarizePlan', () => {
     expect(describeCron('@daily')).toBeNull();
   });
 });
+
+describe('summarizePlan on plans not yet validated', () => {
+  it('shows a malformed condition as it is instead of failing', () => {
+    const p = plan({ condition: { all: 'nope' } as unknown as Condition });
+    expect(summarizePlan(p)).toBe('Runs when a message is received, only if the condition {"all":"nope"} holds. It creates a digest note of the messages since the last run.');
+  });
+});
