@@ -70,6 +70,8 @@ const Env = z.object({
   SMTP_RATE_LIMIT: z.coerce.number().int().min(0).default(120),
   /** Attachment content kept per received message (bytes); past it the content is dropped with a note, names and sizes are kept. */
   EMAIL_ATTACHMENT_MAX_BYTES: z.coerce.number().int().min(0).max(100 * 1024 * 1024).default(10 * 1024 * 1024),
+  /** The longest one attempt to send an email through a channel's relay may take (ms); a crashed attempt is taken over after twice this. */
+  MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000),
 });
 
 function keyProblem(value: string): string | undefined {
@@ -133,6 +135,7 @@ function fromEnv(e: z.infer<typeof Env>) {
       ratePerMinute: e.SMTP_RATE_LIMIT,
     },
     attachmentMaxBytes: e.EMAIL_ATTACHMENT_MAX_BYTES,
+    mailSendTimeoutMs: e.MAIL_SEND_TIMEOUT_MS,
   };
 }
 
