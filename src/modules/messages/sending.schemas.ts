@@ -58,7 +58,8 @@ export const AddressInput = z
   .transform((value, ctx): MailAddress => {
     const given = typeof value === 'string' ? { email: value } : value;
     const email = given.email.trim();
-    const problem = emailProblem(email);
+    // The line-break check reads the address as given: a trailing CR or LF is refused, not trimmed away.
+    const problem = headerValueProblem(given.email) ?? emailProblem(email);
     if (problem) ctx.addIssue({ code: 'custom', message: problem, path: typeof value === 'string' ? [] : ['email'] });
     if (given.name !== undefined) {
       const nameProblem = headerValueProblem(given.name);
