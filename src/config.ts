@@ -48,7 +48,37 @@ const Env = z.object({
   OAUTH_CLIENT_METADATA_DOCUMENTS: z.enum(['true', 'false']).default('true'),
   /** Development and tests only: client metadata documents may be http on a loopback host and on private addresses. */
   OAUTH_CLIENT_METADATA_ALLOW_INSECURE: z.enum(['true', 'false']).default('false'),
+  /** Key of stored secrets (mail server passwords), 32 bytes as base64 or hex; unset: a key file generated in DATA_DIR (embedded database only). */
+  SECRETS_KEY: z.string().optional().transform((v) => v?.trim() || undefined).refine((v) => v === undefined || keyProblem(v) === undefined, { message: 'must be 32 bytes, as base64 (44 characters) or hex (64 characters)' }),
+  /** Older secrets keys, comma-separated: still decrypt, and what they encrypted is re-encrypted under SECRETS_KEY at start-up. */
+  SECRETS_KEY_PREVIOUS: z.string().default(''),
+  /** Self-hosting on a LAN and tests: channels may reach mail servers on private and loopback addresses. */
+  CHANNELS_ALLOW_PRIVATE: z.enum(['true', 'false']).default('false'),
+  /** Port of the built-in SMTP receiver; unset: no receiver. 0 picks a free port. */
+  SMTP_PORT: z.coerce.number().int().min(0).max(65535).optional().or(z.literal('').transform(() => undefined)),
+  /** Address the SMTP receiver listens on; default HOST. */
+  SMTP_HOST: z.string().optional().or(z.literal('').transform(() => undefined)),
+  /** Largest message the SMTP receiver accepts (bytes). */
+  SMTP_MAX_BYTES: z.coerce.number().int().min(1024).max(200 * 1024 * 1024).default(25 * 1024 * 1024),
+  /** PEM files of the certificate and key the SMTP receiver offers STARTTLS with; both or neither. */
+  SMTP_TLS_CERT: z.string().optional().or(z.literal('').transform(() => undefined)),
+  SMTP_TLS_KEY: z.string().optional().or(z.literal('').transform(() => undefined)),
+  /** Simultaneous SMTP connections, in all and from one IP address. */
+  SMTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(200),
+  SMTP_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).max(10_000).default(20),
+  /** Messages one IP address may deliver per minute; 0 turns the limit off. */
+  SMTP_RATE_LIMIT: z.coerce.number().int().min(0).default(120),
+  /** Attachment content kept per received message (bytes); past it the content is dropped with a note, names and sizes are kept. */
+  EMAIL_ATTACHMENT_MAX_BYTES: z.coerce.number().int().min(0).max(100 * 1024 * 1024).default(10 * 1024 * 1024),
+  /** The longest one attempt to send an email through a channel's relay may take (ms); a crashed attempt is taken over after twice this. */
+  MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000),
 });
+
+function keyProblem(value: string): string | undefined {
+  const t = value.trim();
+  const bytes = /^[0-9a-f]{64}$/i.test(t) ? Buffer.from(t, 'hex') : Buffer.from(t, 'base64');
+  return bytes.length === 32 ? undefined : 'bad length';
+}
 
 
 /** The service's settings, read from the environment (see `Env` for each one's meaning). */
@@ -89,6 +119,23 @@ function fromEnv(e: z.infer<typeof Env>) {
     dbStatementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
     dbReadTimeoutMs: e.DB_READ_TIMEOUT_MS,
     mcpApiKeys: e.MCP_API_KEYS === 'true',
+    secrets: {
+      key: e.SECRETS_KEY,
+      previousKeys: e.SECRETS_KEY_PREVIOUS.split(',').map((k) => k.trim()).filter(Boolean),
+    },
+    channelsAllowPrivate: e.CHANNELS_ALLOW_PRIVATE === 'true',
+    smtp: {
+      port: e.SMTP_PORT,
+      host: e.SMTP_HOST ?? e.HOST,
+      maxBytes: e.SMTP_MAX_BYTES,
+      tlsCert: e.SMTP_TLS_CERT,
+      tlsKey: e.SMTP_TLS_KEY,
+      maxConnections: e.SMTP_MAX_CONNECTIONS,
+      maxConnectionsPerIp: e.SMTP_MAX_CONNECTIONS_PER_IP,
+      ratePerMinute: e.SMTP_RATE_LIMIT,
+    },
+    attachmentMaxBytes: e.EMAIL_ATTACHMENT_MAX_BYTES,
+    mailSendTimeoutMs: e.MAIL_SEND_TIMEOUT_MS,
   };
 }
 

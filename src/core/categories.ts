@@ -4,11 +4,12 @@
  */
 export const CATEGORIES = [
   { id: 'contacts', title: 'Contacts', description: 'People and their emails, phone numbers and addresses' },
-  { id: 'messages', title: 'Messages', description: 'Incoming and outgoing email and phone messages, search, read/archive/snooze flags' },
+  { id: 'messages', title: 'Messages', description: 'Incoming and outgoing email and phone messages, search, read/archive/snooze flags, and sending email (send, reply, forward)' },
   { id: 'customers', title: 'Customers', description: 'Customers and their transactions' },
   { id: 'businesses', title: 'Businesses', description: 'The businesses of the organization' },
   { id: 'folders', title: 'Folders', description: 'Folders and their hierarchy' },
   { id: 'automations', title: 'Automations', description: 'Event-driven and scheduled automations' },
+  { id: 'channels', title: 'Channels', description: 'Email channels: the addresses the organization receives and sends as, and their mail servers' },
   { id: 'domains', title: 'Domains', description: 'Domains and their registrations' },
   { id: 'events', title: 'Events', description: 'The record of every change: what was created, updated or deleted, by whom (read-only)' },
   { id: 'webhooks', title: 'Webhooks', description: "Endpoints that receive the organization's events, their signing secrets and deliveries" },

@@ -36,6 +36,10 @@ const audit = {
 };
 
 const tsvector = customType<{ data: string }>({ dataType: () => 'tsvector' });
+const bytea = customType<{ data: Buffer; driverData: Buffer | Uint8Array }>({
+  dataType: () => 'bytea',
+  fromDriver: (value) => (Buffer.isBuffer(value) ? value : Buffer.from(value)),
+});
 
 const orgRef = () =>
   uuid('organization_id')
@@ -180,21 +184,164 @@ export const messages = pgTable(
     action: text('action'),
     importance: text('importance'),
     status: text('status'),
+    /** Why the message has its status, e.g. why sending failed; null otherwise. */
+    statusReason: text('status_reason'),
     summary: text('summary'),
     urgency: text('urgency'),
     sender: jsonb('sender').$type<unknown>(),
     recipient: jsonb('recipient').$type<unknown>(),
     category: jsonb('category').$type<unknown>(),
     metadata: jsonb('metadata').$type<unknown>(),
+    /** The channel that received or sent the message; null for messages recorded through POST /messages. */
+    channelId: uuid('channel_id').references((): AnyPgColumn => channels.id),
     searchVector: tsvector('search_vector').generatedAlwaysAs(messageSearchVector),
   },
   (t) => [
     listIndex('messages_list', t),
+    // The same Message-ID on the same channel never makes a second message (received twice, synced again).
+    uniqueIndex('messages_channel_provider_id')
+      .on(t.organizationId, t.channelId, t.providerMessageId)
+      .where(sql`${t.providerMessageId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
+    index('messages_thread').on(t.organizationId, t.threadId, t.createdAt, t.id).where(sql`${t.threadId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
+    index('messages_provider_id').on(t.organizationId, t.providerMessageId).where(sql`${t.providerMessageId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
     index('messages_direction_list')
       .on(t.organizationId, t.direction, t.createdAt, t.id)
       .where(sql`${t.deletedAt} IS NULL`),
     index('messages_snoozed').on(t.organizationId).where(sql`${t.deletedAt} IS NULL AND ${t.snoozedUntil} IS NOT NULL`),
     index('messages_search').using('gin', t.searchVector),
+  ],
+);
+
+/**
+ * The content of a received message's attachments, kept up to `EMAIL_ATTACHMENT_MAX_BYTES` per message
+ * (their name, type and size are also in the message's `metadata.email.attachments`). Removed with the message.
+ */
+export const messageAttachments = pgTable(
+  'message_attachments',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    messageId: uuid('message_id')
+      .notNull()
+      .references(() => messages.id),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    filename: text('filename'),
+    contentType: text('content_type').notNull(),
+    size: integer('size').notNull(),
+    contentId: text('content_id'),
+    content: bytea('content').notNull(),
+  },
+  (t) => [index('message_attachments_message').on(t.organizationId, t.messageId)],
+);
+
+// ---------------------------------------------------------------- channels
+
+export interface ChannelInboundSettings {
+  mode: 'smtp' | 'imap';
+  host?: string;
+  port?: number;
+  secure?: boolean;
+  username?: string;
+  mailbox?: string;
+}
+
+export interface ChannelOutboundSettings {
+  host: string;
+  port: number;
+  secure: boolean;
+  username?: string | null;
+  from?: string | null;
+}
+
+/**
+ * An address the organization receives and sends mail as. Passwords are never in the settings: they are
+ * in `inbound_secret` / `outbound_secret`, encrypted (AES-256-GCM, `src/core/encryption.ts`).
+ */
+export const channels = pgTable(
+  'channels',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    type: text('type').$type<'email'>().notNull(),
+    name: text('name').notNull(),
+    /** Lower-cased. */
+    address: text('address').notNull(),
+    inbound: jsonb('inbound').$type<ChannelInboundSettings>().notNull(),
+    outbound: jsonb('outbound').$type<ChannelOutboundSettings | null>(),
+    inboundSecret: text('inbound_secret'),
+    outboundSecret: text('outbound_secret'),
+    status: text('status').$type<'active' | 'error' | 'disabled'>().notNull().default('active'),
+    lastError: text('last_error'),
+    lastSyncAt: ts('last_sync_at'),
+  },
+  (t) => [
+    listIndex('channels_list', t),
+    uniqueIndex('channels_address_live').on(t.organizationId, t.address).where(sql`${t.deletedAt} IS NULL`),
+    // The SMTP receiver's look-up of a recipient address (across organizations).
+    index('channels_address').on(t.address).where(sql`${t.deletedAt} IS NULL`),
+  ],
+);
+
+/** What the mail sender needs to send one outgoing message: the message as composed when it was queued. */
+export interface OutboxMail {
+  /** The Message-ID, fixed when queued (without the angle brackets): every attempt sends the same one. */
+  messageId: string;
+  /** The Date header (ISO 8601), fixed when queued. */
+  date: string;
+  from: { email: string; name?: string | undefined };
+  to: { email: string; name?: string | undefined }[];
+  cc: { email: string; name?: string | undefined }[];
+  bcc: { email: string; name?: string | undefined }[];
+  subject: string;
+  text: string;
+  html?: string | undefined;
+  inReplyTo?: string | undefined;
+  references: string[];
+  /** RFC 3834: set on mail an automation sends. */
+  autoSubmitted?: 'auto-replied' | 'auto-generated' | undefined;
+}
+
+/**
+ * The outbox: one row per outgoing email message, written in the same transaction as the message. `status`
+ * pending (waiting for `next_attempt_at`), sending (claimed until `lease_until`), sent or failed.
+ * `transmitted_at` is set (and committed) just before the end of the message data is sent to the relay: a
+ * claim whose lease ran out with it set may have been accepted, so it is never sent again (at most once).
+ */
+export const mailOutbox = pgTable(
+  'mail_outbox',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    messageId: uuid('message_id')
+      .notNull()
+      .references(() => messages.id),
+    channelId: uuid('channel_id')
+      .notNull()
+      .references(() => channels.id),
+    status: text('status').$type<'pending' | 'sending' | 'sent' | 'failed'>().notNull().default('pending'),
+    attempt: integer('attempt').notNull().default(0),
+    nextAttemptAt: ts('next_attempt_at').notNull().defaultNow(),
+    leaseUntil: ts('lease_until'),
+    transmittedAt: ts('transmitted_at'),
+    lastError: text('last_error'),
+    mail: jsonb('mail').$type<OutboxMail>().notNull(),
+    /** Who queued the message: the events of its sending carry the same actor and depth. */
+    actorType: text('actor_type').notNull(),
+    actorId: uuid('actor_id'),
+    depth: integer('depth').notNull().default(0),
+    /**
+     * For an automatic reply: `<automation id>:<recipient>:<UTC day>`, unique, so an automation answers a
+     * sender at most once a day (RFC 3834).
+     */
+    autoReplyKey: text('auto_reply_key'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+    sentAt: ts('sent_at'),
+  },
+  (t) => [
+    uniqueIndex('mail_outbox_message').on(t.messageId),
+    uniqueIndex('mail_outbox_auto_reply').on(t.autoReplyKey).where(sql`${t.autoReplyKey} IS NOT NULL`),
+    index('mail_outbox_due').on(t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'sending')`),
   ],
 );
 
@@ -498,6 +645,13 @@ export const domains = pgTable(
     organizationId: orgRef(),
     name: text('name').notNull(),
     createdBy: uuid('created_by').notNull(),
+    /** DKIM: the selector of the current signing key (`<selector>._domainkey.<name>`); null while the domain has none. */
+    dkimSelector: text('dkim_selector'),
+    /** The public key (base64 DER, SubjectPublicKeyInfo), as published in DNS. */
+    dkimPublicKey: text('dkim_public_key'),
+    /** The private key (PEM), encrypted like every stored secret; never returned. */
+    dkimPrivateKey: text('dkim_private_key'),
+    dkimCreatedAt: ts('dkim_created_at'),
   },
   (t) => [
     listIndex('domains_list', t),

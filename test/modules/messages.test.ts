@@ -54,7 +54,7 @@ describe('messages: create, get, list, delete', () => {
       [
         'id', 'createdAt', 'updatedAt', 'deletedAt', 'organizationId', 'timestamp', 'readAt', 'archivedAt', 'snoozedUntil', 'phoneNumberId',
         'emailAddressId', 'type', 'direction', 'providerMessageId', 'providerName', 'threadId', 'text', 'action', 'importance', 'status',
-        'summary', 'urgency', 'sender', 'recipient', 'category', 'metadata',
+        'summary', 'urgency', 'sender', 'recipient', 'category', 'metadata', 'channelId',
       ].sort(),
     );
 

@@ -24,13 +24,15 @@ export const Message = z.object({
   text: z.string().nullable().describe('Body text'),
   action: z.string().nullable().describe(openValue('Action the message calls for', '"reply", "none"')),
   importance: z.string().nullable().describe(openValue('Importance', '"low", "normal", "high"')),
-  status: z.string().nullable().describe(openValue('Delivery or handling status', '"received", "sent", "delivered", "failed"')),
+  status: z.string().nullable().describe(openValue('Delivery or handling status', '"received", "queued", "sent", "failed"')),
+  statusReason: z.string().nullable().describe('Why the message has its status, e.g. why sending failed; null otherwise'),
   summary: z.string().nullable().describe('Short summary of the message'),
   urgency: z.string().nullable().describe(openValue('Urgency', '"low", "normal", "high"')),
   sender: JsonValue.describe('Who sent the message: any JSON value, e.g. "ada@example.com" or {"name": "Ada", "email": "ada@example.com"}'),
   recipient: JsonValue.describe('Who received the message: any JSON value, like `sender`'),
   category: JsonValue.describe('Category of the message: any JSON value, e.g. "billing" or ["billing", "urgent"]'),
-  metadata: JsonValue.describe('Free-form JSON value'),
+  metadata: JsonValue.describe('Free-form JSON value; for email, `metadata.email` holds the subject, headers, attachments and SPF/DKIM/DMARC results'),
+  channelId: Uuid.nullable().describe('Channel that received or sent the message; null when recorded by POST /messages'),
 });
 
 export const MessageIdParam = { id: IdParam('message') };

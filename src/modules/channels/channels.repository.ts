@@ -1,0 +1,180 @@
+import { and, eq, isNull, sql } from 'drizzle-orm';
+import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../core/encryption.js';
+import { fieldError, notFound, pgErrorCode } from '../../core/errors.js';
+import type { Page, PageInput } from '../../core/pagination.js';
+import type { DbOrTx } from '../../db/client.js';
+import { channels, type ChannelInboundSettings, type ChannelOutboundSettings } from '../../db/schema.js';
+import { definedOnly, scopedRepository } from '../../db/scoped.js';
+import type { ChannelCreate, ChannelUpdate } from './channels.schemas.js';
+
+export const channelRows = scopedRepository(channels, 'Channel');
+export type ChannelRow = typeof channels.$inferSelect;
+
+/** A channel as the API answers it: settings without passwords, and whether each is set. */
+export function toChannel(row: ChannelRow) {
+  const { inboundSecret, outboundSecret, inbound, outbound, ...rest } = row;
+  return {
+    ...rest,
+    inbound: { ...inbound, passwordSet: inboundSecret !== null },
+    outbound: outbound ? { host: outbound.host, port: outbound.port, secure: outbound.secure, username: outbound.username ?? null, from: outbound.from ?? null, passwordSet: outboundSecret !== null } : null,
+  };
+}
+
+const duplicate = () => fieldError('address', 'A channel with this address already exists in the organization');
+
+/** Encrypts a password given in a write; 400 at its field when the server may not store secrets. */
+function seal(password: string | undefined, path: [string, string]): string | undefined {
+  if (password === undefined) return undefined;
+  if (!canStoreSecrets()) throw missingKeyError(path);
+  return encryptSecret(password);
+}
+
+function inboundSettings(inbound: ChannelCreate['inbound'] | NonNullable<ChannelUpdate['inbound']>): ChannelInboundSettings {
+  if (inbound.mode === 'smtp') return { mode: 'smtp' };
+  const { password: _password, ...settings } = inbound;
+  return settings;
+}
+
+function outboundSettings(outbound: NonNullable<ChannelCreate['outbound']>): ChannelOutboundSettings {
+  const { password: _password, ...settings } = outbound;
+  return { ...settings, username: settings.username ?? null, from: settings.from ?? null };
+}
+
+async function assertAddressFree(db: DbOrTx, orgId: string, address: string, exceptId?: string) {
+  const taken = await db
+    .select({ id: channels.id })
+    .from(channels)
+    .where(channelRows.live(orgId, eq(channels.address, address), exceptId ? sql`${channels.id} <> ${exceptId}` : undefined))
+    .limit(1);
+  if (taken.length > 0) throw duplicate();
+}
+
+const uniqueAddress = async <T>(write: Promise<T>): Promise<T> => {
+  try {
+    return await write;
+  } catch (err) {
+    // Two concurrent writes of one address: the partial unique index decides.
+    if (pgErrorCode(err) === '23505') throw duplicate();
+    throw err;
+  }
+};
+
+export async function createChannel(db: DbOrTx, orgId: string, input: ChannelCreate) {
+  await assertAddressFree(db, orgId, input.address);
+  const inboundSecret = input.inbound.mode === 'imap' ? seal(input.inbound.password, ['inbound', 'password']) : undefined;
+  const outboundSecret = input.outbound ? seal(input.outbound.password, ['outbound', 'password']) : undefined;
+  const row = await uniqueAddress(
+    channelRows.insert(db, {
+      organizationId: orgId,
+      type: input.type,
+      name: input.name,
+      address: input.address,
+      inbound: inboundSettings(input.inbound),
+      outbound: input.outbound ? outboundSettings(input.outbound) : null,
+      inboundSecret: inboundSecret ?? null,
+      outboundSecret: outboundSecret ?? null,
+    }),
+  );
+  return toChannel(row);
+}
+
+export async function listChannels(db: DbOrTx, orgId: string, page: PageInput): Promise<Page<ReturnType<typeof toChannel>>> {
+  const found = await channelRows.list(db, orgId, page, { withTotal: true });
+  return { ...found, items: found.items.map(toChannel) };
+}
+
+export const getChannel = async (db: DbOrTx, orgId: string, id: string) => toChannel(await channelRows.get(db, orgId, id));
+
+/**
+ * PATCH: each field present replaces the stored one. An IMAP or relay password left out is kept while the
+ * server settings stay in the same mode; a change of mode to smtp or `outbound: null` drops the password.
+ */
+export async function updateChannel(db: DbOrTx, orgId: string, id: string, patch: Omit<ChannelUpdate, 'id'>) {
+  const current = await channelRows.get(db, orgId, id);
+  if (patch.address !== undefined && patch.address !== current.address) await assertAddressFree(db, orgId, patch.address, id);
+  const values: Partial<typeof channels.$inferInsert> = definedOnly({ name: patch.name, address: patch.address });
+  if (patch.inbound !== undefined) {
+    values.inbound = inboundSettings(patch.inbound);
+    if (patch.inbound.mode === 'smtp') values.inboundSecret = null;
+    else if (patch.inbound.password !== undefined) values.inboundSecret = seal(patch.inbound.password, ['inbound', 'password'])!;
+    else if (current.inbound.mode !== 'imap' || current.inboundSecret === null) throw fieldError('inbound', 'An IMAP channel needs a password: give `inbound.password`');
+  }
+  if (patch.outbound === null) {
+    values.outbound = null;
+    values.outboundSecret = null;
+  } else if (patch.outbound !== undefined) {
+    values.outbound = outboundSettings(patch.outbound);
+    if (patch.outbound.password !== undefined) values.outboundSecret = seal(patch.outbound.password, ['outbound', 'password'])!;
+  }
+  if (patch.status !== undefined) {
+    values.status = patch.status;
+    // A person re-activating a channel clears the last error; the next failure sets it again.
+    if (patch.status === 'active') values.lastError = null;
+  }
+  const row = await uniqueAddress(channelRows.update(db, orgId, id, values));
+  return toChannel(row);
+}
+
+export const deleteChannel = async (db: DbOrTx, orgId: string, id: string) => toChannel(await channelRows.softDelete(db, orgId, id));
+
+export interface ChannelCredentials {
+  id: string;
+  organizationId: string;
+  type: 'email';
+  name: string;
+  address: string;
+  status: ChannelRow['status'];
+  inbound: ChannelInboundSettings & { password?: string };
+  outbound: (ChannelOutboundSettings & { password?: string }) | null;
+}
+
+/**
+ * A live channel with its decrypted passwords, for the workers that connect with them (IMAP sync, the
+ * sender, the connection test). Not organization-scoped: callers hold the id from a claimed row. 404 when
+ * the channel is deleted or missing.
+ */
+export async function loadChannelCredentials(db: DbOrTx, channelId: string): Promise<ChannelCredentials> {
+  const [row] = await db
+    .select()
+    .from(channels)
+    .where(and(eq(channels.id, channelId), isNull(channels.deletedAt)))
+    .limit(1);
+  if (!row) throw notFound('Channel');
+  return withSecrets(row);
+}
+
+export function withSecrets(row: ChannelRow): ChannelCredentials {
+  return {
+    id: row.id,
+    organizationId: row.organizationId,
+    type: row.type,
+    name: row.name,
+    address: row.address,
+    status: row.status,
+    inbound: row.inboundSecret !== null ? { ...row.inbound, password: decryptSecret(row.inboundSecret) } : { ...row.inbound },
+    outbound: row.outbound ? (row.outboundSecret !== null ? { ...row.outbound, password: decryptSecret(row.outboundSecret) } : { ...row.outbound }) : null,
+  };
+}
+
+/**
+ * The live, active inbound-SMTP channels with this address (in any organization: the SMTP receiver does
+ * not know the organization before the recipient names it). Several organizations may claim one address;
+ * each gets its copy.
+ */
+export async function smtpChannelsFor(db: DbOrTx, address: string): Promise<ChannelRow[]> {
+  return db
+    .select()
+    .from(channels)
+    .where(and(eq(channels.address, address.toLowerCase()), isNull(channels.deletedAt), eq(channels.status, 'active'), sql`${channels.inbound}->>'mode' = 'smtp'`));
+}
+
+/** Records the outcome of receiving or syncing: `lastSyncAt` on success, `status` error with `lastError` on failure. */
+export async function recordChannelOutcome(db: DbOrTx, channelId: string, outcome: { ok: true; at?: Date } | { ok: false; error: string }) {
+  const set = outcome.ok
+    ? { lastSyncAt: outcome.at ?? new Date(), lastError: null, status: sql`CASE WHEN ${channels.status} = 'error' THEN 'active' ELSE ${channels.status} END` }
+    : { lastError: outcome.error.slice(0, 1000), status: sql`CASE WHEN ${channels.status} = 'disabled' THEN 'disabled' ELSE 'error' END` };
+  await db
+    .update(channels)
+    .set({ ...set, updatedAt: sql`now()` } as never)
+    .where(and(eq(channels.id, channelId), isNull(channels.deletedAt)));
+}

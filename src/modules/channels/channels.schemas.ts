@@ -1,0 +1,144 @@
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { AuditFields, components, IdParam, NullableTimestamp, ShortText } from '../../core/schemas.js';
+import { canonicalDomain } from '../domains/domains.schemas.js';
+
+export const CHANNEL_TYPES = ['email'] as const;
+export const CHANNEL_STATUSES = ['active', 'error', 'disabled'] as const;
+
+/** An email address, stored lower-cased. */
+export const EmailAddress = z
+  .email({ error: 'Must be a valid email address' })
+  .max(320)
+  .describe('Email address, stored lower-cased')
+  .transform((v) => v.toLowerCase());
+
+/** A mail server's host: a domain name or an IP address (checked against private ranges when connecting). */
+const MailHost = z
+  .string()
+  .trim()
+  .min(1)
+  .max(253)
+  .describe('Host name or IP address of the mail server')
+  .refine((v) => isIP(v.replace(/^\[|\]$/g, '')) !== 0 || canonicalDomain(v) !== undefined || v === 'localhost', { message: 'Must be a host name or an IP address' });
+
+const Port = z.number().int().min(1).max(65535);
+const Password = z.string().min(1).max(1000).describe('Password (write-only, stored encrypted)');
+const Username = z.string().min(1).max(320).describe('User name to log in with');
+const Mailbox = z.string().min(1).max(255).default('INBOX').describe('Mailbox (folder) to sync; default "INBOX"');
+
+export const InboundSmtp = z.strictObject({
+  mode: z.literal('smtp').describe('"smtp": mail arrives at the built-in SMTP receiver'),
+});
+
+const imapFields = {
+  mode: z.literal('imap').describe('"imap": the service syncs a mailbox of an IMAP server'),
+  host: MailHost,
+  port: Port.default(993).describe('IMAP port; default 993'),
+  secure: z.boolean().default(true).describe('TLS from the start (port 993); false: STARTTLS when offered; default true'),
+  username: Username,
+  mailbox: Mailbox,
+};
+
+export const InboundImapCreate = z.strictObject({ ...imapFields, password: Password });
+/** On update the password may be left out: the stored one is kept. */
+export const InboundImapUpdate = z.strictObject({ ...imapFields, password: Password.optional() });
+
+const outboundFields = {
+  host: MailHost.describe('Host name or IP address of the SMTP relay'),
+  port: Port.default(587).describe('SMTP port; default 587'),
+  secure: z.boolean().default(false).describe('TLS from the start (port 465); false: STARTTLS when offered (port 587); default false'),
+  username: Username.optional(),
+  from: z.string().max(500).optional().describe('From header of sent mail, e.g. "Acme <support@acme.example>"; default the address'),
+};
+export const OutboundCreate = z.strictObject({ ...outboundFields, password: Password.optional() });
+export const OutboundUpdate = z.strictObject({ ...outboundFields, password: Password.optional() });
+
+const InboundCreate = z
+  .discriminatedUnion('mode', [InboundSmtp, InboundImapCreate])
+  .describe('How mail arrives: {"mode": "smtp"} or {"mode": "imap", "host", "username", "password", …}')
+  .meta({ examples: [{ mode: 'smtp' }] });
+const InboundUpdate = z.discriminatedUnion('mode', [InboundSmtp, InboundImapUpdate]).describe('Replaces the inbound settings; an IMAP password left out is kept');
+
+const name = ShortText(255).min(1).describe('A name for people, e.g. "Support"');
+
+export const ChannelCreateInput = z.strictObject({
+  type: z.enum(CHANNEL_TYPES).describe('Kind of channel: "email"'),
+  name,
+  address: EmailAddress.describe('The address received at and sent from; unique in the organization'),
+  inbound: InboundCreate,
+  outbound: OutboundCreate.nullable()
+    .optional()
+    .describe('SMTP relay to send through; absent or null: cannot send'),
+});
+
+export const ChannelIdParam = { id: IdParam('channel') };
+export const ChannelId = z.strictObject(ChannelIdParam);
+
+export const ChannelUpdateInput = z.strictObject({
+  ...ChannelIdParam,
+  name: name.optional(),
+  address: EmailAddress.optional().describe('The address the organization receives and sends as'),
+  inbound: InboundUpdate.optional(),
+  outbound: OutboundUpdate.nullable().optional().describe('Replaces the relay (a password left out is kept); null removes it'),
+  status: z
+    .enum(['active', 'disabled'])
+    .optional()
+    .describe('"disabled" stops receiving and syncing; "active" resumes'),
+});
+
+const InboundOut = z
+  .object({
+    mode: z.enum(['smtp', 'imap']),
+    host: z.string().optional(),
+    port: z.number().int().optional(),
+    secure: z.boolean().optional(),
+    username: z.string().optional(),
+    mailbox: z.string().optional(),
+    passwordSet: z.boolean().describe('Whether a password is stored (the password itself is never returned)'),
+  })
+  .describe('How mail arrives; the password is never returned');
+
+const OutboundOut = z
+  .object({
+    host: z.string(),
+    port: z.number().int(),
+    secure: z.boolean(),
+    username: z.string().nullable(),
+    from: z.string().nullable(),
+    passwordSet: z.boolean().describe('Whether a password is stored (the password itself is never returned)'),
+  })
+  .nullable()
+  .describe('The SMTP relay mail is sent through; null: the channel cannot send');
+
+export const Channel = z.object({
+  ...AuditFields,
+  type: z.enum(CHANNEL_TYPES).describe('Kind of channel'),
+  name: z.string().describe('A name for people'),
+  address: z.string().describe('The address the organization receives and sends as (lower-cased)'),
+  inbound: InboundOut,
+  outbound: OutboundOut,
+  status: z.enum(CHANNEL_STATUSES).describe('"active"; "error" while receiving or syncing fails (see `lastError`); "disabled" by a person'),
+  lastError: z.string().nullable().describe('What failed last (connection, login, …); null when the last attempt worked'),
+  lastSyncAt: NullableTimestamp.describe('When mail was last received or synced on this channel'),
+});
+
+const CheckResult = z.object({
+  ok: z.boolean().describe('Whether every step worked'),
+  steps: z
+    .array(z.object({ step: z.string().describe('What was tried: "resolve", "connect", "login", "mailbox", "greeting"'), ok: z.boolean(), detail: z.string().nullable() }))
+    .describe('The steps tried, in order; the first failed one ends the check'),
+  error: z.string().nullable().describe('Why the check failed; null when it worked'),
+});
+
+export const ChannelTestResult = z.object({
+  ok: z.boolean().describe('Whether every configured server was reached and accepted the login'),
+  inbound: CheckResult.extend({ mode: z.enum(['smtp', 'imap']) }).describe('The IMAP server (mode imap); for mode smtp, whether the channel can receive (active)'),
+  outbound: CheckResult.nullable().describe('The SMTP relay: greeting and authentication; null when none is configured'),
+});
+
+export type ChannelCreate = z.output<typeof ChannelCreateInput>;
+export type ChannelUpdate = z.output<typeof ChannelUpdateInput>;
+
+components.add(Channel, { id: 'Channel' });
+components.add(ChannelTestResult, { id: 'ChannelTestResult' });
