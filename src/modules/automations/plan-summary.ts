@@ -193,13 +193,15 @@ function describeStep(step: PlanStep, index: number, steps: PlanStep[]): string 
   if (step.operation === 'contacts.create_email' && priorIsContact && input.email === '{{sender.address}}' && Object.keys(input).length === 2) return "adds the sender's address to it as an email";
   if (step.operation === 'contacts.create_phone_number' && priorIsContact && input.phoneNumber === '{{sender.address}}' && Object.keys(input).length === 2) return "adds the sender's number to it as a phone number";
   if (step.operation === 'messages.reply' && isEventMessage(input) && typeof input.text === 'string' && Object.keys(input).every((k) => ['id', 'text', 'replyAll'].includes(k))) {
-    return `replies${input.replyAll === true ? ' to all' : ''} to the message with ${quote(input.text)}`;
+    return `replies to the message${input.replyAll === true ? ' and all its other recipients' : ''} with ${quote(input.text)}`;
   }
   if (step.operation === 'messages.forward' && isEventMessage(input) && Object.keys(input).every((k) => ['id', 'to', 'text'].includes(k))) {
     return `forwards the message to ${recipients(input.to)}${typeof input.text === 'string' && input.text ? ` with the note ${quote(input.text)}` : ''}`;
   }
   if (step.operation === 'messages.send' && Object.keys(input).every((k) => ['channelId', 'to', 'subject', 'text'].includes(k))) {
-    return `sends an email to ${recipients(input.to)} with the subject ${quote(input.subject)} and the text ${quote(input.text)}`;
+    const through = input.channelId === '{{event.data.channelId}}' ? 'through the channel the message came through' : `through the channel ${quote(input.channelId)}`;
+    const subject = input.subject === '' ? 'no subject' : `the subject ${quote(input.subject)}`;
+    return `sends an email to ${recipients(input.to)} ${through}, with ${subject} and the text ${quote(input.text)}`;
   }
   const json = JSON.stringify(input);
   return `calls ${step.operation} with ${json.length > 2 * MAX_VALUE ? `${json.slice(0, 2 * MAX_VALUE)}…` : json}`;

@@ -6,6 +6,7 @@ import {
   Scanner,
   takeActions,
   takeAmount,
+  takeEmailActions,
   takeLevels,
   takeMessageConditions,
   takeRecordPhrases,
@@ -24,9 +25,10 @@ export const DIGEST_SENDER = 'Switchboard automations';
 const NO_TRIGGER =
   'No trigger or schedule was recognized in the instructions. Say when the automation runs, e.g. "When a new email arrives from ada@example.com, …", "When a customer is added, …" or "Every Monday at 9, …".';
 const NO_ACTION =
-  'No action was recognized in the instructions. Say what the automation does, e.g. "… mark it as read", "… archive it", "… snooze it for 2 hours", "… set its importance to high", "… create a contact for the sender" or "… write a summary of the messages since the last run".';
+  'No action was recognized in the instructions. Say what the automation does, e.g. "… mark it as read", "… archive it", "… snooze it for 2 hours", "… set its importance to high", "… create a contact for the sender", "… write a summary of the messages since the last run", "… reply \'Thanks, we received it\'", "… forward it to sales@example.com" or "… send an email to sales@example.com saying \'…\'".';
 
-const ON_MESSAGE = new Set<ActionSpec['kind']>(['read', 'unread', 'archive', 'snooze', 'set', 'contact']);
+/** Actions on the message that triggered the automation (a new email goes through its channel). */
+const ON_MESSAGE = new Set<ActionSpec['kind']>(['read', 'unread', 'archive', 'snooze', 'set', 'contact', 'reply', 'forward', 'send']);
 const MESSAGE_EVENTS = new Set(['message.received', 'message.sent', 'message.created', 'message.updated']);
 
 const updateMessage = (patch: Record<string, unknown>): PlanStep => ({ operation: 'messages.update', input: { id: '{{event.resourceId}}', ...patch } });
@@ -52,6 +54,12 @@ function stepsOf(action: ActionSpec, index: number, types: string[]): PlanStep[]
           : { operation: 'contacts.create_email', input: { id: `{{steps.${index}.id}}`, email: '{{sender.address}}' } },
       ];
     }
+    case 'reply':
+      return [{ operation: 'messages.reply', input: action.replyAll ? { id: '{{event.resourceId}}', text: action.text, replyAll: true } : { id: '{{event.resourceId}}', text: action.text } }];
+    case 'forward':
+      return [{ operation: 'messages.forward', input: action.text === undefined ? { id: '{{event.resourceId}}', to: action.to } : { id: '{{event.resourceId}}', to: action.to, text: action.text } }];
+    case 'send':
+      return [{ operation: 'messages.send', input: { channelId: '{{event.data.channelId}}', to: action.to, subject: action.subject, text: action.text } }];
     case 'digest':
       return [
         {
@@ -107,9 +115,10 @@ const MESSAGE_VERBS: Record<string, RegExp> = {
 export function planFromInstructions(request: EvaluationRequest): EvaluationOutcome {
   const { given } = request;
   const s = Scanner.of(request.instructions);
+  const emails = takeEmailActions(s);
   const zone = takeTimeZone(s);
   if ('error' in zone) return fail('evaluation_failed', zone.error);
-  const actions = takeActions(s);
+  const actions = [...emails, ...takeActions(s)].sort((x, y) => x.at - y.at);
   const broken = actions.find((a) => a.kind === 'snooze' && a.error);
   if (broken && broken.kind === 'snooze') return fail('evaluation_failed', `"${broken.phrase}": ${broken.error}`);
   const amount = takeAmount(s);
@@ -188,9 +197,10 @@ export function planFromInstructions(request: EvaluationRequest): EvaluationOutc
   const misplaced = actions.find((a) => ON_MESSAGE.has(a.kind) && !onMessage);
   if (misplaced) {
     const what = triggerType === 'scheduled' ? 'a scheduled automation has no message' : `its trigger "${triggerEvent}" is not a message event`;
+    const acts = misplaced.kind === 'send' ? 'sends through the channel of the message that triggered the automation' : 'acts on the message that triggered the automation';
     return fail(
       'code_generation_failed',
-      `"${misplaced.phrase}" acts on the message that triggered the automation, but ${what}. Trigger it on messages, e.g. "When a new email arrives, ${misplaced.phrase}".`,
+      `"${misplaced.phrase}" ${acts}, but ${what}. Trigger it on messages, e.g. "When a new email arrives, ${misplaced.phrase}".`,
     );
   }
 

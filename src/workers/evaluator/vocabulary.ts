@@ -37,6 +37,12 @@ export class Scanner {
     return new Scanner(written.toLowerCase(), written);
   }
 
+  /** The written form (case kept) of group `group` of a match of a pattern with the `d` flag. */
+  writtenGroup(m: RegExpExecArray, group: number): string {
+    const span = m.indices?.[group];
+    return span ? this.original.slice(span[0], span[1]) : (m[group] ?? '');
+  }
+
   /** The written form (case kept) of `part`, a piece of the match `m`. */
   written(m: RegExpExecArray, part: string): string {
     const at = m.index + m[0].indexOf(part);
@@ -689,7 +695,10 @@ export type ActionSpec =
   /** `cadence`: "a daily / weekly / monthly digest", which the schedule must agree with. */
   | { kind: 'digest'; at: number; phrase: string; cadence?: 'daily' | 'weekly' | 'monthly' }
   | { kind: 'snooze'; at: number; phrase: string; until: string; error?: string }
-  | { kind: 'set'; at: number; phrase: string; field: 'importance' | 'urgency' | 'status'; value: string };
+  | { kind: 'set'; at: number; phrase: string; field: 'importance' | 'urgency' | 'status'; value: string }
+  | { kind: 'reply'; at: number; phrase: string; text: string; replyAll: boolean }
+  | { kind: 'forward'; at: number; phrase: string; to: string[]; text?: string }
+  | { kind: 'send'; at: number; phrase: string; to: string[]; subject: string; text: string };
 
 const IT = "(?:\\s+(?:it|them|this|these|that|the\\s+(?:message|email|mail|sms|text)s?|each\\s+(?:one|message|email)|all))?";
 
@@ -716,6 +725,32 @@ function snoozeUntil(m: RegExpExecArray): string | { error: string } {
     return `{{next(${minute} ${hour} * * *)}}`; // "tomorrow", "tomorrow morning", a bare time
   }
   return `{{next(0 ${DEFAULT_HOUR} * * *)}}`; // "snooze it": until the next morning
+}
+
+const EMAILS = `${EMAIL}(?:(?:,|, and| and| or) ${EMAIL})*`;
+const addresses = (list: string) => [...new Set(list.split(/,| and | or /).map((a) => a.trim()).filter(Boolean))];
+
+/**
+ * Email replies, forwards and new emails, with their text as written (case kept). Read before every
+ * other phrase: the quoted text is the email's, not instructions ("reply 'back at 9am EST'" names no
+ * time zone).
+ */
+export function takeEmailActions(s: Scanner): ActionSpec[] {
+  const out: ActionSpec[] = [];
+  const text = `(${QUOTED})`;
+  const reply = new RegExp(`\\breply(?: to (?:it|them|this|the (?:message|email|mail|sender)))?( to all| to everyone| all)?(?: with| saying| that says| with the text)?:? ${text}`, 'd');
+  for (const m of s.takeAll(reply)) out.push({ kind: 'reply', at: m.index, phrase: m[0].trim(), text: unquote(s.writtenGroup(m, 2)), replyAll: Boolean(m[1]) });
+  const forward = new RegExp(`\\bforward(?: it| them| this| the (?:message|email|mail))? to (${EMAILS})(?:,? (?:with the note|with a note|with the text|saying|adding):? ${text})?`, 'd');
+  for (const m of s.takeAll(forward)) {
+    const spec: ActionSpec = { kind: 'forward', at: m.index, phrase: m[0].trim(), to: addresses(m[1]!) };
+    if (m[2]) spec.text = unquote(s.writtenGroup(m, 2));
+    out.push(spec);
+  }
+  const send = new RegExp(`\\b(?:send|write) (?:an? )?(?:new )?(?:e-?mail|mail|message) to (${EMAILS})(?:,? with the subject:? ${text}(?: and)?)?,? (?:saying|that says|with the text|with the message|reading):? ${text}`, 'd');
+  for (const m of s.takeAll(send)) {
+    out.push({ kind: 'send', at: m.index, phrase: m[0].trim(), to: addresses(m[1]!), subject: m[2] ? unquote(s.writtenGroup(m, 2)) : '', text: unquote(s.writtenGroup(m, 3)) });
+  }
+  return out;
 }
 
 /** The actions the text asks for, in the order it states them. */

@@ -94,6 +94,33 @@ const PLANNED: [string, Plan][] = [
   ["When a customer whose status is not 'lead' is updated, write a digest", onEvent('customer.updated', { field: 'status', operator: 'not_equals', value: 'lead' }, [digest])],
   ['When a contact is created, updated or deleted, write a digest', onEvent('contact.created,contact.updated,contact.deleted', null, [digest])],
   ['When a new or updated business whose name is Acme, write a digest', onEvent('business.created,business.updated', eq('name', 'Acme'), [digest])],
+  // Email: reply to and forward the triggering message, send a new email through its channel.
+  [
+    "When an email from billing@acme.com arrives, reply 'Thanks, we received your invoice'",
+    onEvent('message.received', all(email, eq('sender', 'billing@acme.com')), [{ operation: 'messages.reply', input: { id: '{{event.resourceId}}', text: 'Thanks, we received your invoice' } }]),
+  ],
+  [
+    'When an email from billing@acme.com arrives, forward it to sales@acme.com',
+    onEvent('message.received', all(email, eq('sender', 'billing@acme.com')), [{ operation: 'messages.forward', input: { id: '{{event.resourceId}}', to: ['sales@acme.com'] } }]),
+  ],
+  [
+    'When an email from billing@acme.com arrives, send an email to x@acme.com saying "An invoice arrived, see New York time"',
+    onEvent('message.received', all(email, eq('sender', 'billing@acme.com')), [
+      { operation: 'messages.send', input: { channelId: '{{event.data.channelId}}', to: ['x@acme.com'], subject: '', text: 'An invoice arrived, see New York time' } },
+    ]),
+  ],
+  [
+    "When an email arrives from anyone at acme.com, forward it to sales@acme.com and ops@acme.com with the note 'FYI' and archive it",
+    onEvent('message.received', all(email, { field: 'sender', operator: 'ends_with', value: '@acme.com' }), [
+      { operation: 'messages.forward', input: { id: '{{event.resourceId}}', to: ['sales@acme.com', 'ops@acme.com'], text: 'FYI' } },
+      archive,
+    ]),
+  ],
+  ['When an email arrives after 6pm, reply to all with "Out of office until Monday"', onEvent('message.received', all(email, time('18:00', '00:00')), [{ operation: 'messages.reply', input: { id: '{{event.resourceId}}', text: 'Out of office until Monday', replyAll: true } }])],
+  [
+    "When an email arrives, send an email to boss@acme.com with the subject 'New mail' and saying 'Check your inbox'",
+    onEvent('message.received', email, [{ operation: 'messages.send', input: { channelId: '{{event.data.channelId}}', to: ['boss@acme.com'], subject: 'New mail', text: 'Check your inbox' } }]),
+  ],
   // Cadences that agree with the schedule, "every time", several senders.
   ['Every Friday at 5pm, send me a weekly digest', cron('0 17 * * 5')],
   ['On the 1st of every month, write a monthly summary', cron('0 9 1 * *')],
@@ -148,6 +175,12 @@ const REFUSED: [string, RegExp][] = [
   ['When a new email arrives from ada@example.com, archive it, and when a customer is added, write a digest', /did not understand "new email arrives from ada@example\.com"/],
   ['Every hour on weekdays, write a digest', /did not understand "on weekdays"/],
   ['When an email arrives in the morning, archive it', /did not understand "in the morning"/],
+  ["Every day at 9am, send an email to x@acme.com saying 'Good morning'", /sends through the channel of the message that triggered the automation.*scheduled automation has no message/],
+  ["When a customer is added, reply 'Welcome'", /acts on the message that triggered the automation.*"customer\.created" is not a message event/],
+  ["When an email arrives, reply 'We've received it'", /did not understand "ve received"/],
+  ['When an email arrives, forward it to my assistant', /No action.*forward it to sales@example\.com/],
+  ['When an email arrives, reply to it', /No action.*reply 'Thanks, we received it'/],
+  ["When an email arrives, do not reply 'Thanks'", /negation.*"do not"/],
 ];
 
 describe('the phrasing table of the built-in evaluator', () => {
