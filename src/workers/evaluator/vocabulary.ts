@@ -23,12 +23,21 @@ export const normalize = (text: string): string => straighten(text).toLowerCase(
 export class Scanner {
   /** The text as written (case kept) when lower-casing kept every position, else the lower-case text. */
   readonly original: string;
+  /** The lower-case text with the content of its quotes (which `text` masks). */
+  readonly plain: string;
 
+  /**
+   * `text` is what the phrases read: the content of quoted strings is masked (each character replaced by
+   * one that no phrase reads), so that a quoted "EST" or 'archive' is never read as an instruction. A
+   * phrase that takes a quoted string reads its content with `plainGroup` or `writtenGroup`.
+   */
   constructor(
     public text: string,
     original?: string,
   ) {
     this.original = original !== undefined && original.length === text.length ? original : text;
+    this.plain = text;
+    this.text = text.replace(QUOTE_SPANS, (q) => q[0] + QUOTE_MASK.repeat(q.length - 2) + q[q.length - 1]);
   }
 
   /** The scanner of instructions as written. */
@@ -37,45 +46,49 @@ export class Scanner {
     return new Scanner(written.toLowerCase(), written);
   }
 
-  /** The written form (case kept) of group `group` of a match of a pattern with the `d` flag. */
+  /** The written form (case kept, quotes unmasked) of group `group` of a match. */
   writtenGroup(m: RegExpExecArray, group: number): string {
     const span = m.indices?.[group];
     return span ? this.original.slice(span[0], span[1]) : (m[group] ?? '');
   }
 
-  /** The written form (case kept) of `part`, a piece of the match `m`. */
-  written(m: RegExpExecArray, part: string): string {
-    const at = m.index + m[0].indexOf(part);
-    return this.original.slice(at, at + part.length);
+  /** The lower-case form (quotes unmasked) of group `group` of a match. */
+  plainGroup(m: RegExpExecArray, group: number): string {
+    const span = m.indices?.[group];
+    return span ? this.plain.slice(span[0], span[1]) : (m[group] ?? '');
+  }
+
+  private blank(from: number, to: number): void {
+    this.text = this.text.slice(0, from) + ' '.repeat(to - from) + this.text.slice(to);
   }
 
   /** The first match of the pattern (which must not be global) in what is left, blanked out. */
   take(pattern: RegExp): RegExpExecArray | null {
-    const m = pattern.exec(this.text);
+    const m = withIndices(pattern).exec(this.text);
     if (!m) return null;
-    this.text = this.text.slice(0, m.index) + ' '.repeat(m[0].length) + this.text.slice(m.index + m[0].length);
+    this.blank(m.index, m.index + m[0].length);
     return m;
   }
 
   /** A match of the pattern starting exactly at `from`, blanked out. */
   takeAt(pattern: RegExp, from: number): RegExpExecArray | null {
-    const sticky = new RegExp(pattern.source, 'y');
+    const sticky = new RegExp(pattern.source, 'yd');
     sticky.lastIndex = from;
     const m = sticky.exec(this.text);
     if (!m) return null;
-    this.text = this.text.slice(0, m.index) + ' '.repeat(m[0].length) + this.text.slice(m.index + m[0].length);
+    this.blank(m.index, m.index + m[0].length);
     return m;
   }
 
   /** The first match, blanked out except its group 1 (words between a verb and its complement stay readable). */
   takeAround(pattern: RegExp): RegExpExecArray | null {
-    const m = pattern.exec(this.text);
+    const m = withIndices(pattern).exec(this.text);
     if (!m) return null;
-    const inner = m[1] ?? '';
-    const start = m.index + m[0].indexOf(inner, 1);
-    const blank = (from: number, to: number) => (this.text = this.text.slice(0, from) + ' '.repeat(to - from) + this.text.slice(to));
-    blank(m.index, inner ? start : m.index + m[0].length);
-    if (inner) blank(start + inner.length, m.index + m[0].length);
+    const inner = m.indices?.[1];
+    if (inner && inner[1] > inner[0]) {
+      this.blank(m.index, inner[0]);
+      this.blank(inner[1], m.index + m[0].length);
+    } else this.blank(m.index, m.index + m[0].length);
     return m;
   }
 
@@ -85,6 +98,22 @@ export class Scanner {
     for (let m = this.take(pattern); m; m = this.take(pattern)) out.push(m);
     return out;
   }
+}
+
+/** Quoted strings: double quotes, or single quotes that are not apostrophes ("don't", "we've"). */
+const QUOTE_SPANS = /"[^"]*"|(?<![a-z0-9])'[^']+'(?![a-z0-9])/g;
+/** What the content of quotes reads as: a character no phrase matches. */
+const QUOTE_MASK = '\u0001';
+const indexed = new WeakMap<RegExp, RegExp>();
+/** The pattern with the `d` flag (match indices), so that groups can be read back from the unmasked text. */
+function withIndices(pattern: RegExp): RegExp {
+  if (pattern.hasIndices) return pattern;
+  let copy = indexed.get(pattern);
+  if (!copy) {
+    copy = new RegExp(pattern.source, `${pattern.flags}d`);
+    indexed.set(pattern, copy);
+  }
+  return copy;
 }
 
 // ------------------------------------------------------------------ words and times
@@ -438,7 +467,8 @@ function takeParty(s: Scanner, field: 'sender' | 'recipient', lead: string): Con
   const first = s.take(new RegExp(`\\b(?:${lead})\\s+(?:${PARTY})`));
   if (!first) return null;
   const found = [first];
-  const or = new RegExp(`\\s*(?:,|or)\\s*(?:(?:${lead})\\s+)?(?:${PARTY})`);
+  // Single spaces only: a list never reaches across a phrase already read (blanked to several spaces).
+  const or = new RegExp(`(?:, ?| or |, or )(?:(?:${lead}) )?(?:${PARTY})`);
   for (let end = first.index + first[0].length, more = s.takeAt(or, end); more; end = more.index + more[0].length, more = s.takeAt(or, end)) found.push(more);
   const tests: Condition[] = [];
   const exact: string[] = [];
@@ -446,7 +476,7 @@ function takeParty(s: Scanner, field: 'sender' | 'recipient', lead: string): Con
     if (m[1]) tests.push(test(field, 'ends_with', `@${m[1]}`));
     else if (m[2]) exact.push(m[2]);
     else if (m[3]) exact.push(m[3].replace(/[ ().-]/g, ''));
-    else if (m[4]) tests.push(test(field, 'contains', unquote(m[4])));
+    else if (m[4]) tests.push(test(field, 'contains', unquote(s.plainGroup(m, 4))));
   }
   if (exact.length === 1) tests.unshift(test(field, 'equals', exact[0]));
   if (exact.length > 1) tests.unshift(test(field, 'in', exact));
@@ -458,13 +488,21 @@ const STOP_WORDS = new Set(['a', 'an', 'the', 'it', 'them', 'this', 'that', 'any
 /** Words in the text or summary: `containing "invoice"`, `mentioning refund`, `with "x" in the text`. */
 function takeWords(s: Scanner): Condition | null {
   const lead = `(?:containing|contains|that\\s+contains?|which\\s+contains?|mentioning|mentions|that\\s+mentions?|which\\s+mentions?|including|that\\s+includes?|with\\s+the\\s+words?|about)`;
-  const m = s.take(new RegExp(`\\b${lead}\\s+(?:the\\s+(?:words?|phrase|text)\\s+)?(${QUOTED}|[a-z0-9][\\w-]*)((?:\\s*(?:,|or)\\s*(?:${QUOTED}|[a-z0-9][\\w-]*))*)`));
-  const quotedWith = m ? null : s.take(new RegExp(`\\bwith\\s+(${QUOTED})((?:\\s*(?:,|or)\\s*(?:${QUOTED}))*)(?:\\s+in\\s+(?:the\\s+|its\\s+)?(?:text|body|subject|summary))?`));
+  const m = s.take(new RegExp(`\\b${lead}\\s+(?:the\\s+(?:words?|phrase|text)\\s+)?(${QUOTED}|[a-z0-9][\\w-]*)((?:(?:, ?| or |, or )(?:${QUOTED}|[a-z0-9][\\w-]*))*)`));
+  const quotedWith = m ? null : s.take(new RegExp(`\\bwith\\s+(${QUOTED})((?:(?:, ?| or |, or )(?:${QUOTED}))*)(?:\\s+in\\s+(?:the\\s+|its\\s+)?(?:text|body|subject|summary))?`));
   const hit = m ?? quotedWith;
   if (!hit) return null;
-  const words = [hit[1]!, ...(hit[2] ?? '').split(/,|\bor\b/)].map((w) => unquote(w.trim())).filter((w) => w && !STOP_WORDS.has(w));
-  if (!words.length) return null;
-  const tests = words.flatMap((w) => [test('text', 'contains', w), test('summary', 'contains', w)]);
+  // The words as written (quotes unmasked): the first, then each of the list after it.
+  const words = [unquote(s.plainGroup(hit, 1))];
+  const rest = hit.indices?.[2];
+  if (rest) {
+    for (const w of (hit[2] ?? '').matchAll(/"[^"]+"|'[^']+'|[a-z0-9][\w-]*/g)) {
+      if (w[0] !== 'or') words.push(unquote(s.plain.slice(rest[0] + w.index, rest[0] + w.index + w[0].length)));
+    }
+  }
+  const kept = words.map((w) => w.trim()).filter((w) => w && !STOP_WORDS.has(w));
+  if (!kept.length) return null;
+  const tests = kept.flatMap((w) => [test('text', 'contains', w), test('summary', 'contains', w)]);
   return { any: tests };
 }
 
@@ -618,7 +656,7 @@ export function takeRecordPhrases(s: Scanner): RecordPhrase[] {
   const out: RecordPhrase[] = [];
   const pattern = new RegExp(`\\b(?:whose |where (?:the |its )?)([a-z]+(?: [a-z]+)?) (is not|isn't|is|equals|=) (${QUOTED}|[a-z0-9@][\\w.@+-]*)`);
   for (let m = s.take(pattern); m; m = s.take(pattern)) {
-    out.push({ phrase: m[0], field: m[1]!, negated: m[2] === 'is not' || m[2] === "isn't", value: unquote(s.written(m, m[3]!)) });
+    out.push({ phrase: m[0], field: m[1]!, negated: m[2] === 'is not' || m[2] === "isn't", value: unquote(s.writtenGroup(m, 3)) });
   }
   return out;
 }
@@ -671,16 +709,16 @@ export function trimChars(text: string, chars: string): string {
  */
 export function unexplained(s: Scanner): string[] {
   const spans: string[] = [];
-  for (const raw of s.text.split(/ {2,}/)) {
-    const span = trimChars(raw, ' ,.;:!?&()-');
-    if (!span) continue;
-    const words = span.split(' ').filter(Boolean);
-    const bare = (w: string) => trimChars(w, ',.;:!?&()\'"');
+  // Runs of words separated by single spaces; blanked phrases (two spaces or more) separate them.
+  for (const run of s.text.matchAll(/[^ ]+(?: [^ ]+)*/g)) {
+    const words = [...run[0].matchAll(/[^ ]+/g)].map((w) => ({ from: run.index + w.index, to: run.index + w.index + w[0].length }));
+    // Read in the plain text: a quoted string left unread shows its content.
+    const bare = (w: { from: number; to: number }) => trimChars(s.plain.slice(w.from, w.to), ',.;:!?&()\'"-');
     if (!words.some((w) => bare(w) !== '' && !FILLER.has(bare(w)))) continue;
     // Quote the words that matter: "when a vip" → "vip", "and reply to it" → "reply to".
     while (words.length > 1 && EDGE.has(bare(words[0]!))) words.shift();
     while (words.length > 1 && EDGE.has(bare(words[words.length - 1]!))) words.pop();
-    spans.push(words.join(' '));
+    spans.push(trimChars(s.plain.slice(words[0]!.from, words[words.length - 1]!.to), ' ,.;:!?&()-'));
   }
   return spans;
 }
@@ -777,7 +815,7 @@ export function takeActions(s: Scanner): ActionSpec[] {
   push(
     s.takeAll(new RegExp(`\\b(?:set|change|update)\\s+(?:its\\s+|the\\s+|their\\s+)?(importance|urgency|status)\\s+(?:to|as|=)\\s+(${QUOTED}|[a-z0-9_-]+)`)),
     // A status keeps the case it was written in; importance and urgency are lower-case words.
-    (m) => ({ kind: 'set', at: m.index, phrase: m[0].trim(), field: m[1] as 'importance', value: m[1] === 'status' ? unquote(s.written(m, m[2]!)) : unquote(m[2]!) }),
+    (m) => ({ kind: 'set', at: m.index, phrase: m[0].trim(), field: m[1] as 'importance', value: m[1] === 'status' ? unquote(s.writtenGroup(m, 2)) : unquote(s.plainGroup(m, 2)) }),
   );
   push(
     s.takeAll(new RegExp(`\\b(?:mark|flag|tag)${IT}\\s+(?:as\\s+|with\\s+)?${LEVEL}[-\\s](importance|urgency|priority)\\b`)),

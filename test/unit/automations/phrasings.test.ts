@@ -121,6 +121,13 @@ const PLANNED: [string, Plan][] = [
     "When an email arrives, send an email to boss@acme.com with the subject 'New mail' and saying 'Check your inbox'",
     onEvent('message.received', email, [{ operation: 'messages.send', input: { channelId: '{{event.data.channelId}}', to: ['boss@acme.com'], subject: 'New mail', text: 'Check your inbox' } }]),
   ],
+  // Quoted text is data, never instructions.
+  ['When an email containing "EST" arrives, archive it', onEvent('message.received', all(email, { any: [{ field: 'text', operator: 'contains', value: 'est' }, { field: 'summary', operator: 'contains', value: 'est' }] }), [archive])],
+  [
+    "When an email containing 'archive' or \"Do not reply\" arrives, mark it as read",
+    onEvent('message.received', all(email, { any: ['archive', 'do not reply'].flatMap((w) => [{ field: 'text', operator: 'contains', value: w }, { field: 'summary', operator: 'contains', value: w }]) as Condition[] }), [read]),
+  ],
+  ["When an email arrives, reply 'Do not worry, we are on it'", onEvent('message.received', email, [{ operation: 'messages.reply', input: { id: '{{event.resourceId}}', text: 'Do not worry, we are on it' } }])],
   // Cadences that agree with the schedule, "every time", several senders.
   ['Every Friday at 5pm, send me a weekly digest', cron('0 17 * * 5')],
   ['On the 1st of every month, write a monthly summary', cron('0 9 1 * *')],
@@ -181,6 +188,8 @@ const REFUSED: [string, RegExp][] = [
   ['When an email arrives, forward it to my assistant', /No action.*forward it to sales@example\.com/],
   ['When an email arrives, reply to it', /No action.*reply 'Thanks, we received it'/],
   ["When an email arrives, do not reply 'Thanks'", /negation.*"do not"/],
+  ["When an email arrives from 'Ada Lovelace', archive it 'now'", /did not understand "'now'"/],
+  ['When an email containing "every day" arrives at 9, archive it', /did not understand "at 9"/],
 ];
 
 describe('the phrasing table of the built-in evaluator', () => {
