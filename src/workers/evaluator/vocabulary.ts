@@ -121,6 +121,10 @@ function withIndices(pattern: RegExp): RegExp {
 const DAYS: Record<string, number> = { sun: 0, mon: 1, tue: 2, wed: 3, thu: 4, fri: 5, sat: 6 };
 const DAY = '(?:mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)?s?';
 const dayNumber = (word: string) => DAYS[word.slice(0, 3)]!;
+/** Days joined by commas, "and", "or", "&" (an Oxford comma too): "monday, wednesday, and friday". */
+const DAY_LIST = `${DAY}(?:(?:,|, and|, or| and| or| &) ${DAY})*`;
+/** The distinct day numbers a day list names. */
+const dayNumbers = (list: string): number[] => [...new Set([...list.matchAll(new RegExp(DAY, 'g'))].map((m) => dayNumber(m[0])))];
 
 /**
  * A time of day: `9`, `9am`, `9:30`, `7:30 pm`, `19h30`, `noon`, `midnight`. A bare hour is read on a
@@ -333,7 +337,7 @@ export function takeSchedule(s: Scanner): string | { error: string } | null {
   let days: string | null = null;
   let dayOfMonth = '*';
   let month = '*';
-  const named = s.take(new RegExp(`\\b(?:every|each|on) (${DAY}(?: ?(?:,|and|&|or) ${DAY})*)\\b`));
+  const named = s.take(new RegExp(`\\b(?:every|each|on) (${DAY_LIST})\\b`));
   const weekday = s.take(/\b(?:every|each|on) (?:week ?days?|working days?|business days?)\b|\b(?:on )?weekdays\b/);
   const weekend = s.take(/\b(?:every|each|on) weekends?\b|\bweekends\b/);
   const monthEnd = s.take(/\b(?:at |on )?the end of (?:every|each|the) month\b|\b(?:at |on )?(?:the )?(?:end of month|month[- ]end)\b/);
@@ -342,7 +346,7 @@ export function takeSchedule(s: Scanner): string | { error: string } | null {
     return { error: 'The instructions name more than one kind of day (weekdays, days of the week, days of the month) for one schedule; an automation has one schedule, so state one, e.g. "Every Monday and Friday at 9am, …".' };
   }
   if (named) {
-    const list = [...new Set(named[1]!.split(/ ?(?:,|\band\b|&|\bor\b) ?/).map(dayNumber))].sort((a, b) => a - b);
+    const list = dayNumbers(named[1]!).sort((a, b) => a - b);
     days = list.join(',');
   } else if (weekday) days = '1-5';
   else if (weekend) days = '0,6';
@@ -570,14 +574,14 @@ export function takeTimeConditions(s: Scanner): Condition[] | { error: string } 
     if (hhmm(from) === hhmm(to)) return { error: `"${between[0]}" is an empty range of time.` };
     out.push({ timeOfDay: { from: hhmm(from), to: hhmm(to) } });
   }
-  const after = s.take(new RegExp(`\\b(?:after|past|later than) (${TIME})(?![\\w/])`));
+  const after = s.take(new RegExp(`\\b(?:after|past|later than) (${TIME})(?![\\w/]| ?(?:hours?|minutes?|mins?|days?|weeks?)\\b)`));
   if (after) {
     const t = clock(after[1]!);
     if ('error' in t) return t;
     if (t.hour === 0 && t.minute === 0) return { error: `"${after[0]}" is the whole day; say "after 6pm" or "between 22:00 and 06:00".` };
     out.push({ timeOfDay: { from: hhmm(t), to: '00:00' } });
   }
-  const before = s.take(new RegExp(`\\b(?:before|earlier than) (${TIME})(?![\\w/])`));
+  const before = s.take(new RegExp(`\\b(?:before|earlier than) (${TIME})(?![\\w/]| ?(?:hours?|minutes?|mins?|days?|weeks?)\\b)`));
   if (before) {
     const t = clock(before[1]!);
     if ('error' in t) return t;
@@ -591,12 +595,12 @@ export function takeTimeConditions(s: Scanner): Condition[] | { error: string } 
   const EXCEPT = '(except |but not |not )?';
   const weekend = s.take(new RegExp(`\\b${EXCEPT}(?:on |during |over )?(?:the |a )?weekends?\\b`));
   const weekday = s.take(new RegExp(`\\b${EXCEPT}(?:on |during )?(?:a )?(?:weekdays?|working days?|business days?)\\b`));
-  const named = s.take(new RegExp(`\\b${EXCEPT}(?:on |every )(?:a )?(${DAY}(?: ?(?:,|and|&|or) ${DAY})*)\\b`));
+  const named = s.take(new RegExp(`\\b${EXCEPT}(?:on |every )(?:a )?(${DAY_LIST})\\b`));
   if ([weekend, weekday, named].filter(Boolean).length > 1) return { error: 'The instructions name more than one kind of day (weekends, weekdays, days of the week); state one, e.g. "on Saturdays and Sundays".' };
   const days = (m: RegExpExecArray, list: number[]): Condition => (m[1] ? { not: { dayOfWeek: list } } : { dayOfWeek: list });
   if (weekend) out.push(days(weekend, [0, 6]));
   if (weekday) out.push(days(weekday, [1, 2, 3, 4, 5]));
-  if (named) out.push(days(named, [...new Set(named[2]!.split(/ ?(?:,|\band\b|&|\bor\b) ?/).map(dayNumber))].sort((a, b) => a - b)));
+  if (named) out.push(days(named, dayNumbers(named[2]!).sort((a, b) => a - b)));
   const excepted = [weekend, weekday, named].find((m) => m?.[1]);
   if (excepted && (between || after || before)) {
     return { error: `"${excepted[0].trim()}" next to a time of day is ambiguous (does the exception take the time with it?). State the days and the times that run, e.g. "on weekdays after 6pm".` };

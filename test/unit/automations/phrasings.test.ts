@@ -128,6 +128,8 @@ const PLANNED: [string, Plan][] = [
     onEvent('message.received', all(email, { any: ['archive', 'do not reply'].flatMap((w) => [{ field: 'text', operator: 'contains', value: w }, { field: 'summary', operator: 'contains', value: w }]) as Condition[] }), [read]),
   ],
   ["When an email arrives, reply 'Do not worry, we are on it'", onEvent('message.received', email, [{ operation: 'messages.reply', input: { id: '{{event.resourceId}}', text: 'Do not worry, we are on it' } }])],
+  ['Every Monday, Wednesday, and Friday at 7:45am, write a digest', cron('45 7 * * 1,3,5')],
+  ['When an email arrives on Tuesdays or Thursdays or Tuesdays, archive it', onEvent('message.received', all(email, days(2, 4)), [archive])],
   // Cadences that agree with the schedule, "every time", several senders.
   ['Every Friday at 5pm, send me a weekly digest', cron('0 17 * * 5')],
   ['On the 1st of every month, write a monthly summary', cron('0 9 1 * *')],
@@ -188,6 +190,7 @@ const REFUSED: [string, RegExp][] = [
   ['When an email arrives, forward it to my assistant', /No action.*forward it to sales@example\.com/],
   ['When an email arrives, reply to it', /No action.*reply 'Thanks, we received it'/],
   ["When an email arrives, do not reply 'Thanks'", /negation.*"do not"/],
+  ['When an email arrives from ada@example.com, archive it after 2 hours', /did not understand "after 2 hours"/],
   ["When an email arrives from 'Ada Lovelace', archive it 'now'", /did not understand "'now'"/],
   ['When an email containing "every day" arrives at 9, archive it', /did not understand "at 9"/],
 ];
