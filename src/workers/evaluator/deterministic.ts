@@ -85,11 +85,17 @@ const fail = (status: 'evaluation_failed' | 'code_generation_failed', reason: st
 /** Joins tests into one condition: none → null, one → itself, more → `all`. */
 const conjunction = (tests: Condition[]): Condition | null => (tests.length === 0 ? null : tests.length === 1 ? tests[0]! : { all: tests });
 
-const WORKS =
-  'Phrasings that work: "When a new email arrives from ada@example.com after 6pm, snooze it until tomorrow 9am", "Every Sunday at 9pm New York time, write a digest", "When a customer whose type is VIP is created or updated, write a digest" (see docs/automations-vocabulary.md).';
+/** Phrasings that work, close to what the instructions were about (a schedule, messages, other records). */
+const WORKS: Record<'scheduled' | 'message' | 'record', string> = {
+  scheduled: 'Phrasings that work: "Every Sunday at 9pm New York time, write a digest", "Every weekday at 9am and 5pm, write a summary of the messages since the last run", "On the last day of every month at 6pm, write a digest" (see docs/automations-vocabulary.md).',
+  message:
+    'Phrasings that work: "When a new email arrives from ada@example.com after 6pm, snooze it until tomorrow 9am", "When an email from anyone at acme.com except boss@acme.com arrives outside business hours, mark it as urgent", "When an email from billing@acme.com arrives, reply \'Thanks, we received your invoice\'" (see docs/automations-vocabulary.md).',
+  record:
+    'Phrasings that work: "When a customer whose type is VIP is created or updated, write a digest", "When a transaction over 1000 EUR is added, write a digest" (see docs/automations-vocabulary.md).',
+};
 
 /** The refusal for words left unread: quotes them, and shows phrasings that work. */
-function notUnderstood(spans: string[]): EvaluationOutcome {
+function notUnderstood(spans: string[], about: keyof typeof WORKS): EvaluationOutcome {
   const quoted = spans.slice(0, 3).map((x) => `"${x.length > 80 ? `${x.slice(0, 80)}…` : x}"`).join(', ');
   const negation = spans.find(isNegation);
   if (negation) {
@@ -98,7 +104,7 @@ function notUnderstood(spans: string[]): EvaluationOutcome {
       `The instructions hold a negation or exception the built-in evaluator cannot apply: "${negation}". It never drops one, so no plan was made. Say what the automation does and to which messages, e.g. "When an email arrives from anyone at acme.com except boss@acme.com, archive it" or "When an email arrives outside business hours, mark it as urgent".`,
     );
   }
-  return fail('evaluation_failed', `The built-in evaluator did not understand ${quoted} in the instructions, so no plan was made (a plan must account for every word). ${WORKS}`);
+  return fail('evaluation_failed', `The built-in evaluator did not understand ${quoted} in the instructions, so no plan was made (a plan must account for every word). ${WORKS[about]}`);
 }
 
 const MESSAGE_VERBS: Record<string, RegExp> = {
@@ -186,7 +192,7 @@ export function planFromInstructions(request: EvaluationRequest): EvaluationOutc
   if (actions.length === 0) return fail('evaluation_failed', NO_ACTION);
   s.takeAll(/\b(?:every|each|any) ?time\b/); // "every time an email arrives": when
   const left = unexplained(s);
-  if (left.length) return notUnderstood(left);
+  if (left.length) return notUnderstood(left, triggerType === 'scheduled' ? 'scheduled' : onMessage ? 'message' : 'record');
   const cadence = actions.find((a) => a.kind === 'digest' && a.cadence);
   if (cadence && cadence.kind === 'digest' && !(triggerType === 'scheduled' && cronExpression && hasCadence(cronExpression, cadence.cadence!))) {
     return fail(
