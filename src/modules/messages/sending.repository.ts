@@ -193,6 +193,8 @@ async function queue(db: DbOrTx, orgId: string, actor: Actor, out: Outgoing): Pr
     providerName: 'smtp',
     threadId: out.threadId,
     text: out.text,
+    // As for received mail, the subject is the summary until someone writes a better one (lists show it, search finds it).
+    ...(out.subject ? { summary: out.subject } : {}),
     timestamp: mail.date,
     sender: from,
     recipient: out.to[0]!,
