@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { eq } from 'drizzle-orm';
 import { simpleParser } from 'mailparser';
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { mailOutbox } from '../../src/db/schema.js';
 import { operationById } from '../../src/operations.js';
+import { AutomaticMailRefused } from '../../src/modules/messages/sending.repository.js';
+import { runOperation } from '../../src/run-operation.js';
 import { createMailSender, MAX_SEND_ATTEMPTS } from '../../src/workers/mail-sender.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
@@ -215,6 +217,21 @@ describe('POST /messages/send', () => {
     }
   });
 
+  it('sends to the recipients the relay accepts and names the refused ones', async () => {
+    const channel = await addChannel(a);
+    relay.script.rcpt = (address) => (address === 'gone@example.com' ? { code: 550, message: 'No such user' } : undefined);
+    try {
+      const m = await send(a, { channelId: channel.id, to: ['ada@example.com', 'gone@example.com'], subject: 'Partly', text: 'x' });
+      await drain();
+      const sent = await get(a, m.id);
+      expect(sent.status).toBe('sent');
+      expect(sent.statusReason).toMatch(/gone@example\.com/);
+      expect(relayed(m.metadata.email.messageId)[0]!.to).toEqual(['ada@example.com']);
+    } finally {
+      relay.script.rcpt = undefined;
+    }
+  });
+
   it('fails when the relay refuses the login', async () => {
     const channel = await addChannel(a, { outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: 'wrong-password' } });
     const m = await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'Login', text: 'x' });
@@ -298,6 +315,30 @@ describe('replies and forwards', () => {
     const fwd = await a.request('POST', `/v1/messages/${recorded.id}/forward`, { to: ['x@example.com'] });
     expect(fwd.json.error.details.properties.channelId.errors[0]).toMatch(/channel/);
     expect((await a.request('POST', `/v1/messages/${recorded.id}/forward`, { to: ['x@example.com'], channelId: channel.id })).status).toBe(201);
+  });
+});
+
+describe('automatic mail (RFC 3834)', () => {
+  const asAutomation = (automationId: string) => ({ orgId: a.orgId, actor: { type: 'automation' as const, id: automationId, depth: 1 }, permissions: ['*'], db: t.database.db });
+
+  it('an automation\'s mail carries Auto-Submitted: auto-generated, and never goes to the organization\'s own addresses', async () => {
+    const channel = await addChannel(a);
+    const other = await addChannel(a);
+    const automationId = randomUUID();
+    const sent = await runOperation(operationById('messages.send')!, { channelId: channel.id, to: ['ada@example.com'], subject: 'Automatic', text: 'x' }, asAutomation(automationId));
+    const m = sent.data as Json;
+    expect(m.metadata.email.autoSubmitted).toBe('auto-generated');
+    await drain();
+    expect(headerOf(relayed(m.metadata.email.messageId)[0]!.raw, 'Auto-Submitted')).toBe('auto-generated');
+    expect(await eventsOf(a, 'message.sent', m.id)).toMatchObject([{ actor: { type: 'automation', id: automationId } }]);
+
+    const looping = runOperation(operationById('messages.send')!, { channelId: channel.id, to: [other.address.toUpperCase()], subject: 'Loop', text: 'x' }, asAutomation(automationId));
+    await expect(looping).rejects.toBeInstanceOf(AutomaticMailRefused);
+    await expect(looping).rejects.toThrow(/own channel addresses/);
+    const forwarding = runOperation(operationById('messages.forward')!, { id: m.id, to: [channel.address] }, asAutomation(automationId));
+    await expect(forwarding).rejects.toThrow(/own channel addresses/);
+    // A person may write to the organization's own address.
+    expect((await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [other.address], subject: 'Internal', text: 'x' })).status).toBe(201);
   });
 });
 

@@ -113,11 +113,18 @@ const prefixed = (prefix: string, pattern: RegExp, subject: string) => {
 
 // ------------------------------------------------------------------ loop safety (RFC 3834)
 
-/** A refusal of automatic mail: a 400 whose message says why, at the field the reason concerns. */
-function loopRefusal(field: string, reason: string): AppError {
-  const details: ErrorTree = { errors: [], properties: { [field]: { errors: [reason] } } };
-  return new AppError('VALIDATION_ERROR', `Not sent: ${reason}`, details);
+/**
+ * A refusal of automatic mail by the loop safety rules: a 400 whose message says why, at the field the
+ * reason concerns. Its own class, so that the automation engine can tell an expected refusal (a newsletter
+ * an automation must not answer) from a failing step.
+ */
+export class AutomaticMailRefused extends AppError {
+  constructor(field: string, reason: string) {
+    const details: ErrorTree = { errors: [], properties: { [field]: { errors: [reason] } } };
+    super('VALIDATION_ERROR', `Not sent: ${reason}`, details);
+  }
 }
+const loopRefusal = (field: string, reason: string) => new AutomaticMailRefused(field, reason);
 
 /** Why a message must not be answered automatically: it is automatic, bulk or from a list; or undefined. */
 export function automaticMailReason(original: MessageRow): string | undefined {
@@ -186,6 +193,8 @@ async function queue(db: DbOrTx, orgId: string, actor: Actor, out: Outgoing): Pr
     providerName: 'smtp',
     threadId: out.threadId,
     text: out.text,
+    // As for received mail, the subject is the summary until someone writes a better one (lists show it, search finds it).
+    ...(out.subject ? { summary: out.subject } : {}),
     timestamp: mail.date,
     sender: from,
     recipient: out.to[0]!,
