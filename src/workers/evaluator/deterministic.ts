@@ -70,6 +70,12 @@ function stepsOf(action: ActionSpec, index: number, types: string[]): PlanStep[]
   }
 }
 
+/**
+ * The longest instructions the built-in evaluator reads. An automation is a sentence or two; the bound
+ * keeps the reading (each phrase read is blanked out, then the text read again) a few milliseconds.
+ */
+export const MAX_INSTRUCTIONS = 2000;
+
 /** Whether a cron expression runs at the cadence a digest is named for (daily, weekly, monthly). */
 function hasCadence(cron: string, cadence: 'daily' | 'weekly' | 'monthly'): boolean {
   const [minute, hour, dom, month, dow] = cron.trim().split(/\s+/);
@@ -120,6 +126,12 @@ const MESSAGE_VERBS: Record<string, RegExp> = {
  */
 export function planFromInstructions(request: EvaluationRequest): EvaluationOutcome {
   const { given } = request;
+  if (request.instructions.length > MAX_INSTRUCTIONS) {
+    return fail(
+      'evaluation_failed',
+      `The instructions are ${request.instructions.length} characters long; the built-in evaluator reads up to ${MAX_INSTRUCTIONS}. Say what the automation does in a sentence or two, e.g. "When a new email arrives from ada@example.com, archive it".`,
+    );
+  }
   const s = Scanner.of(request.instructions);
   const emails = takeEmailActions(s);
   const zone = takeTimeZone(s);

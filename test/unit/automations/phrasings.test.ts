@@ -211,3 +211,27 @@ describe('the phrasing table of the built-in evaluator', () => {
     expect(outcome).toHaveProperty('reason', expect.stringMatching(reason));
   });
 });
+
+describe('the built-in evaluator reads bounded instructions, quickly', () => {
+  it('refuses instructions longer than it reads, saying so', async () => {
+    const long = `When a new email arrives from ada@example.com, archive it.${' Please.'.repeat(300)}`;
+    expect(long.length).toBeGreaterThan(2000);
+    expect(await evaluate(long)).toEqual({ status: 'evaluation_failed', reason: expect.stringMatching(/reads up to 2000/) });
+  });
+
+  it('answers in milliseconds on the worst repetitions it reads', async () => {
+    const worst = [
+      `When an email from ${'a@b.cc, '.repeat(240)}arrives, archive it`,
+      `When an email arrives, ${'archive it '.repeat(180)}`,
+      `When an email containing ${"'x' or ".repeat(280)}arrives, archive it`,
+      `Every day at 9 ${'new york time '.repeat(140)}, write a digest`,
+      `mark${' x'.repeat(990)} as`,
+    ];
+    for (const instructions of worst) {
+      expect(instructions.length).toBeLessThanOrEqual(2000);
+      const started = performance.now();
+      await evaluate(instructions);
+      expect(performance.now() - started).toBeLessThan(500);
+    }
+  });
+});
