@@ -50,16 +50,19 @@ export function describeCron(cron: string): string | null {
   const fields = cron.trim().split(/\s+/);
   if (fields.length !== 5) return null;
   const [minute, hour, dom, month, dow] = fields as [string, string, string, string, string];
-  const restIsStar = dom === '*' && month === '*' && dow === '*';
-  if (restIsStar && hour === '*') {
-    if (minute === '*') return 'every minute';
+  // Several runs an hour or a day, on some days ("every 15 minutes, every weekday (Monday to Friday)").
+  const onDays = dom === '*' && month === '*' ? (dow === '*' ? null : cronDays(dow)) : undefined;
+  if (onDays !== undefined && (hour === '*' || hour === '9-16' || /^\*\/\d{1,2}$/.test(hour))) {
     const step = /^\*\/(\d{1,2})$/.exec(minute);
-    if (step) return `every ${step[1]} minutes`;
-    if (isInt(minute)) return Number(minute) === 0 ? 'every hour, on the hour' : `every hour at ${Number(minute)} minutes past`;
+    const hourStep = /^\*\/(\d{1,2})$/.exec(hour);
+    let often: string | null = null;
+    if (hour !== '*' && hourStep) often = minute === '0' ? `every ${hourStep[1]} hours, on the hour` : null;
+    else if (minute === '*') often = 'every minute';
+    else if (step) often = `every ${step[1]} minutes`;
+    else if (isInt(minute)) often = Number(minute) === 0 ? 'every hour, on the hour' : `every hour at ${Number(minute)} minutes past`;
+    if (often) return [often, hour === '9-16' ? 'from 09:00 to 16:59' : null, onDays].filter(Boolean).join(', ');
     return null;
   }
-  const hourStep = /^\*\/(\d{1,2})$/.exec(hour);
-  if (restIsStar && hourStep && minute === '0') return `every ${hourStep[1]} hours, on the hour`;
   if (!isInt(minute) || !hour.split(',').every(isInt)) return null;
   const times = list(hour.split(',').map((h) => `${pad(Number(h))}:${pad(Number(minute))}`), 'and');
   let days: string | null;

@@ -318,6 +318,25 @@ export function takeTimeZone(s: Scanner): { zone: string | null } | { error: str
 
 /** A schedule stated in words, as a 5-field cron expression; null when the text states none. */
 export function takeSchedule(s: Scanner): string | { error: string } | null {
+  const frequent = takeFrequency(s);
+  if (frequent === null || typeof frequent !== 'string') return frequent ?? takeDailySchedule(s);
+  // "every 15 minutes on weekdays", "every hour during business hours": the frequency on some days or hours.
+  const [minute, hour] = frequent.split(' ') as [string, string];
+  const business = s.take(/\b(?:during|in|within) (?:the )?(?:business|office|working) hours\b/);
+  const weekday = s.take(/\b(?:on |during )?(?:weekdays|working days|business days)\b/);
+  const weekend = s.take(/\b(?:on |during |over )?(?:the )?weekends?\b/);
+  const named = s.take(new RegExp(`\\bon (${DAY_LIST})\\b`));
+  if ([business, weekday, weekend, named].filter(Boolean).length > 1) return { error: 'The instructions name more than one kind of day or hours for one schedule; state one, e.g. "Every hour on weekdays, …".' };
+  if (business) {
+    if (hour !== '*') return { error: `"${business[0]}" with a schedule every few hours is ambiguous; say "Every hour during business hours, …" or name the times, e.g. "Every weekday at 9am and 1pm, …".` };
+    return `${minute} 9-16 * * 1-5`;
+  }
+  const days = weekday ? '1-5' : weekend ? '0,6' : named ? dayNumbers(named[1]!).sort((a, b) => a - b).join(',') : '*';
+  return `${minute} ${hour} * * ${days}`;
+}
+
+/** A schedule of several runs an hour or a day ("every 15 minutes", "every 2 hours"): its cron; null when none. */
+function takeFrequency(s: Scanner): string | { error: string } | null {
   if (s.take(/\bevery (?:single )?minute\b/)) return '* * * * *';
   const minutes = s.take(/\bevery (\d{1,2}) (?:minutes?|mins?)\b/);
   if (minutes) {
@@ -333,7 +352,11 @@ export function takeSchedule(s: Scanner): string | { error: string } | null {
     return n === 1 ? '0 * * * *' : `0 */${n} * * *`;
   }
   if (s.take(/\b(?:every|each) hour\b|\bhourly\b/)) return '0 * * * *';
+  return null;
+}
 
+/** A schedule of once a day or less often, at one or several times of day. */
+function takeDailySchedule(s: Scanner): string | { error: string } | null {
   let days: string | null = null;
   let dayOfMonth = '*';
   let month = '*';

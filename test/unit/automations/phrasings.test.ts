@@ -130,6 +130,10 @@ const PLANNED: [string, Plan][] = [
   ["When an email arrives, reply 'Do not worry, we are on it'", onEvent('message.received', email, [{ operation: 'messages.reply', input: { id: '{{event.resourceId}}', text: 'Do not worry, we are on it' } }])],
   ['Every Monday, Wednesday, and Friday at 7:45am, write a digest', cron('45 7 * * 1,3,5')],
   ['When an email arrives on Tuesdays or Thursdays or Tuesdays, archive it', onEvent('message.received', all(email, days(2, 4)), [archive])],
+  // Several runs a day, on some days or during business hours.
+  ['Every hour on weekdays, write a digest', cron('0 * * * 1-5')],
+  ['Every 15 minutes during business hours, write a digest', cron('*/15 9-16 * * 1-5')],
+  ['Every 2 hours on weekends, write a digest', cron('0 */2 * * 0,6')],
   // Cadences that agree with the schedule, "every time", several senders.
   ['Every Friday at 5pm, send me a weekly digest', cron('0 17 * * 5')],
   ['On the 1st of every month, write a monthly summary', cron('0 9 1 * *')],
@@ -182,7 +186,8 @@ const REFUSED: [string, RegExp][] = [
   ['When a customer is added, send me a daily digest', /does not agree with an event trigger/],
   ['When a sent spam email is recorded, archive it', /did not understand "sent spam"/],
   ['When a new email arrives from ada@example.com, archive it, and when a customer is added, write a digest', /did not understand "new email arrives from ada@example\.com"/],
-  ['Every hour on weekdays, write a digest', /did not understand "on weekdays"/],
+  ['Every 2 hours during business hours, write a digest', /"during business hours" with a schedule every few hours is ambiguous/],
+  ['Every hour on weekdays and weekends, write a digest', /did not understand "and weekends"|more than one kind of day/],
   ['When an email arrives in the morning, archive it', /did not understand "in the morning"/],
   ["Every day at 9am, send an email to x@acme.com saying 'Good morning'", /sends through the channel of the message that triggered the automation.*scheduled automation has no message/],
   ["When a customer is added, reply 'Welcome'", /acts on the message that triggered the automation.*"customer\.created" is not a message event/],
@@ -191,6 +196,12 @@ const REFUSED: [string, RegExp][] = [
   ['When an email arrives, reply to it', /No action.*reply 'Thanks, we received it'/],
   ["When an email arrives, do not reply 'Thanks'", /negation.*"do not"/],
   ['When an email arrives from ada@example.com, archive it after 2 hours', /did not understand "after 2 hours"/],
+  ['Every day at 25:00, write a digest', /"25:00" is not a time of day/],
+  ['When an email arrives, snooze it until 5', /"snooze it until 5": "at 5" could be morning or evening/],
+  ['Every 90 minutes, write a digest', /"every 90 minutes" is not a schedule/],
+  ['When an email arrives, archive it and delete it', /did not understand "delete"/],
+  ['When an email arrives, mark it as read if it is spam', /did not understand "is spam"/],
+  ['Every day at 9 Mars time, write a digest', /did not understand "mars time"/],
   ["When an email arrives from 'Ada Lovelace', archive it 'now'", /did not understand "'now'"/],
   ['When an email containing "every day" arrives at 9, archive it', /did not understand "at 9"/],
 ];

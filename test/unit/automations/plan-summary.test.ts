@@ -58,6 +58,8 @@ describe('summarizePlan', () => {
     expect(describeCron('15 8 * * 1,4')).toBe('every Monday and Thursday at 08:15');
     expect(describeCron('0 10 * * 0,6')).toBe('every Saturday and Sunday at 10:00');
     expect(describeCron('0 */2 * * *')).toBe('every 2 hours, on the hour');
+    expect(describeCron('*/15 9-16 * * 1-5')).toBe('every 15 minutes, from 09:00 to 16:59, every weekday (Monday to Friday)');
+    expect(describeCron('0 * * * 0,6')).toBe('every hour, on the hour, every Saturday and Sunday');
     expect(describeCron('0 9 1 * 1')).toBeNull();
     expect(describeCron('@daily')).toBeNull();
   });
