@@ -219,6 +219,10 @@ const ZONE_NAMES: Record<string, string> = {
   uk: 'Europe/London',
   british: 'Europe/London',
   japan: 'Asia/Tokyo',
+  hawaii: 'Pacific/Honolulu',
+  honolulu: 'Pacific/Honolulu',
+  'new zealand': 'Pacific/Auckland',
+  auckland: 'Pacific/Auckland',
   india: 'Asia/Kolkata',
   indian: 'Asia/Kolkata',
 };
@@ -250,14 +254,20 @@ const ZONE_ABBREVIATIONS: Record<string, string> = {
 /** Two-letter abbreviations are only read right after a time ("9am pt"): alone they are ordinary words too often. */
 const SHORT_ABBREVIATIONS: Record<string, string> = { et: 'America/New_York', ct: 'America/Chicago', mt: 'America/Denver', pt: 'America/Los_Angeles' };
 
+const CITY_AREAS = new Set(['Africa', 'America', 'Asia', 'Australia', 'Europe']);
+const NOT_CITIES = new Set(['jersey', 'center', 'swift current']);
 let cities: Map<string, string> | null = null;
 /** The IANA zones by their city, lower case with spaces ("new york" → America/New_York). */
 function zonesByCity(): Map<string, string> {
   if (!cities) {
     cities = new Map();
     for (const zone of Intl.supportedValuesOf('timeZone')) {
-      const city = zone.slice(zone.lastIndexOf('/') + 1).replaceAll('_', ' ').toLowerCase();
-      if (zone.includes('/') && !cities.has(city)) cities.set(city, zone);
+      // Cities of the continents only, two-level names (Europe/London), and not ordinary words: "Christmas
+      // time" is not Indian/Christmas, "Easter time" not Pacific/Easter, "Jersey time" not Europe/Jersey.
+      const [area, name, deeper] = zone.split('/');
+      if (!name || deeper !== undefined || !CITY_AREAS.has(area!)) continue;
+      const city = name.replaceAll('_', ' ').toLowerCase();
+      if (!NOT_CITIES.has(city) && !cities.has(city)) cities.set(city, zone);
     }
   }
   return cities;

@@ -71,6 +71,8 @@ const PLANNED: [string, Plan][] = [
   ['Every day at 9am PT, write a digest', cron('0 9 * * *', 'America/Los_Angeles')],
   ['Every day at noon Tokyo time, write a digest', cron('0 12 * * *', 'Asia/Tokyo')],
   ['Every day at 6am in Europe/Berlin, write a digest', cron('0 6 * * *', 'Europe/Berlin')],
+  ['Every day at 9am Phoenix time, write a digest', cron('0 9 * * *', 'America/Phoenix')],
+  ['Every day at 9am Sydney time, write a digest', cron('0 9 * * *', 'Australia/Sydney')],
   // Time and weekday conditions, read in the automation's time zone.
   ['When an email arrives outside business hours, mark it as urgent', onEvent('message.received', all(email, not(businessHours)), [update({ urgency: 'high' })])],
   ['When a new email arrives during business hours, mark it as read', onEvent('message.received', all(email, businessHours), [read])],
@@ -202,6 +204,8 @@ const REFUSED: [string, RegExp][] = [
   ['When an email arrives, archive it and delete it', /did not understand "delete"/],
   ['When an email arrives, mark it as read if it is spam', /did not understand "is spam"/],
   ['Every day at 9 Mars time, write a digest', /did not understand "mars time"/],
+  ['Every day at Christmas time, write a digest', /did not understand "at christmas time"/],
+  ['Every day at 9am Jersey time, write a digest', /did not understand "jersey time"/],
   ["When an email arrives from 'Ada Lovelace', archive it 'now'", /did not understand "'now'"/],
   ['When an email containing "every day" arrives at 9, archive it', /did not understand "at 9"/],
 ];
