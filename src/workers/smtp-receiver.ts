@@ -55,6 +55,8 @@ interface SessionState {
 
 export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   const perIp = new Map<string, number>();
+  /** The sessions counted in `perIp` (smtp-server calls onClose for refused connections too). */
+  const counted = new WeakSet<SMTPServerSession>();
   const limiter = opts.ratePerMinute > 0 ? createLimiter({ name: 'smtp', points: opts.ratePerMinute, durationSeconds: 60 }) : undefined;
   const sessions = new WeakMap<SMTPServerSession, SessionState>();
   const stateOf = (session: SMTPServerSession) => {
@@ -83,10 +85,12 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
       const open = perIp.get(ip) ?? 0;
       if (open >= opts.maxConnectionsPerIp) return callback(reply(421, 'Too many connections from your address; try again later'));
       perIp.set(ip, open + 1);
+      counted.add(session);
       callback();
     },
 
     onClose(session) {
+      if (!counted.delete(session)) return;
       const ip = session.remoteAddress;
       const open = (perIp.get(ip) ?? 1) - 1;
       if (open <= 0) perIp.delete(ip);
@@ -118,7 +122,13 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
       );
     },
 
-    onData(stream: Readable & { sizeExceeded?: boolean }, session, callback) {
+    onData(stream: Readable & { sizeExceeded?: boolean }, session, reply250OrError) {
+      let answered = false;
+      const callback: typeof reply250OrError = (err, message) => {
+        if (answered) return;
+        answered = true;
+        reply250OrError(err, message);
+      };
       const chunks: Buffer[] = [];
       let size = 0;
       stream.on('data', (chunk: Buffer) => {

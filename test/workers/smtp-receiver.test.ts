@@ -287,6 +287,8 @@ describe('SMTP receiver', () => {
     for (const m of mine) expect(JSON.stringify(m)).not.toContain('\\u0000');
     const nul = mine.find((m) => String(m.text).includes('body with'));
     expect(nul?.text).toBe('body with  NUL bytes');
+    expect(mine.find((m) => String(m.text).startsWith('just some text'))?.text).toBe('just some text\r\nwithout headers');
+    expect(mine.filter((m) => m.metadata.email.parseError).length).toBeGreaterThanOrEqual(1); // the nesting bomb: kept as raw text
 
     // Still serving.
     const ok = await transport().sendMail({ from: 'ada@sender.example', to: channel.address, subject: 'after', text: 'still here' });
@@ -362,9 +364,16 @@ describe('SMTP receiver limits', () => {
       // A second connection from the same address while the pooled one is open: refused.
       const second = nodemailer.createTransport({ host: '127.0.0.1', port: p, secure: false, ignoreTLS: true });
       await expect(second.sendMail({ from: 'ada@sender.example', to: channel.address, text: 'two' })).rejects.toMatchObject({ responseCode: 421 });
+      // The refused connection's end does not free the open one's place.
+      await new Promise((r) => setTimeout(r, 100));
+      await expect(second.sendMail({ from: 'ada@sender.example', to: channel.address, text: 'two again' })).rejects.toMatchObject({ responseCode: 421 });
       expect((await pooled.sendMail({ from: 'ada@sender.example', to: channel.address, text: 'three' })).response).toMatch(/^250/);
       await expect(pooled.sendMail({ from: 'ada@sender.example', to: channel.address, text: 'four' })).rejects.toMatchObject({ responseCode: 450 });
       pooled.close();
+      // Once it is closed, another connection is let in (and meets the message rate limit, not the connection limit).
+      await new Promise((r) => setTimeout(r, 300));
+      await expect(second.sendMail({ from: 'ada@sender.example', to: channel.address, text: 'five' })).rejects.toMatchObject({ responseCode: 450 });
+      expect((await messagesOf(a, channel.id)).map((m) => m.text).sort()).toEqual(['one', 'three']);
     } finally {
       await limited.stop();
     }

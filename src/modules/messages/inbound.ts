@@ -8,7 +8,7 @@ import type { Clock } from '../../core/clock.js';
 import { systemClock } from '../../core/clock.js';
 import { defineOperation, type Actor, type Envelope, type Operation } from '../../core/operation.js';
 import { JsonObject, Uuid } from '../../core/schemas.js';
-import type { Db } from '../../db/client.js';
+import type { Db, DbOrTx } from '../../db/client.js';
 import { recordChannelOutcome } from '../channels/channels.repository.js';
 import { contactEmailIdFor, insertAttachments, insertReceivedMessage, messageIdOnChannel, type NewAttachment } from './messages.repository.js';
 import { Message } from './messages.schemas.js';
@@ -53,6 +53,11 @@ export interface SmtpEnvelope {
   remoteAddress?: string | undefined;
   helo?: string | undefined;
   mailFrom?: string | undefined;
+}
+
+/** Per email: `inTransaction` runs inside the message's transaction, after its write (the IMAP sync's checkpoint); it does not run for a duplicate. */
+export interface ReceiveOptions {
+  inTransaction?: ((tx: DbOrTx) => Promise<void>) | undefined;
 }
 
 export interface ReceiveResult {
@@ -256,6 +261,11 @@ export async function prepareEmail(
   const subject = parsed.subject !== undefined ? cleanText(parsed.subject, 2000) : null;
 
   let text = cleanText(parsed.text ?? '', Number.MAX_SAFE_INTEGER).trimEnd();
+  // Text without a header block (its first lines were read as headers): the raw text is what there is.
+  if (!text && !parsed.html && parsed.attachments.length === 0 && !parsed.headerLines.some((h) => ['from', 'to', 'subject', 'date', 'message-id'].includes(h.key))) {
+    text = cleanText(raw.toString('utf8'), Number.MAX_SAFE_INTEGER).trimEnd();
+    notes.push('The message has no recognisable headers; its raw text is kept as the text');
+  }
   if (text.length > MAX_TEXT) {
     text = text.slice(0, MAX_TEXT);
     notes.push(`The text was cut to its first ${MAX_TEXT} characters`);
@@ -336,7 +346,7 @@ const ReceiveInput = z.strictObject({
  * The internal operation a received email is written by (not in the table: no REST route or MCP tool
  * reaches it). Made per email because the attachments' bytes travel beside the input, not in it.
  */
-function receiveOperation(attachments: NewAttachment[], at: Date): Operation {
+function receiveOperation(attachments: NewAttachment[], at: Date, inTransaction?: (tx: DbOrTx) => Promise<void>): Operation {
   return defineOperation({
     id: 'messages.receive',
     method: 'POST',
@@ -363,6 +373,7 @@ function receiveOperation(attachments: NewAttachment[], at: Date): Operation {
       if (!row) throw new DuplicateEmail();
       await insertAttachments(ctx.db, ctx.orgId, row.id, attachments);
       await recordChannelOutcome(ctx.db, input.channelId, { ok: true, at });
+      await inTransaction?.(ctx.db);
       return row;
     },
   });
@@ -373,7 +384,7 @@ function receiveOperation(attachments: NewAttachment[], at: Date): Operation {
  * events, in one transaction. The same Message-ID on the same channel answers the existing message with
  * `duplicate: true` and writes nothing. Throws only when the database fails (the SMTP receiver answers 451).
  */
-export async function receiveEmail(deps: InboundDeps, channel: InboundChannel, raw: Buffer, provider: 'smtp' | 'imap', envelope?: SmtpEnvelope): Promise<ReceiveResult> {
+export async function receiveEmail(deps: InboundDeps, channel: InboundChannel, raw: Buffer, provider: 'smtp' | 'imap', envelope?: SmtpEnvelope, opts: ReceiveOptions = {}): Promise<ReceiveResult> {
   const run = deps.run ?? registeredRunner;
   if (!run) throw new Error('receiveEmail: no operation runner (setInboundRunner)');
   const now = (deps.clock ?? systemClock)();
@@ -386,7 +397,7 @@ export async function receiveEmail(deps: InboundDeps, channel: InboundChannel, r
   });
   const input = { channelId: channel.id, provider, message: prepared.message, thread: prepared.thread, senderEmail: prepared.senderEmail };
   try {
-    const envelopeOut = await run(receiveOperation(prepared.attachments, now), input, { orgId: channel.organizationId, actor: SYSTEM_ACTOR, permissions: ['*'], db: deps.db });
+    const envelopeOut = await run(receiveOperation(prepared.attachments, now, opts.inTransaction), input, { orgId: channel.organizationId, actor: SYSTEM_ACTOR, permissions: ['*'], db: deps.db });
     return { messageId: (envelopeOut.data as { id: string }).id, duplicate: false };
   } catch (err) {
     if (!(err instanceof DuplicateEmail) && !isUniqueViolation(err)) throw err;
