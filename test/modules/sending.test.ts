@@ -154,6 +154,14 @@ describe('POST /messages/send', () => {
     expect(relayed(messageId)).toHaveLength(1);
   });
 
+  it('links the message to the contact email of its first recipient', async () => {
+    const channel = await addChannel(a);
+    const contact = (await a.request('POST', '/v1/contacts', { firstName: 'Ada' })).json.data as Json;
+    const email = (await a.request('POST', `/v1/contacts/${contact.id}/emails`, { email: 'Ada.Linked@Example.com', label: 'work' })).json.data as Json;
+    const m = await send(a, { channelId: channel.id, to: ['ada.linked@example.com'], subject: 'Linked', text: 'x' });
+    expect(m.emailAddressId).toBe(email.id);
+  });
+
   it('honours Idempotency-Key: the same request twice records and sends one message', async () => {
     const channel = await addChannel(a);
     const body = { channelId: channel.id, to: ['ada@example.com'], subject: 'Once', text: 'Only once' };

@@ -4,7 +4,7 @@ import { AppError, fieldError, notFound, type ErrorTree } from '../../core/error
 import type { Actor, OperationContext } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
 import { channels, mailOutbox, messages, type OutboxMail } from '../../db/schema.js';
-import { createMessage, type MessageRow } from './messages.repository.js';
+import { contactEmailIdFor, createMessage, type MessageRow } from './messages.repository.js';
 import { newMessageId } from './outgoing-mail.js';
 import { emailProblem, headerValueProblem, type MailAddress, type MessageForwardValues, type MessageReplyValues, type MessageSendValues } from './sending.schemas.js';
 import { messageIdList, normalizeMessageId, resolveThreadId } from './threads.js';
@@ -198,6 +198,8 @@ async function queue(db: DbOrTx, orgId: string, actor: Actor, out: Outgoing): Pr
     timestamp: mail.date,
     sender: from,
     recipient: out.to[0]!,
+    // The organization's contact email the mail goes to (its first To), as a received message names its sender's.
+    emailAddressId: await contactEmailIdFor(db, orgId, out.to[0]!.email),
     metadata: {
       email: {
         messageId: mail.messageId,
