@@ -38,5 +38,5 @@ CREATE INDEX "channels_address" ON "channels" USING btree ("address") WHERE "cha
 CREATE INDEX "message_attachments_message" ON "message_attachments" USING btree ("organization_id","message_id");--> statement-breakpoint
 ALTER TABLE "messages" ADD CONSTRAINT "messages_channel_id_channels_id_fk" FOREIGN KEY ("channel_id") REFERENCES "public"."channels"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE UNIQUE INDEX "messages_channel_provider_id" ON "messages" USING btree ("organization_id","channel_id","provider_message_id") WHERE "messages"."provider_message_id" IS NOT NULL AND "messages"."deleted_at" IS NULL;--> statement-breakpoint
-CREATE INDEX "messages_thread" ON "messages" USING btree ("organization_id","thread_id","created_at","id") WHERE "messages"."thread_id" IS NOT NULL AND "messages"."deleted_at" IS NULL;--> statement-breakpoint
+CREATE INDEX "messages_thread" ON "messages" USING btree ("organization_id","thread_id","timestamp","id") WHERE "messages"."thread_id" IS NOT NULL AND "messages"."deleted_at" IS NULL;--> statement-breakpoint
 CREATE INDEX "messages_provider_id" ON "messages" USING btree ("organization_id","provider_message_id") WHERE "messages"."provider_message_id" IS NOT NULL AND "messages"."deleted_at" IS NULL;

@@ -21,6 +21,8 @@ import { setWebhookPolicy } from './modules/webhooks/webhooks.repository.js';
 import { setMailHostname } from './modules/domains/dkim.js';
 import { setChannelPolicy } from './modules/channels/channels.connect.js';
 import { configureSecrets } from './core/encryption.js';
+import { setInboundRunner } from './modules/messages/inbound.js';
+import { runOperation } from './run-operation.js';
 import { operations } from './operations.js';
 import { VERSION } from './version.js';
 
@@ -62,6 +64,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   setWebhookPolicy({ allowInsecure: deps.config.webhookAllowInsecure });
   setMailHostname(new URL(deps.config.publicUrl).hostname);
   setChannelPolicy({ allowPrivate: deps.config.channelsAllowPrivate });
+  setInboundRunner(runOperation);
   configureSecrets({
     ...deps.config.secrets,
     dataDir: deps.config.dataDir,

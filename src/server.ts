@@ -10,6 +10,9 @@ import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
 import { createMailSender } from './workers/mail-sender.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
+import { createSmtpReceiver, type SmtpReceiver } from './workers/smtp-receiver.js';
+import { readFileSync } from 'node:fs';
+import { reencryptChannelSecrets } from './modules/channels/channels.repository.js';
 
 /**
  * `switchboard serve` / `npm start`: configuration -> database (+ migrations) -> app -> listen.
@@ -66,12 +69,39 @@ export async function serve(config: Config = loadConfig()) {
     );
   }
 
+  // A rotated secrets key: what the previous keys encrypted is encrypted again under SECRETS_KEY.
+  if (config.secrets.previousKeys.length > 0) {
+    const changed = await reencryptChannelSecrets(database.db);
+    app.log.info(`Re-encrypted the passwords of ${changed} channel(s) under the current SECRETS_KEY`);
+  }
+
+  // The built-in SMTP receiver, when SMTP_PORT is set.
+  let smtpReceiver: SmtpReceiver | undefined;
+  if (config.smtp.port !== undefined) {
+    if (Boolean(config.smtp.tlsCert) !== Boolean(config.smtp.tlsKey)) throw new Error('SMTP_TLS_CERT and SMTP_TLS_KEY must be set together');
+    smtpReceiver = createSmtpReceiver({
+      db: database.db,
+      log: app.log,
+      port: config.smtp.port,
+      host: config.smtp.host,
+      serverName: config.publicUrl ? new URL(config.publicUrl).hostname : undefined,
+      maxBytes: config.smtp.maxBytes,
+      tls: config.smtp.tlsCert && config.smtp.tlsKey ? { cert: readFileSync(config.smtp.tlsCert), key: readFileSync(config.smtp.tlsKey) } : undefined,
+      maxConnections: config.smtp.maxConnections,
+      maxConnectionsPerIp: config.smtp.maxConnectionsPerIp,
+      ratePerMinute: config.smtp.ratePerMinute,
+      attachmentMaxBytes: config.attachmentMaxBytes,
+      clock: app.deps.clock,
+    });
+  }
+
   // On SIGTERM or SIGINT (or an error nothing caught): close in order, then exit 0 (1 after an error);
   // a second signal, or 25 s without an end, exits at once.
   closeWithGrace({ delay: 25_000, logger: { error: (msg: string) => app.log.error(msg) } }, async ({ signal, err }) => {
     if (err) app.log.error({ err }, 'stopping after an unexpected error');
     else app.log.info({ signal }, 'shutting down');
     await commandSocket?.close();
+    await smtpReceiver?.stop();
     await app.close();
     await Promise.all(workers.map((w) => w.stop()));
     await database.close();
@@ -80,6 +110,10 @@ export async function serve(config: Config = loadConfig()) {
 
   await app.listen({ port: config.port, host: config.host });
   for (const w of workers) w.start();
+  if (smtpReceiver) {
+    const bound = await smtpReceiver.listen();
+    app.log.info(`SMTP receiver listening on ${bound.address} port ${bound.port}${config.smtp.tlsCert ? ' (STARTTLS offered)' : ''}`);
+  }
   app.log.info(`Switchboard listening on ${config.publicUrl} (REST ${config.publicUrl}/v1, MCP ${config.publicUrl}/mcp) with ${database.kind === 'pglite' ? `the embedded database in ${config.dataDir}` : 'PostgreSQL'}`);
   return { app, database };
 }

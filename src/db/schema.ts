@@ -202,7 +202,7 @@ export const messages = pgTable(
     uniqueIndex('messages_channel_provider_id')
       .on(t.organizationId, t.channelId, t.providerMessageId)
       .where(sql`${t.providerMessageId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
-    index('messages_thread').on(t.organizationId, t.threadId, t.createdAt, t.id).where(sql`${t.threadId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
+    index('messages_thread').on(t.organizationId, t.threadId, t.timestamp, t.id).where(sql`${t.threadId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
     index('messages_provider_id').on(t.organizationId, t.providerMessageId).where(sql`${t.providerMessageId} IS NOT NULL AND ${t.deletedAt} IS NULL`),
     index('messages_direction_list')
       .on(t.organizationId, t.direction, t.createdAt, t.id)

@@ -7,7 +7,7 @@ import { AppError, toAppError } from '../core/errors.js';
 import type { ActorType } from '../core/operation.js';
 import { ForbiddenAddressError } from '../core/outbound.js';
 import type { Db, DbOrTx } from '../db/client.js';
-import { mailOutbox, messages } from '../db/schema.js';
+import { channels, mailOutbox, messages } from '../db/schema.js';
 import { assertMailHostAllowed, describeError } from '../modules/channels/channels.connect.js';
 import { loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
@@ -67,8 +67,8 @@ type OutboxRow = typeof mailOutbox.$inferSelect;
 /** How an attempt ended. */
 type Outcome =
   | { kind: 'sent'; response: string; rejected: string[] }
-  | { kind: 'retry'; error: string }
-  | { kind: 'failed'; error: string };
+  | { kind: 'retry'; error: string; relay?: boolean }
+  | { kind: 'failed'; error: string; relay?: boolean };
 
 /** An SMTP error with a status code: 5xx is a permanent refusal, 4xx a temporary one. */
 const responseCodeOf = (err: unknown) => {
@@ -106,6 +106,21 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       return updated ? settleMessage(tx, row, 'failed', error, now) : 0;
     });
     if (recorded) notifyEventsCommitted();
+  }
+
+  /**
+   * A relay that cannot be reached or refuses the login shows on the channel as its `lastError` ("Sending
+   * through …"), which the next successful send clears (and only that error). The `status` is left alone:
+   * it tells whether the channel receives, and a broken relay does not stop it from receiving.
+   */
+  async function showOnChannel(channel: ChannelCredentials, outcome: Outcome) {
+    const prefix = `Sending through ${channel.outbound!.host}: `;
+    if (outcome.kind !== 'sent' && !outcome.relay) return;
+    const lastError = outcome.kind === 'sent' ? null : `${prefix}${outcome.error}`.slice(0, 1000);
+    await db
+      .update(channels)
+      .set({ lastError, updatedAt: clock() })
+      .where(and(eq(channels.id, channel.id), outcome.kind === 'sent' ? sql`${channels.lastError} LIKE 'Sending through %'` : undefined));
   }
 
   /** Attempts whose process died after the data was transmitted: the outcome is unknown, so they are not sent again. */
@@ -158,8 +173,8 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     try {
       target = await assertMailHostAllowed(outbound.host, { channelsAllowPrivate: deps.allowPrivate });
     } catch (err) {
-      if (err instanceof ForbiddenAddressError) return { kind: 'failed', error: err.message };
-      return { kind: 'retry', error: `Could not resolve ${outbound.host}: ${describeError(err)}` };
+      if (err instanceof ForbiddenAddressError) return { kind: 'failed', error: err.message, relay: true };
+      return { kind: 'retry', error: `Could not resolve ${outbound.host}: ${describeError(err)}`, relay: true };
     }
     const domain = row.mail.from.email.slice(row.mail.from.email.lastIndexOf('@') + 1);
     const raw = await composeMail(row.mail, await signingKeyFor(db, row.organizationId, domain));
@@ -178,6 +193,8 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       logger: false,
     });
     let transmitted = false;
+    /** Until the login succeeded, a failure is the relay's (its address, TLS, credentials), not this message's. */
+    let relayStage = true;
     const deadline = setTimeout(() => connection.close(), deps.sendTimeoutMs);
     connection.on('error', () => {}); // reported through the callbacks
     try {
@@ -187,6 +204,7 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
           connection.login({ user: outbound.username!, pass: outbound.password ?? '' }, (err) => (err ? reject(err) : resolve())),
         );
       }
+      relayStage = false;
       // The data, and before its end the commit of `transmitted_at`: see the comment at the top.
       let sentBody = false;
       const data = new Readable({
@@ -215,10 +233,11 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       connection.close();
       const code = responseCodeOf(err);
       const error = code ? `The relay answered ${describeError(err)}` : describeError(err);
-      if (code !== undefined && code >= 500) return { kind: 'failed', error };
-      if (code !== undefined) return { kind: 'retry', error };
+      const relay = relayStage;
+      if (code !== undefined && code >= 500) return { kind: 'failed', error, relay };
+      if (code !== undefined) return { kind: 'retry', error, relay };
       if (transmitted) return { kind: 'failed', error: `${UNKNOWN_OUTCOME} (${error})` };
-      return { kind: 'retry', error };
+      return { kind: 'retry', error, relay };
     } finally {
       clearTimeout(deadline);
     }
@@ -239,6 +258,7 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     if (channel.status === 'disabled') return fail(row, 'The channel is disabled');
     const outcome = await transmit(row, channel);
     const now = clock();
+    await showOnChannel(channel, outcome);
     if (outcome.kind === 'sent') {
       const refused = outcome.rejected.length ? `Refused by the relay for ${outcome.rejected.join(', ')}` : null;
       const recorded = await db.transaction(async (tx) => {

@@ -21,8 +21,11 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-/** The tool list with every category (about 128 KB today, a third of what it was) and its largest tool: raise them only on purpose. */
-const TOOL_LIST_BYTES_BUDGET = 140 * 1024;
+/**
+ * The tool list with every category and its largest tool: raise them only on purpose. Raised from 144 KB for
+ * email (channels, sending, DKIM keys: about 152 KB).
+ */
+const TOOL_LIST_BYTES_BUDGET = 160 * 1024;
 const TOOL_BYTES_BUDGET = 6 * 1024;
 const INVALID = { error: 'invalid_token', error_description: 'Missing or invalid access token' };
 const challenge = (path: string) =>

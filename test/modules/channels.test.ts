@@ -4,7 +4,8 @@ import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, useTestApp, type Tenant } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
-import { loadChannelCredentials } from '../../src/modules/channels/channels.repository.js';
+import { loadChannelCredentials, reencryptChannelSecrets } from '../../src/modules/channels/channels.repository.js';
+import { configureSecrets } from '../../src/core/encryption.js';
 import { channels } from '../../src/db/schema.js';
 import { eq } from 'drizzle-orm';
 
@@ -177,6 +178,24 @@ describe('channels', () => {
       expect(res.inbound.steps).toMatchObject([{ step: 'resolve', ok: true }, { step: 'login', ok: false }]);
       expect(res.inbound.error).toMatch(/ECONNREFUSED|refused/i);
     });
+  });
+});
+
+describe('rotating the secrets key', () => {
+  it('re-encrypts every stored password under the new key; the old values still decrypt meanwhile', async () => {
+    const c = await addChannel(a);
+    const [before] = await t.database.db.select().from(channels).where(eq(channels.id, c.id));
+    const newKey = randomBytes(32).toString('base64');
+    configureSecrets({ key: newKey, previousKeys: [SECRETS_KEY], dataDir: t.config.dataDir, requireConfiguredKey: true });
+    expect((await loadChannelCredentials(t.database.db, c.id)).inbound.password).toBe('imap-secret-1');
+    expect(await reencryptChannelSecrets(t.database.db)).toBeGreaterThanOrEqual(1);
+    const [after] = await t.database.db.select().from(channels).where(eq(channels.id, c.id));
+    expect(after!.inboundSecret!.split('.')[1]).not.toBe(before!.inboundSecret!.split('.')[1]);
+    expect(await reencryptChannelSecrets(t.database.db)).toBe(0);
+    // Without the previous key, the new values decrypt.
+    configureSecrets({ key: newKey, dataDir: t.config.dataDir, requireConfiguredKey: true });
+    const creds = await loadChannelCredentials(t.database.db, c.id);
+    expect([creds.inbound.password, creds.outbound?.password]).toEqual(['imap-secret-1', 'smtp-secret-1']);
   });
 });
 

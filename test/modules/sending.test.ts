@@ -8,6 +8,8 @@ import { mailOutbox } from '../../src/db/schema.js';
 import { operationById } from '../../src/operations.js';
 import { AutomaticMailRefused } from '../../src/modules/messages/sending.repository.js';
 import { runOperation } from '../../src/run-operation.js';
+import { createSmtpReceiver, type SmtpReceiver } from '../../src/workers/smtp-receiver.js';
+import nodemailer from 'nodemailer';
 import { createMailSender, MAX_SEND_ATTEMPTS } from '../../src/workers/mail-sender.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
@@ -27,12 +29,48 @@ const SECRETS_KEY = randomBytes(32).toString('base64');
 const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
 let relay: Relay;
 let sender: ReturnType<typeof createMailSender>;
+/** The service's own SMTP receiver: customers' mail arrives through it. */
+let receiver: SmtpReceiver;
+let receiverPort = 0;
 
 beforeAll(async () => {
   relay = await startRelay();
   sender = createMailSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 5000, random: () => 0.5 });
+  receiver = createSmtpReceiver({
+    db: t.database.db,
+    log: { info() {}, warn() {}, error() {} },
+    port: 0,
+    host: '127.0.0.1',
+    serverName: 'mx.switchboard.test',
+    maxBytes: 200_000,
+    maxConnections: 50,
+    maxConnectionsPerIp: 20,
+    ratePerMinute: 0,
+    attachmentMaxBytes: 10_000,
+    // Offline: no DNS record exists (SPF, DKIM and DMARC of received mail are "none").
+    resolver: async (name: string) => {
+      throw Object.assign(new Error(`ENOTFOUND ${name}`), { code: 'ENOTFOUND' });
+    },
+  });
+  receiverPort = (await receiver.listen()).port;
 });
-afterAll(() => relay?.close());
+afterAll(async () => {
+  await receiver?.stop();
+  await relay?.close();
+});
+
+/** A customer's email, delivered by nodemailer into the service's SMTP receiver; answers the message it became. */
+async function receive(who: Tenant, channelId: string, mail: Json) {
+  const info = await nodemailer
+    .createTransport({ host: '127.0.0.1', port: receiverPort, secure: false, ignoreTLS: true, connectionTimeout: 5000 })
+    .sendMail({ text: 'Hello', ...mail });
+  expect(info.response).toMatch(/^250 /);
+  const id = `${String(info.messageId).replace(/^<|>$/g, '')}`;
+  const list = (await who.request('GET', '/v1/messages/incoming?limit=100')).json.data as Json[];
+  const found = list.find((m) => m.channelId === channelId && m.providerMessageId === id);
+  expect(found, `received ${id}`).toBeDefined();
+  return found!;
+}
 
 let n = 0;
 const unique = (domain = 'acme.example') => `support-${++n}-${Math.random().toString(36).slice(2, 8)}@${domain}`;
@@ -114,6 +152,14 @@ describe('POST /messages/send', () => {
     // Nothing is sent twice.
     await drain();
     expect(relayed(messageId)).toHaveLength(1);
+  });
+
+  it('links the message to the contact email of its first recipient', async () => {
+    const channel = await addChannel(a);
+    const contact = (await a.request('POST', '/v1/contacts', { firstName: 'Ada' })).json.data as Json;
+    const email = (await a.request('POST', `/v1/contacts/${contact.id}/emails`, { email: 'Ada.Linked@Example.com', label: 'work' })).json.data as Json;
+    const m = await send(a, { channelId: channel.id, to: ['ada.linked@example.com'], subject: 'Linked', text: 'x' });
+    expect(m.emailAddressId).toBe(email.id);
   });
 
   it('honours Idempotency-Key: the same request twice records and sends one message', async () => {
@@ -239,6 +285,13 @@ describe('POST /messages/send', () => {
     const failed = await get(a, m.id);
     expect(failed.status).toBe('failed');
     expect(failed.statusReason).toMatch(/535/);
+    // The relay's refusal shows on the channel (which still receives), until a send through it succeeds.
+    expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data).toMatchObject({ status: 'active', lastError: expect.stringMatching(/^Sending through 127\.0\.0\.1: .*535/) });
+    const fixed = await a.request('PATCH', `/v1/channels/${channel.id}`, { outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass } });
+    expect(fixed.status, fixed.body).toBe(200);
+    await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'Login again', text: 'x' });
+    await drain();
+    expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data).toMatchObject({ status: 'active', lastError: null });
   });
 
   it('deleting a queued message cancels its sending', async () => {
@@ -318,6 +371,64 @@ describe('replies and forwards', () => {
   });
 });
 
+describe('answering received mail', () => {
+  it('a customer writes, we reply, the customer answers: one thread, the reply threaded by its headers', async () => {
+    const channel = await addChannel(a);
+    const incoming = await receive(a, channel.id, {
+      from: '"Ada Lovelace" <ada@customer.example>',
+      to: `"Acme Support" <${channel.address}>`,
+      subject: 'Invoice 42',
+      text: 'Is invoice 42 paid?',
+      messageId: `<q-${randomUUID()}@customer.example>`,
+    });
+    const res = await a.request('POST', `/v1/messages/${incoming.id}/reply`, { text: 'Yes, paid on Monday.' });
+    expect(res.status, res.body).toBe(201);
+    const reply = res.json.data as Json;
+    expect(reply).toMatchObject({ channelId: channel.id, threadId: incoming.threadId, recipient: { email: 'ada@customer.example', name: 'Ada Lovelace' } });
+    await drain();
+    const [copy] = relayed(reply.metadata.email.messageId);
+    expect(copy!.to).toEqual(['ada@customer.example']);
+    expect(copy!.from).toBe(channel.address);
+    expect(headerOf(copy!.raw, 'Subject')).toBe('Re: Invoice 42');
+    expect(headerOf(copy!.raw, 'In-Reply-To')).toBe(`<${incoming.providerMessageId}>`);
+    expect(headerOf(copy!.raw, 'References')).toBe(`<${incoming.providerMessageId}>`);
+
+    // The customer's answer to our reply lands in the same thread (a second later: a Date header counts whole seconds).
+    await new Promise((r) => setTimeout(r, 1100));
+    const answer = await receive(a, channel.id, {
+      from: 'ada@customer.example',
+      to: channel.address,
+      subject: 'Re: Re: Invoice 42',
+      text: 'Thanks!',
+      inReplyTo: `<${reply.metadata.email.messageId}>`,
+      references: [`<${incoming.providerMessageId}>`, `<${reply.metadata.email.messageId}>`],
+    });
+    expect(answer.threadId).toBe(incoming.threadId);
+    const thread = (await a.request('GET', `/v1/messages?threadId=${encodeURIComponent(incoming.threadId)}`)).json.data as Json[];
+    expect(thread.map((m) => m.id)).toEqual([incoming.id, reply.id, answer.id]);
+  });
+
+  it('answers the Reply-To; replyAll adds the other To and Cc addresses, never the organization\'s own', async () => {
+    const channel = await addChannel(a);
+    const colleague = await addChannel(a);
+    const incoming = await receive(a, channel.id, {
+      from: 'ada@customer.example',
+      replyTo: 'billing@customer.example',
+      to: [channel.address, 'bob@customer.example', colleague.address],
+      cc: ['"Charles" <charles@customer.example>'],
+      subject: 'Team question',
+    });
+    const single = (await a.request('POST', `/v1/messages/${incoming.id}/reply`, { text: 'One' })).json.data as Json;
+    expect(single.metadata.email.to).toEqual([{ email: 'billing@customer.example' }]);
+    expect(single.metadata.email.cc).toEqual([]);
+    const all = (await a.request('POST', `/v1/messages/${incoming.id}/reply`, { text: 'All', replyAll: true })).json.data as Json;
+    expect(all.metadata.email.to).toEqual([{ email: 'billing@customer.example' }]);
+    expect(all.metadata.email.cc).toEqual([{ email: 'bob@customer.example' }, { email: 'charles@customer.example', name: 'Charles' }]);
+    await drain();
+    expect(relayed(all.metadata.email.messageId)[0]!.to.sort()).toEqual(['billing@customer.example', 'bob@customer.example', 'charles@customer.example']);
+  });
+});
+
 describe('automatic mail (RFC 3834)', () => {
   const asAutomation = (automationId: string) => ({ orgId: a.orgId, actor: { type: 'automation' as const, id: automationId, depth: 1 }, permissions: ['*'], db: t.database.db });
 
@@ -339,6 +450,42 @@ describe('automatic mail (RFC 3834)', () => {
     await expect(forwarding).rejects.toThrow(/own channel addresses/);
     // A person may write to the organization's own address.
     expect((await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [other.address], subject: 'Internal', text: 'x' })).status).toBe(201);
+  });
+
+  it('an automation answers with Auto-Submitted: auto-replied, never automatic, bulk or list mail nor its own addresses, and a sender once a day', async () => {
+    const channel = await addChannel(a);
+    const colleague = await addChannel(a);
+    const automationId = randomUUID();
+    const reply = (id: string, who = automationId) => runOperation(operationById('messages.reply')!, { id, text: 'Thanks, we received your invoice.' }, asAutomation(who));
+    const from = `ada-${randomUUID().slice(0, 8)}@customer.example`;
+    const mail = (headers: Record<string, string> = {}, sender = from) => receive(a, channel.id, { from: sender, to: channel.address, subject: 'Invoice', headers });
+
+    for (const [headers, reason] of [
+      [{ 'Auto-Submitted': 'auto-replied' }, /itself automatic/],
+      [{ 'Auto-Submitted': 'auto-generated' }, /itself automatic/],
+      [{ Precedence: 'bulk' }, /bulk or list/],
+      [{ Precedence: 'list' }, /bulk or list/],
+      [{ 'List-Id': '<news.customer.example>' }, /mailing list/],
+    ] as const) {
+      const m = await mail(headers);
+      const refused = reply(m.id);
+      await expect(refused, JSON.stringify(headers)).rejects.toBeInstanceOf(AutomaticMailRefused);
+      await expect(refused).rejects.toThrow(reason);
+    }
+    await expect(reply((await mail({}, colleague.address)).id)).rejects.toThrow(/own channel addresses/);
+
+    const first = await mail({ 'Auto-Submitted': 'no' });
+    const answered = (await reply(first.id)).data as Json;
+    expect(answered.metadata.email.autoSubmitted).toBe('auto-replied');
+    await drain();
+    expect(headerOf(relayed(answered.metadata.email.messageId)[0]!.raw, 'Auto-Submitted')).toBe('auto-replied');
+    // The same sender again the same day: not answered by this automation, answered by another one.
+    const second = await mail();
+    await expect(reply(second.id)).rejects.toThrow(/already answered/);
+    expect(((await reply(second.id, randomUUID())).data as Json).status).toBe('queued');
+    // A person may answer anything.
+    const bulk = await mail({ Precedence: 'bulk' });
+    expect((await a.request('POST', `/v1/messages/${bulk.id}/reply`, { text: 'Personal answer' })).status).toBe(201);
   });
 });
 

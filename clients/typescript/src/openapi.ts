@@ -243,7 +243,7 @@ export interface paths {
         };
         /**
          * List messages
-         * @description Messages of the organization, incoming and outgoing. Newest first by default (`sortOrder=asc` for oldest first).
+         * @description Messages of the organization, incoming and outgoing. Newest first by default (`sortOrder=asc` for oldest first). With `threadId`: the messages of that conversation (email replies join the thread of the message they answer), ordered by `timestamp`, oldest first unless `sortOrder=desc`.
          *
          *     Requires the `messages:read` permission (or `*`).
          */
@@ -380,6 +380,116 @@ export interface paths {
          *     Requires the `messages:write` permission (or `*`).
          */
         patch: operations["messages.update"];
+        trace?: never;
+    };
+    "/messages/{id}/attachments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the kept attachments of a received email
+         * @description The attachments whose content was kept, without the content (download one with its id). Oldest first unless `sortOrder=desc`.
+         *
+         *     Requires the `messages:read` permission (or `*`).
+         */
+        get: operations["messages.list_attachments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/messages/{id}/attachments/{attachmentId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download an attachment of a received email
+         * @description The attachment with its content in base64. A received email lists its attachments in `metadata.email.attachments` (`id`, `filename`, `contentType`, `size`); an attachment whose content was not kept (over the per-message limit) has `id` null and cannot be downloaded.
+         *
+         *     Requires the `messages:read` permission (or `*`).
+         */
+        get: operations["messages.get_attachment"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/messages/send": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an email
+         * @description Sends an email through a channel's relay, from its address (or `outbound.from`); `bcc` stays out of the headers. `replyToMessageId` makes it an answer (In-Reply-To, References, same thread). Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone.
+         *
+         *     Requires the `messages:write` permission (or `*`).
+         */
+        post: operations["messages.send"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/messages/{id}/reply": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reply to a message
+         * @description Answers through the channel the message came through, to its Reply-To or sender (`replyAll`: also its To and Cc, never the channel itself); "Re: …", In-Reply-To, References, same thread. Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone. An automation never answers automatic, bulk or list mail, nor one sender twice a day.
+         *
+         *     Requires the `messages:write` permission (or `*`).
+         */
+        post: operations["messages.reply"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/messages/{id}/forward": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Forward a message
+         * @description Forwards inline ("Fwd: …", the note, then the original), through `channelId` or the message's channel, in its thread. Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone.
+         *
+         *     Requires the `messages:write` permission (or `*`).
+         */
+        post: operations["messages.forward"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/customers": {
@@ -850,6 +960,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/domains/{id}/dkim-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Generate a DKIM signing key for the domain
+         * @description Generates an RSA 2048 key under a new selector and answers the domain with its `dkim` (the public part: the private key is stored encrypted and never returned). From then on, mail sent through a channel whose address is at this domain is DKIM-signed (d=<domain>, s=<selector>). Publish the DKIM record of `GET /domains/{id}/dns-records` first. Calling it again rotates the key: the previous one stops signing at once.
+         *
+         *     Requires the `domains:write` permission (or `*`).
+         */
+        post: operations["domains.create_dkim_key"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/domains/{id}/dns-records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the DNS records to publish for the domain
+         * @description What to publish for mail at this domain: MX (to the service's SMTP receiver, the host of its public URL), SPF (the relays of the channels at the domain), DKIM (once a key exists, see `POST /domains/{id}/dkim-key`) and DMARC (reporting only, to start with).
+         *
+         *     Requires the `domains:read` permission (or `*`).
+         */
+        get: operations["domains.dns_records"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/domains/{id}/registrations": {
         parameters: {
             query?: never;
@@ -1100,10 +1254,144 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List channels
+         * @description The email channels of the organization: the addresses it receives and sends as.
+         *
+         *     Requires the `channels:read` permission (or `*`).
+         */
+        get: operations["channels.list"];
+        put?: never;
+        /**
+         * Add an email channel
+         * @description An address mail arrives at, through the built-in SMTP receiver (`inbound.mode` "smtp": point an MX record or forwarding at it) or an IMAP mailbox (`inbound.mode` "imap"), and optionally sent from through an SMTP relay (`outbound`). Passwords are write-only (stored encrypted, never answered; `passwordSet` tells). With PostgreSQL a password needs the server's SECRETS_KEY (400 otherwise). Mail servers must be on public addresses unless CHANNELS_ALLOW_PRIVATE=true.
+         *
+         *     Requires the `channels:write` permission (or `*`).
+         */
+        post: operations["channels.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/channels/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a channel
+         * @description Requires the `channels:read` permission (or `*`).
+         */
+        get: operations["channels.get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a channel
+         * @description Soft delete: the channel gets `deletedAt`, stops receiving and syncing, and disappears from lists and gets. Its messages stay.
+         *
+         *     Requires the `channels:write` permission (or `*`).
+         */
+        delete: operations["channels.delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a channel's name, address, servers or status
+         * @description Each field present replaces the stored one; `inbound` and `outbound` are replaced whole, but a password left out is kept. Passwords are write-only (stored encrypted, never answered; `passwordSet` tells). With PostgreSQL a password needs the server's SECRETS_KEY (400 otherwise).
+         *
+         *     Requires the `channels:write` permission (or `*`).
+         */
+        patch: operations["channels.update"];
+        trace?: never;
+    };
+    "/channels/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check a channel's mail servers
+         * @description Connects to the configured servers now: the IMAP server (resolve, login, mailbox) and the SMTP relay (resolve, greeting, STARTTLS when offered, authentication). Answers what worked and what failed, step by step; a failure is an answer (`ok` false), not an error. Changes nothing.
+         *
+         *     Requires the `channels:write` permission (or `*`).
+         */
+        post: operations["channels.test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        Attachment: {
+            /**
+             * Format: uuid
+             * @description Id of the attachment
+             */
+            readonly id: string;
+            /**
+             * Format: uuid
+             * @description Message the attachment belongs to
+             */
+            messageId: string;
+            /** @description File name as the sender gave it; null when none */
+            filename: string | null;
+            /** @description MIME type, e.g. "application/pdf" */
+            contentType: string;
+            /** @description Size in bytes */
+            size: number;
+            /** @description Content-ID, for images an HTML body refers to; null when none */
+            contentId: string | null;
+            /**
+             * Format: date-time
+             * @description When the message was received
+             */
+            readonly createdAt: string;
+            /** @description The content, base64-encoded */
+            content: string;
+        };
+        AttachmentInfo: {
+            /**
+             * Format: uuid
+             * @description Id of the attachment
+             */
+            readonly id: string;
+            /**
+             * Format: uuid
+             * @description Message the attachment belongs to
+             */
+            messageId: string;
+            /** @description File name as the sender gave it; null when none */
+            filename: string | null;
+            /** @description MIME type, e.g. "application/pdf" */
+            contentType: string;
+            /** @description Size in bytes */
+            size: number;
+            /** @description Content-ID, for images an HTML body refers to; null when none */
+            contentId: string | null;
+            /**
+             * Format: date-time
+             * @description When the message was received
+             */
+            readonly createdAt: string;
+        };
         Automation: {
             /**
              * Format: uuid
@@ -1250,6 +1538,104 @@ export interface components {
             data: {
                 [key: string]: unknown;
             };
+        };
+        Channel: {
+            /**
+             * Format: uuid
+             * @description Unique id (UUID v4)
+             */
+            readonly id: string;
+            /**
+             * Format: date-time
+             * @description When the record was created (ISO 8601 UTC)
+             */
+            readonly createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the record was last changed (ISO 8601 UTC)
+             */
+            readonly updatedAt: string;
+            /** @description When the record was deleted; always null in responses except a DELETE answer */
+            readonly deletedAt: string | null;
+            /**
+             * Format: uuid
+             * @description Organization that owns the record
+             */
+            readonly organizationId: string;
+            /**
+             * @description Kind of channel
+             * @enum {string}
+             */
+            type: "email";
+            /** @description A name for people */
+            name: string;
+            /** @description The address the organization receives and sends as (lower-cased) */
+            address: string;
+            /** @description How mail arrives; the password is never returned */
+            inbound: {
+                /** @enum {string} */
+                mode: "smtp" | "imap";
+                host?: string;
+                port?: number;
+                secure?: boolean;
+                username?: string;
+                mailbox?: string;
+                /** @description Whether a password is stored (the password itself is never returned) */
+                passwordSet: boolean;
+            };
+            /** @description The SMTP relay mail is sent through; null: the channel cannot send */
+            outbound: {
+                host: string;
+                port: number;
+                secure: boolean;
+                username: string | null;
+                from: string | null;
+                /** @description Whether a password is stored (the password itself is never returned) */
+                passwordSet: boolean;
+            } | null;
+            /**
+             * @description "active"; "error" while receiving or syncing fails (see `lastError`); "disabled" by a person
+             * @enum {string}
+             */
+            status: "active" | "error" | "disabled";
+            /** @description What failed last (connection, login, …); null when the last attempt worked */
+            lastError: string | null;
+            /** @description When mail was last received or synced on this channel */
+            lastSyncAt: string | null;
+        };
+        ChannelTestResult: {
+            /** @description Whether every configured server was reached and accepted the login */
+            ok: boolean;
+            /** @description The IMAP server (mode imap); for mode smtp, whether the channel can receive (active) */
+            inbound: {
+                /** @description Whether every step worked */
+                ok: boolean;
+                /** @description The steps tried, in order; the first failed one ends the check */
+                steps: {
+                    /** @description What was tried: "resolve", "connect", "login", "mailbox", "greeting" */
+                    step: string;
+                    ok: boolean;
+                    detail: string | null;
+                }[];
+                /** @description Why the check failed; null when it worked */
+                error: string | null;
+                /** @enum {string} */
+                mode: "smtp" | "imap";
+            };
+            /** @description The SMTP relay: greeting and authentication; null when none is configured */
+            outbound: {
+                /** @description Whether every step worked */
+                ok: boolean;
+                /** @description The steps tried, in order; the first failed one ends the check */
+                steps: {
+                    /** @description What was tried: "resolve", "connect", "login", "mailbox", "greeting" */
+                    step: string;
+                    ok: boolean;
+                    detail: string | null;
+                }[];
+                /** @description Why the check failed; null when it worked */
+                error: string | null;
+            } | null;
         };
         Contact: {
             /**
@@ -1537,6 +1923,22 @@ export interface components {
              * @description API key or user that added the domain
              */
             createdBy: string;
+            dkim: {
+                /** @description The selector: the key is published at `<selector>._domainkey.<domain>` */
+                selector: string;
+                /**
+                 * @description The signing algorithm
+                 * @constant
+                 */
+                algorithm: "rsa-sha256";
+                /** @description The public key (base64 DER), the `p=` of the DNS record */
+                publicKey: string;
+                /**
+                 * Format: date-time
+                 * @description When the key was generated
+                 */
+                createdAt: string;
+            } | null;
         };
         DomainRegistration: {
             /**
@@ -1593,7 +1995,7 @@ export interface components {
              * @description Event type, a dotted resource.action name (see the event catalog)
              * @enum {string}
              */
-            type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "message.received" | "message.sent";
+            type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed";
             /**
              * Format: uuid
              * @description Organization the event belongs to
@@ -1717,8 +2119,10 @@ export interface components {
             action: string | null;
             /** @description Importance; any short string (the set of values is open), e.g. "low", "normal", "high" */
             importance: string | null;
-            /** @description Delivery or handling status; any short string (the set of values is open), e.g. "received", "sent", "delivered", "failed" */
+            /** @description Delivery or handling status; any short string (the set of values is open), e.g. "received", "queued", "sent", "failed" */
             status: string | null;
+            /** @description Why the message has its status, e.g. why sending failed; null otherwise */
+            statusReason: string | null;
             /** @description Short summary of the message */
             summary: string | null;
             /** @description Urgency; any short string (the set of values is open), e.g. "low", "normal", "high" */
@@ -1729,8 +2133,10 @@ export interface components {
             recipient: unknown;
             /** @description Category of the message: any JSON value, e.g. "billing" or ["billing", "urgent"] */
             category: unknown;
-            /** @description Free-form JSON value */
+            /** @description Free-form JSON value; for email, `metadata.email` holds the subject, headers, attachments and SPF/DKIM/DMARC results */
             metadata: unknown;
+            /** @description Channel that received or sent the message; null when recorded by POST /messages */
+            channelId: string | null;
         };
         Webhook: {
             /**
@@ -3637,12 +4043,14 @@ export interface operations {
                 limit?: number;
                 /** @description Number of items to skip (null means 0) */
                 offset?: number | null;
-                /** @description Order by creation date (ties broken by id) */
+                /** @description Order by creation date (ties broken by id); default "desc", or "asc" (by `timestamp`) with `threadId` */
                 sortOrder?: "asc" | "desc";
                 /** @description true: only messages not read yet (`readAt` null) */
                 unread?: boolean;
                 /** @description Only messages of this direction */
                 direction?: "incoming" | "outgoing";
+                /** @description Only the messages of this thread (conversation), oldest first */
+                threadId?: string;
             };
             header?: never;
             path?: never;
@@ -3681,12 +4089,14 @@ export interface operations {
                      *           "action": "example",
                      *           "importance": "example",
                      *           "status": "example",
+                     *           "statusReason": "example",
                      *           "summary": "example",
                      *           "urgency": "example",
                      *           "sender": {},
                      *           "recipient": {},
                      *           "category": {},
-                     *           "metadata": {}
+                     *           "metadata": {},
+                     *           "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
                      *         }
                      *       ],
                      *       "meta": {
@@ -3828,12 +4238,14 @@ export interface operations {
                      *         "action": "example",
                      *         "importance": "example",
                      *         "status": "example",
+                     *         "statusReason": "example",
                      *         "summary": "example",
                      *         "urgency": "example",
                      *         "sender": {},
                      *         "recipient": {},
                      *         "category": {},
-                     *         "metadata": {}
+                     *         "metadata": {},
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
                      *       }
                      *     }
                      */
@@ -3901,12 +4313,14 @@ export interface operations {
                      *           "action": "example",
                      *           "importance": "example",
                      *           "status": "example",
+                     *           "statusReason": "example",
                      *           "summary": "example",
                      *           "urgency": "example",
                      *           "sender": {},
                      *           "recipient": {},
                      *           "category": {},
-                     *           "metadata": {}
+                     *           "metadata": {},
+                     *           "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
                      *         }
                      *       ],
                      *       "meta": {
@@ -3993,12 +4407,14 @@ export interface operations {
                      *           "action": "example",
                      *           "importance": "example",
                      *           "status": "example",
+                     *           "statusReason": "example",
                      *           "summary": "example",
                      *           "urgency": "example",
                      *           "sender": {},
                      *           "recipient": {},
                      *           "category": {},
-                     *           "metadata": {}
+                     *           "metadata": {},
+                     *           "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
                      *         }
                      *       ],
                      *       "meta": {
@@ -4087,12 +4503,14 @@ export interface operations {
                      *           "action": "example",
                      *           "importance": "example",
                      *           "status": "example",
+                     *           "statusReason": "example",
                      *           "summary": "example",
                      *           "urgency": "example",
                      *           "sender": {},
                      *           "recipient": {},
                      *           "category": {},
-                     *           "metadata": {}
+                     *           "metadata": {},
+                     *           "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
                      *         }
                      *       ],
                      *       "meta": {
@@ -4207,12 +4625,14 @@ export interface operations {
                      *         "action": "example",
                      *         "importance": "example",
                      *         "status": "example",
+                     *         "statusReason": "example",
                      *         "summary": "example",
                      *         "urgency": "example",
                      *         "sender": {},
                      *         "recipient": {},
                      *         "category": {},
-                     *         "metadata": {}
+                     *         "metadata": {},
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
                      *       }
                      *     }
                      */
@@ -4272,12 +4692,14 @@ export interface operations {
                      *         "action": "example",
                      *         "importance": "example",
                      *         "status": "example",
+                     *         "statusReason": "example",
                      *         "summary": "example",
                      *         "urgency": "example",
                      *         "sender": {},
                      *         "recipient": {},
                      *         "category": {},
-                     *         "metadata": {}
+                     *         "metadata": {},
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
                      *       }
                      *     }
                      */
@@ -4357,12 +4779,14 @@ export interface operations {
                      *         "action": "example",
                      *         "importance": "example",
                      *         "status": "example",
+                     *         "statusReason": "example",
                      *         "summary": "example",
                      *         "urgency": "example",
                      *         "sender": {},
                      *         "recipient": {},
                      *         "category": {},
-                     *         "metadata": {}
+                     *         "metadata": {},
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
                      *       }
                      *     }
                      */
@@ -4375,6 +4799,450 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "messages.list_attachments": {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 */
+                limit?: number;
+                /** @description Number of items to skip (null means 0) */
+                offset?: number | null;
+                /** @description Order of the attachments in the email */
+                sortOrder?: "asc" | "desc";
+            };
+            header?: never;
+            path: {
+                /** @description Id of the message */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of results */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "messageId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "filename": "example",
+                     *           "contentType": "example",
+                     *           "size": -9007199254740991,
+                     *           "contentId": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["AttachmentInfo"][];
+                        meta: {
+                            pagination: {
+                                /** @description Page size used */
+                                limit: number;
+                                /** @description Items skipped */
+                                offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
+                                hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
+                                total?: number;
+                            };
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "messages.get_attachment": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the message */
+                id: string;
+                /** @description Id of the attachment */
+                attachmentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "messageId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "filename": "example",
+                     *         "contentType": "example",
+                     *         "size": -9007199254740991,
+                     *         "contentId": "example",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "content": "example"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Attachment"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "messages.send": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                 *       "to": [
+                 *         "ada@example.com"
+                 *       ],
+                 *       "subject": "Your invoice",
+                 *       "text": "Thanks, we received your invoice."
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description The email channel to send through
+                     */
+                    channelId: string;
+                    /** @description Required. The recipients: addresses, "ada@example.com" or {"email", "name"} */
+                    to: (string | {
+                        email: string;
+                        name?: string;
+                    })[];
+                    /** @description Copy recipients: addresses, "ada@example.com" or {"email", "name"} */
+                    cc?: (string | {
+                        email: string;
+                        name?: string;
+                    })[];
+                    /** @description Blind-copy recipients (never in the headers): addresses, "ada@example.com" or {"email", "name"} */
+                    bcc?: (string | {
+                        email: string;
+                        name?: string;
+                    })[];
+                    /**
+                     * @description The subject (one line)
+                     * @example Your invoice
+                     */
+                    subject: string;
+                    /**
+                     * @description The plain-text body
+                     * @example Thanks, we received your invoice.
+                     */
+                    text: string;
+                    /** @description An HTML body beside the text */
+                    html?: string;
+                    /**
+                     * Format: uuid
+                     * @description A message this one answers (In-Reply-To, References, its thread)
+                     */
+                    replyToMessageId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "timestamp": "2026-01-15T09:30:00.000Z",
+                     *         "readAt": "2026-01-15T09:30:00.000Z",
+                     *         "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "direction": "incoming",
+                     *         "providerMessageId": "example",
+                     *         "providerName": "example",
+                     *         "threadId": "example",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "action": "example",
+                     *         "importance": "example",
+                     *         "status": "example",
+                     *         "statusReason": "example",
+                     *         "summary": "example",
+                     *         "urgency": "example",
+                     *         "sender": {},
+                     *         "recipient": {},
+                     *         "category": {},
+                     *         "metadata": {},
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Message"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "messages.reply": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the message to answer */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "text": "Thanks, we received your invoice."
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description The plain-text body
+                     * @example Thanks, we received your invoice.
+                     */
+                    text: string;
+                    /** @description An HTML body beside the text */
+                    html?: string;
+                    /**
+                     * @description Also answer its other To and Cc addresses (default false)
+                     * @default false
+                     */
+                    replyAll?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "timestamp": "2026-01-15T09:30:00.000Z",
+                     *         "readAt": "2026-01-15T09:30:00.000Z",
+                     *         "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "direction": "incoming",
+                     *         "providerMessageId": "example",
+                     *         "providerName": "example",
+                     *         "threadId": "example",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "action": "example",
+                     *         "importance": "example",
+                     *         "status": "example",
+                     *         "statusReason": "example",
+                     *         "summary": "example",
+                     *         "urgency": "example",
+                     *         "sender": {},
+                     *         "recipient": {},
+                     *         "category": {},
+                     *         "metadata": {},
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Message"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "messages.forward": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the message to forward */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "to": [
+                 *         "ada@example.com"
+                 *       ],
+                 *       "text": "Thanks, we received your invoice."
+                 *     }
+                 */
+                "application/json": {
+                    /** @description Required. Who receives the forwarded message: addresses, "ada@example.com" or {"email", "name"} */
+                    to: (string | {
+                        email: string;
+                        name?: string;
+                    })[];
+                    /**
+                     * @description A note above the forwarded message
+                     * @example Thanks, we received your invoice.
+                     */
+                    text?: string;
+                    /**
+                     * Format: uuid
+                     * @description The channel to send through; default the message's
+                     */
+                    channelId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "timestamp": "2026-01-15T09:30:00.000Z",
+                     *         "readAt": "2026-01-15T09:30:00.000Z",
+                     *         "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "direction": "incoming",
+                     *         "providerMessageId": "example",
+                     *         "providerName": "example",
+                     *         "threadId": "example",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "action": "example",
+                     *         "importance": "example",
+                     *         "status": "example",
+                     *         "statusReason": "example",
+                     *         "summary": "example",
+                     *         "urgency": "example",
+                     *         "sender": {},
+                     *         "recipient": {},
+                     *         "category": {},
+                     *         "metadata": {},
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Message"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
@@ -6718,7 +7586,13 @@ export interface operations {
                      *           "deletedAt": "2026-01-15T09:30:00.000Z",
                      *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *           "name": "example.com",
-                     *           "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *           "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "dkim": {
+                     *             "selector": "example",
+                     *             "algorithm": "rsa-sha256",
+                     *             "publicKey": "example",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z"
+                     *           }
                      *         }
                      *       ],
                      *       "meta": {
@@ -6801,7 +7675,13 @@ export interface operations {
                      *         "deletedAt": "2026-01-15T09:30:00.000Z",
                      *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *         "name": "example.com",
-                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "dkim": {
+                     *           "selector": "example",
+                     *           "algorithm": "rsa-sha256",
+                     *           "publicKey": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
                      *       }
                      *     }
                      */
@@ -6848,7 +7728,13 @@ export interface operations {
                      *         "deletedAt": "2026-01-15T09:30:00.000Z",
                      *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *         "name": "example.com",
-                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "dkim": {
+                     *           "selector": "example",
+                     *           "algorithm": "rsa-sha256",
+                     *           "publicKey": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
                      *       }
                      *     }
                      */
@@ -6894,12 +7780,142 @@ export interface operations {
                      *         "deletedAt": "2026-01-15T09:30:00.000Z",
                      *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *         "name": "example.com",
-                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "dkim": {
+                     *           "selector": "example",
+                     *           "algorithm": "rsa-sha256",
+                     *           "publicKey": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
                      *       }
                      *     }
                      */
                     "application/json": {
                         data: components["schemas"]["Domain"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "domains.create_dkim_key": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the domain */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "example.com",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "dkim": {
+                     *           "selector": "example",
+                     *           "algorithm": "rsa-sha256",
+                     *           "publicKey": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Domain"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "domains.dns_records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the domain */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "type": "MX",
+                     *           "name": "Ada Lovelace",
+                     *           "value": "example",
+                     *           "priority": -9007199254740991,
+                     *           "purpose": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /**
+                             * @description Record type
+                             * @enum {string}
+                             */
+                            type: "MX" | "TXT";
+                            /** @description The fully qualified name the record is published at */
+                            name: string;
+                            /** @description The record's value (for MX, the host) */
+                            value: string;
+                            /** @description MX only: the preference */
+                            priority?: number;
+                            /** @description What the record does */
+                            purpose: string;
+                        }[];
                     };
                 };
             };
@@ -7285,7 +8301,7 @@ export interface operations {
                 /** @description Order by occurrence (ties broken by id); newest first by default */
                 sortOrder?: "asc" | "desc";
                 /** @description Only events of this type */
-                type?: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "message.received" | "message.sent";
+                type?: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed";
             };
             header?: never;
             path?: never;
@@ -7498,7 +8514,7 @@ export interface operations {
                     /** @description Where events are POSTed: an https URL on the public internet (http to a loopback host only when the server sets WEBHOOK_ALLOW_INSECURE=true) */
                     url: string;
                     /** @description Event types to deliver, from the event catalog, or ["*"] (the default) for every type */
-                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "message.received" | "message.sent" | "*")[];
+                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "*")[];
                     /** @description Whether events are delivered (default true) */
                     enabled?: boolean;
                     /** @description What the endpoint is for, up to 1,000 characters */
@@ -7680,7 +8696,7 @@ export interface operations {
                     /** @description Where events are POSTed: an https URL on the public internet (http to a loopback host only when the server sets WEBHOOK_ALLOW_INSECURE=true) */
                     url?: string;
                     /** @description Event types to deliver, from the event catalog, or ["*"] for every type */
-                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "message.received" | "message.sent" | "*")[];
+                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "*")[];
                     /** @description true re-enables an endpoint (also one the service disabled, clearing `disabledReason`); false pauses deliveries */
                     enabled?: boolean;
                     description?: string | null;
@@ -7995,6 +9011,611 @@ export interface operations {
                      */
                     "application/json": {
                         data: components["schemas"]["WebhookDelivery"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "channels.list": {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 */
+                limit?: number;
+                /** @description Number of items to skip (null means 0) */
+                offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
+                sortOrder?: "asc" | "desc";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of results */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "type": "email",
+                     *           "name": "Ada Lovelace",
+                     *           "address": "example",
+                     *           "inbound": {
+                     *             "mode": "smtp",
+                     *             "host": "example",
+                     *             "port": -9007199254740991,
+                     *             "secure": true,
+                     *             "username": "example",
+                     *             "mailbox": "example",
+                     *             "passwordSet": true
+                     *           },
+                     *           "outbound": {
+                     *             "host": "example",
+                     *             "port": -9007199254740991,
+                     *             "secure": true,
+                     *             "username": "example",
+                     *             "from": "example",
+                     *             "passwordSet": true
+                     *           },
+                     *           "status": "active",
+                     *           "lastError": "example",
+                     *           "lastSyncAt": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Channel"][];
+                        meta: {
+                            pagination: {
+                                /** @description Page size used */
+                                limit: number;
+                                /** @description Items skipped */
+                                offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
+                                hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
+                                total?: number;
+                            };
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "channels.create": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "email",
+                 *       "name": "Ada Lovelace",
+                 *       "address": "ada@example.com",
+                 *       "inbound": {
+                 *         "mode": "smtp"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description Kind of channel: "email"
+                     * @enum {string}
+                     */
+                    type: "email";
+                    /** @description A name for people, e.g. "Support" */
+                    name: string;
+                    /**
+                     * Format: email
+                     * @description The address received at and sent from; unique in the organization
+                     */
+                    address: string;
+                    /**
+                     * @description How mail arrives: {"mode": "smtp"} or {"mode": "imap", "host", "username", "password", …}
+                     * @example {
+                     *       "mode": "smtp"
+                     *     }
+                     */
+                    inbound: {
+                        /**
+                         * @description "smtp": mail arrives at the built-in SMTP receiver
+                         * @constant
+                         */
+                        mode: "smtp";
+                    } | {
+                        /**
+                         * @description "imap": the service syncs a mailbox of an IMAP server
+                         * @constant
+                         */
+                        mode: "imap";
+                        /** @description Host name or IP address of the mail server */
+                        host: string;
+                        /**
+                         * @description IMAP port; default 993
+                         * @default 993
+                         */
+                        port?: number;
+                        /**
+                         * @description TLS from the start (port 993); false: STARTTLS when offered; default true
+                         * @default true
+                         */
+                        secure?: boolean;
+                        /** @description User name to log in with */
+                        username: string;
+                        /**
+                         * @description Mailbox (folder) to sync; default "INBOX"
+                         * @default INBOX
+                         */
+                        mailbox?: string;
+                        /** @description Password (write-only, stored encrypted) */
+                        password: string;
+                    };
+                    /** @description SMTP relay to send through; absent or null: cannot send */
+                    outbound?: {
+                        /** @description Host name or IP address of the SMTP relay */
+                        host: string;
+                        /**
+                         * @description SMTP port; default 587
+                         * @default 587
+                         */
+                        port?: number;
+                        /**
+                         * @description TLS from the start (port 465); false: STARTTLS when offered (port 587); default false
+                         * @default false
+                         */
+                        secure?: boolean;
+                        /** @description User name to log in with */
+                        username?: string;
+                        /** @description From header of sent mail, e.g. "Acme <support@acme.example>"; default the address */
+                        from?: string;
+                        /** @description Password (write-only, stored encrypted) */
+                        password?: string;
+                    } | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "name": "Ada Lovelace",
+                     *         "address": "example",
+                     *         "inbound": {
+                     *           "mode": "smtp",
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "secure": true,
+                     *           "username": "example",
+                     *           "mailbox": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "outbound": {
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "secure": true,
+                     *           "username": "example",
+                     *           "from": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "status": "active",
+                     *         "lastError": "example",
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Channel"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "channels.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "name": "Ada Lovelace",
+                     *         "address": "example",
+                     *         "inbound": {
+                     *           "mode": "smtp",
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "secure": true,
+                     *           "username": "example",
+                     *           "mailbox": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "outbound": {
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "secure": true,
+                     *           "username": "example",
+                     *           "from": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "status": "active",
+                     *         "lastError": "example",
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Channel"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "channels.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "name": "Ada Lovelace",
+                     *         "address": "example",
+                     *         "inbound": {
+                     *           "mode": "smtp",
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "secure": true,
+                     *           "username": "example",
+                     *           "mailbox": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "outbound": {
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "secure": true,
+                     *           "username": "example",
+                     *           "from": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "status": "active",
+                     *         "lastError": "example",
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Channel"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "channels.update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Ada Lovelace"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description A name for people, e.g. "Support" */
+                    name?: string;
+                    /**
+                     * Format: email
+                     * @description The address the organization receives and sends as
+                     */
+                    address?: string;
+                    /** @description Replaces the inbound settings; an IMAP password left out is kept */
+                    inbound?: {
+                        /**
+                         * @description "smtp": mail arrives at the built-in SMTP receiver
+                         * @constant
+                         */
+                        mode: "smtp";
+                    } | {
+                        /**
+                         * @description "imap": the service syncs a mailbox of an IMAP server
+                         * @constant
+                         */
+                        mode: "imap";
+                        /** @description Host name or IP address of the mail server */
+                        host: string;
+                        /**
+                         * @description IMAP port; default 993
+                         * @default 993
+                         */
+                        port?: number;
+                        /**
+                         * @description TLS from the start (port 993); false: STARTTLS when offered; default true
+                         * @default true
+                         */
+                        secure?: boolean;
+                        /** @description User name to log in with */
+                        username: string;
+                        /**
+                         * @description Mailbox (folder) to sync; default "INBOX"
+                         * @default INBOX
+                         */
+                        mailbox?: string;
+                        /** @description Password (write-only, stored encrypted) */
+                        password?: string;
+                    };
+                    /** @description Replaces the relay (a password left out is kept); null removes it */
+                    outbound?: {
+                        /** @description Host name or IP address of the SMTP relay */
+                        host: string;
+                        /**
+                         * @description SMTP port; default 587
+                         * @default 587
+                         */
+                        port?: number;
+                        /**
+                         * @description TLS from the start (port 465); false: STARTTLS when offered (port 587); default false
+                         * @default false
+                         */
+                        secure?: boolean;
+                        /** @description User name to log in with */
+                        username?: string;
+                        /** @description From header of sent mail, e.g. "Acme <support@acme.example>"; default the address */
+                        from?: string;
+                        /** @description Password (write-only, stored encrypted) */
+                        password?: string;
+                    } | null;
+                    /**
+                     * @description "disabled" stops receiving and syncing; "active" resumes
+                     * @enum {string}
+                     */
+                    status?: "active" | "disabled";
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "name": "Ada Lovelace",
+                     *         "address": "example",
+                     *         "inbound": {
+                     *           "mode": "smtp",
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "secure": true,
+                     *           "username": "example",
+                     *           "mailbox": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "outbound": {
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "secure": true,
+                     *           "username": "example",
+                     *           "from": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "status": "active",
+                     *         "lastError": "example",
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Channel"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "channels.test": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "ok": true,
+                     *         "inbound": {
+                     *           "ok": true,
+                     *           "steps": [
+                     *             {
+                     *               "step": "example",
+                     *               "ok": true,
+                     *               "detail": "example"
+                     *             }
+                     *           ],
+                     *           "error": "example",
+                     *           "mode": "smtp"
+                     *         },
+                     *         "outbound": {
+                     *           "ok": true,
+                     *           "steps": [
+                     *             {
+                     *               "step": "example",
+                     *               "ok": true,
+                     *               "detail": "example"
+                     *             }
+                     *           ],
+                     *           "error": "example"
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["ChannelTestResult"];
                     };
                 };
             };

@@ -1,5 +1,5 @@
-import { and, eq, isNull, sql } from 'drizzle-orm';
-import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../core/encryption.js';
+import { and, eq, isNotNull, isNull, or, sql } from 'drizzle-orm';
+import { canStoreSecrets, decryptSecret, encryptSecret, isUnderCurrentKey, missingKeyError } from '../../core/encryption.js';
 import { fieldError, notFound, pgErrorCode } from '../../core/errors.js';
 import type { Page, PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
@@ -177,4 +177,25 @@ export async function recordChannelOutcome(db: DbOrTx, channelId: string, outcom
     .update(channels)
     .set({ ...set, updatedAt: sql`now()` } as never)
     .where(and(eq(channels.id, channelId), isNull(channels.deletedAt)));
+}
+
+/**
+ * Key rotation: re-encrypts under the current key every stored password encrypted under an older one
+ * (`SECRETS_KEY_PREVIOUS`). Run at start-up; answers how many channels changed.
+ */
+export async function reencryptChannelSecrets(db: DbOrTx): Promise<number> {
+  const rows = await db
+    .select({ id: channels.id, inboundSecret: channels.inboundSecret, outboundSecret: channels.outboundSecret })
+    .from(channels)
+    .where(or(isNotNull(channels.inboundSecret), isNotNull(channels.outboundSecret)));
+  let changed = 0;
+  for (const row of rows) {
+    const again = (s: string | null) => (s !== null && !isUnderCurrentKey(s) ? encryptSecret(decryptSecret(s)) : s);
+    const inboundSecret = again(row.inboundSecret);
+    const outboundSecret = again(row.outboundSecret);
+    if (inboundSecret === row.inboundSecret && outboundSecret === row.outboundSecret) continue;
+    await db.update(channels).set({ inboundSecret, outboundSecret }).where(eq(channels.id, row.id));
+    changed++;
+  }
+  return changed;
 }

@@ -1,16 +1,21 @@
 import { z } from 'zod';
+import { ShortText } from '../../core/schemas.js';
+import { Pagination } from '../../core/pagination.js';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import {
   countSnoozed,
   createMessage,
   deleteMessage,
+  getAttachment,
+  listAttachments,
   getMessage,
   listMessages,
+  listThread,
   searchMessages,
   updateMessageFlags,
   type Direction,
 } from './messages.repository.js';
-import { DIRECTIONS, Message, MessageCreateInput, MessageId, MessageListInput, MessageSearchInput, MessageUpdateInput, searchTextOf } from './messages.schemas.js';
+import { Attachment, AttachmentId, AttachmentInfo, DIRECTIONS, Message, MessageCreateInput, MessageId, MessageListInput, MessageSearchInput, MessageUpdateInput, searchTextOf } from './messages.schemas.js';
 
 const ORDER = 'Newest first by default (`sortOrder=asc` for oldest first).';
 
@@ -35,10 +40,19 @@ export const messagesOperations: Operation[] = [
     method: 'GET',
     path: '/messages',
     summary: 'List messages',
-    description: `Messages of the organization, incoming and outgoing. ${ORDER}`,
-    input: MessageListInput.extend({ direction: z.enum(DIRECTIONS).optional().describe('Only messages of this direction') }).strict(),
+    description:
+      `Messages of the organization, incoming and outgoing. ${ORDER} ` +
+      'With `threadId`: the messages of that conversation (email replies join the thread of the message they answer), ordered by `timestamp`, oldest first unless `sortOrder=desc`.',
+    input: MessageListInput.extend({
+      direction: z.enum(DIRECTIONS).optional().describe('Only messages of this direction'),
+      threadId: ShortText(255).min(1).optional().describe('Only the messages of this thread (conversation), oldest first'),
+      sortOrder: z.enum(['asc', 'desc']).optional().describe('Order by creation date (ties broken by id); default "desc", or "asc" (by `timestamp`) with `threadId`'),
+    }).strict(),
     output: Message,
-    handler: (input, ctx) => listMessages(ctx.db, ctx.orgId, input, input.direction),
+    handler: (input, ctx) =>
+      input.threadId !== undefined
+        ? listThread(ctx.db, ctx.orgId, input.threadId, { ...input, sortOrder: input.sortOrder ?? 'asc' })
+        : listMessages(ctx.db, ctx.orgId, { ...input, sortOrder: input.sortOrder ?? 'desc' }, input.direction),
   }),
   listByDirection('incoming'),
   listByDirection('outgoing'),
@@ -74,6 +88,29 @@ export const messagesOperations: Operation[] = [
     input: MessageId,
     output: Message,
     handler: (input, ctx) => getMessage(ctx.db, ctx.orgId, input.id),
+  }),
+  defineOperation({
+    id: 'messages.list_attachments',
+    kind: 'list',
+    method: 'GET',
+    path: '/messages/{id}/attachments',
+    summary: 'List the kept attachments of a received email',
+    description: 'The attachments whose content was kept, without the content (download one with its id). Oldest first unless `sortOrder=desc`.',
+    input: MessageId.extend(Pagination.shape).extend({ sortOrder: z.enum(['asc', 'desc']).default('asc').describe('Order of the attachments in the email') }).strict(),
+    output: AttachmentInfo,
+    handler: (input, ctx) => listAttachments(ctx.db, ctx.orgId, input.id, input),
+  }),
+  defineOperation({
+    id: 'messages.get_attachment',
+    method: 'GET',
+    path: '/messages/{id}/attachments/{attachmentId}',
+    summary: 'Download an attachment of a received email',
+    description:
+      'The attachment with its content in base64. A received email lists its attachments in `metadata.email.attachments` (`id`, `filename`, `contentType`, `size`); ' +
+      'an attachment whose content was not kept (over the per-message limit) has `id` null and cannot be downloaded.',
+    input: AttachmentId,
+    output: Attachment,
+    handler: (input, ctx) => getAttachment(ctx.db, ctx.orgId, input.id, input.attachmentId),
   }),
   defineOperation({
     id: 'messages.update',

@@ -4,7 +4,7 @@ import { notFound } from '../../core/errors.js';
 import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
 import { toDate } from '../../core/schemas.js';
 import type { DbOrTx } from '../../db/client.js';
-import { messages } from '../../db/schema.js';
+import { contactEmails, messageAttachments, messages } from '../../db/schema.js';
 import { jsonRow } from '../../db/json.js';
 import { definedOnly, scopedRepository, softDeleteLive } from '../../db/scoped.js';
 import type { Message } from './messages.schemas.js';
@@ -265,4 +265,118 @@ export async function deleteMessage(db: DbOrTx, orgId: string, id: string): Prom
   const [row] = await softDeleteLive(db, messages, orgId, eq(messages.id, id)).returning(columns);
   if (!row) throw notFound('Message');
   return row as MessageRow;
+}
+
+// ---------------------------------------------------------------- received email
+
+/** A received message's values (`receiveEmail`): dates as ISO strings, like a create body. */
+export type ReceivedValues = MessageValues & { channelId: string };
+
+/**
+ * Inserts a received message unless the channel already holds its Message-ID (the partial unique index
+ * `messages_channel_provider_id` decides, also between concurrent deliveries); undefined when it does.
+ */
+export async function insertReceivedMessage(db: DbOrTx, orgId: string, values: ReceivedValues): Promise<MessageRow | undefined> {
+  const { timestamp, readAt: _r, archivedAt: _a, snoozedUntil: _s, ...rest } = values;
+  const [row] = await db
+    .insert(messages)
+    .values({ ...rest, organizationId: orgId, ...(timestamp ? { timestamp: new Date(timestamp) } : {}) })
+    .onConflictDoNothing({
+      target: [messages.organizationId, messages.channelId, messages.providerMessageId],
+      where: sql`${messages.providerMessageId} IS NOT NULL AND ${messages.deletedAt} IS NULL`,
+    })
+    .returning(columns);
+  return row;
+}
+
+/** The live message of a channel with this Message-ID. */
+export async function messageIdOnChannel(db: DbOrTx, orgId: string, channelId: string, providerMessageId: string): Promise<string | undefined> {
+  const [row] = await db
+    .select({ id: messages.id })
+    .from(messages)
+    .where(messageRows.live(orgId, eq(messages.channelId, channelId), eq(messages.providerMessageId, providerMessageId)))
+    .limit(1);
+  return row?.id;
+}
+
+/** The organization's contact email matching an address (case-insensitive), oldest first; null when none. */
+export async function contactEmailIdFor(db: DbOrTx, orgId: string, email: string): Promise<string | null> {
+  const [row] = await db
+    .select({ id: contactEmails.id })
+    .from(contactEmails)
+    .where(and(eq(contactEmails.organizationId, orgId), isNull(contactEmails.deletedAt), eq(sql`lower(${contactEmails.email})`, email.toLowerCase())))
+    .orderBy(contactEmails.createdAt, contactEmails.id)
+    .limit(1);
+  return row?.id ?? null;
+}
+
+export interface NewAttachment {
+  id: string;
+  filename: string | null;
+  contentType: string;
+  size: number;
+  contentId: string | null;
+  content: Buffer;
+}
+
+export async function insertAttachments(db: DbOrTx, orgId: string, messageId: string, list: NewAttachment[]): Promise<void> {
+  if (list.length === 0) return;
+  await db.insert(messageAttachments).values(list.map((a) => ({ ...a, organizationId: orgId, messageId })));
+}
+
+const attachmentInfo = {
+  id: messageAttachments.id,
+  messageId: messageAttachments.messageId,
+  filename: messageAttachments.filename,
+  contentType: messageAttachments.contentType,
+  size: messageAttachments.size,
+  contentId: messageAttachments.contentId,
+  createdAt: messageAttachments.createdAt,
+};
+
+/** The kept attachments of a live message of the organization (404 when the message is not), without content. */
+export async function listAttachments(db: DbOrTx, orgId: string, messageId: string, page: PageInput) {
+  if (!(await messageRows.exists(db, orgId, messageId))) throw notFound('Message');
+  const dir = page.sortOrder === 'desc' ? sql`DESC` : sql`ASC`;
+  const items = await db
+    .select(attachmentInfo)
+    .from(messageAttachments)
+    .where(and(eq(messageAttachments.organizationId, orgId), eq(messageAttachments.messageId, messageId)))
+    .orderBy(sql`${messageAttachments.createdAt} ${dir}`, sql`${messageAttachments.id} ${dir}`)
+    .limit(pageWindow(page).limit)
+    .offset(pageWindow(page).offset);
+  return { items };
+}
+
+/** An attachment of a live message of the organization, content as base64; 404 otherwise. */
+export async function getAttachment(db: DbOrTx, orgId: string, messageId: string, attachmentId: string) {
+  const [row] = await db
+    .select({ ...attachmentInfo, content: sql<string>`encode(${messageAttachments.content}, 'base64')` })
+    .from(messageAttachments)
+    .innerJoin(messages, eq(messages.id, messageAttachments.messageId))
+    .where(and(eq(messageAttachments.organizationId, orgId), eq(messageAttachments.messageId, messageId), eq(messageAttachments.id, attachmentId), isNull(messages.deletedAt), eq(messages.organizationId, orgId)))
+    .limit(1);
+  if (!row) throw notFound('Attachment');
+  // PostgreSQL's base64 breaks lines every 76 characters.
+  return { ...row, content: row.content.replace(/\n/g, '') };
+}
+
+/** One thread, ordered by the messages' `timestamp` (then id): oldest first unless `desc` is asked. */
+export async function listThread(db: DbOrTx, orgId: string, threadId: string, input: PageInput & { unread?: boolean | undefined; direction?: Direction | undefined }): Promise<Page<MessageJson>> {
+  const dir = input.sortOrder === 'desc' ? sql`DESC` : sql`ASC`;
+  const rows = await db
+    .select({ m: messageJson })
+    .from(messages)
+    .where(
+      messageRows.live(
+        orgId,
+        eq(messages.threadId, threadId),
+        input.direction ? eq(messages.direction, input.direction) : undefined,
+        input.unread ? isNull(messages.readAt) : undefined,
+      ),
+    )
+    .orderBy(sql`${messages.timestamp} ${dir}`, sql`${messages.id} ${dir}`)
+    .limit(pageWindow(input).limit)
+    .offset(pageWindow(input).offset);
+  return { items: rows.map((r) => r.m) };
 }

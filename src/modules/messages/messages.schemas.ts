@@ -107,5 +107,23 @@ export const MessageSearchInput = Pagination.extend({
 
 export const searchTextOf = (input: { q?: string | undefined; query?: string | undefined }) => (input.q ?? input.query)!;
 
+export const AttachmentId = z.strictObject({ ...MessageIdParam, attachmentId: IdParam('attachment') });
+
+/** An attachment of a received email, without its content. */
+export const AttachmentInfo = z.object({
+  id: Uuid.describe('Id of the attachment'),
+  messageId: Uuid.describe('Message the attachment belongs to'),
+  filename: z.string().nullable().describe('File name as the sender gave it; null when none'),
+  contentType: z.string().describe('MIME type, e.g. "application/pdf"'),
+  size: z.number().int().describe('Size in bytes'),
+  contentId: z.string().nullable().describe('Content-ID, for images an HTML body refers to; null when none'),
+  createdAt: Timestamp.describe('When the message was received'),
+});
+
+/** An attachment of a received email, with its content. */
+export const Attachment = AttachmentInfo.extend({ content: z.string().describe('The content, base64-encoded') });
+
 // Named schemas of the OpenAPI document (components/schemas).
 components.add(Message, { id: 'Message' });
+components.add(AttachmentInfo, { id: 'AttachmentInfo' });
+components.add(Attachment, { id: 'Attachment' });

@@ -4,7 +4,7 @@ import { AppError, fieldError, notFound, type ErrorTree } from '../../core/error
 import type { Actor, OperationContext } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
 import { channels, mailOutbox, messages, type OutboxMail } from '../../db/schema.js';
-import { createMessage, type MessageRow } from './messages.repository.js';
+import { contactEmailIdFor, createMessage, type MessageRow } from './messages.repository.js';
 import { newMessageId } from './outgoing-mail.js';
 import { emailProblem, headerValueProblem, type MailAddress, type MessageForwardValues, type MessageReplyValues, type MessageSendValues } from './sending.schemas.js';
 import { messageIdList, normalizeMessageId, resolveThreadId } from './threads.js';
@@ -198,6 +198,8 @@ async function queue(db: DbOrTx, orgId: string, actor: Actor, out: Outgoing): Pr
     timestamp: mail.date,
     sender: from,
     recipient: out.to[0]!,
+    // The organization's contact email the mail goes to (its first To), as a received message names its sender's.
+    emailAddressId: await contactEmailIdFor(db, orgId, out.to[0]!.email),
     metadata: {
       email: {
         messageId: mail.messageId,
@@ -284,7 +286,6 @@ export async function replyToMessage(ctx: OperationContext, input: MessageReplyV
   const others = input.replyAll ? [...(incoming ? [...addressesOf(email.to ?? original.recipient)] : []), ...addressesOf(email.cc)] : [];
   const to = distinct(primary, incoming ? own : new Set());
   const cc = distinct(others, new Set([...own, ...to.map(lower)]));
-  if (to.length === 0 && cc.length === 0) throw fieldError('id', 'The message names no address to answer (no sender or Reply-To, or only the organization\'s own addresses)');
 
   let autoReplyKey: string | undefined;
   if (automatic(ctx)) {
@@ -294,8 +295,11 @@ export async function replyToMessage(ctx: OperationContext, input: MessageReplyV
     if (sender && own.has(lower(sender))) throw loopRefusal('id', `the message comes from ${sender.email}, one of the organization's own channel addresses; automations never answer it`);
     const looping = [...to, ...cc].find((a) => own.has(lower(a)));
     if (looping) throw loopRefusal('id', `${looping.email} is one of the organization's own channel addresses; automations never send mail to them`);
-    autoReplyKey = `${ctx.actor.id}:${lower(sender ?? to[0] ?? cc[0]!)}:${utcDay(new Date())}`;
+    const answered = sender ?? to[0] ?? cc[0];
+    autoReplyKey = answered && `${ctx.actor.id}:${lower(answered)}:${utcDay(new Date())}`;
   }
+
+  if (to.length === 0 && cc.length === 0) throw fieldError('id', 'The message names no address to answer (no sender or Reply-To, or only the organization\'s own addresses)');
 
   const thread = threadOf(original);
   return queue(ctx.db, ctx.orgId, ctx.actor, {

@@ -52,8 +52,7 @@ export interface MailAddress {
  * message rather than as "no branch of the union matched".
  */
 export const AddressInput = z
-  .union([z.string().max(400), z.strictObject({ email: z.string().max(400).describe('The address'), name: z.string().max(200).optional().describe('Display name (no line breaks)') })])
-  .describe('An email address: "ada@example.com", or {"email": "ada@example.com", "name": "Ada Lovelace"}')
+  .union([z.string().max(400), z.strictObject({ email: z.string().max(400), name: z.string().max(200).optional() })])
   .meta({ examples: ['ada@example.com'] })
   .transform((value, ctx): MailAddress => {
     const given = typeof value === 'string' ? { email: value } : value;
@@ -72,24 +71,22 @@ export const AddressInput = z
 /** Recipients of one kind (to, cc, bcc). */
 const MAX_RECIPIENTS = 50;
 const Recipients = (what: string) =>
-  z.array(AddressInput).max(MAX_RECIPIENTS).describe(`${what}: up to ${MAX_RECIPIENTS} addresses, each "ada@example.com" or {"email", "name"}`);
+  z.array(AddressInput).max(MAX_RECIPIENTS).describe(`${what}: addresses, "ada@example.com" or {"email", "name"}`);
 
-export const Subject = HeaderText(998).describe('The subject, one line of up to 998 characters (no line breaks)').meta({ examples: ['Your invoice'] });
-const Text = LongText.describe('The plain-text body, up to 100,000 characters').meta({ examples: ['Thanks, we received your invoice.'] });
-const Html = z.string().max(500_000).describe('An HTML body sent beside the text (multipart/alternative), up to 500,000 characters');
+export const Subject = HeaderText(998).describe('The subject (one line)').meta({ examples: ['Your invoice'] });
+const Text = LongText.describe('The plain-text body').meta({ examples: ['Thanks, we received your invoice.'] });
+const Html = z.string().max(500_000).describe('An HTML body beside the text');
 
 export const MessageSendInput = z
   .strictObject({
-    channelId: Uuid.describe('The email channel to send through (its relay and its address as the sender)'),
+    channelId: Uuid.describe('The email channel to send through'),
     to: Recipients('Required. The recipients').min(1),
     cc: Recipients('Copy recipients').optional(),
     bcc: Recipients('Blind-copy recipients (never in the headers)').optional(),
     subject: Subject,
     text: Text,
     html: Html.optional(),
-    replyToMessageId: Uuid.optional().describe(
-      'A message this one answers: its Message-ID goes into In-Reply-To and References, and the new message joins its thread',
-    ),
+    replyToMessageId: Uuid.optional().describe('A message this one answers (In-Reply-To, References, its thread)'),
   })
   .superRefine((v, ctx) => {
     const total = v.to.length + (v.cc?.length ?? 0) + (v.bcc?.length ?? 0);
@@ -100,14 +97,14 @@ export const MessageReplyInput = z.strictObject({
   id: IdParam('message to answer'),
   text: Text,
   html: Html.optional(),
-  replyAll: z.boolean().default(false).describe('Also answer everyone else the message was addressed to (its To and Cc), except the channel itself (default false)'),
+  replyAll: z.boolean().default(false).describe('Also answer its other To and Cc addresses (default false)'),
 });
 
 export const MessageForwardInput = z.strictObject({
   id: IdParam('message to forward'),
   to: Recipients('Required. Who receives the forwarded message').min(1),
-  text: Text.optional().describe('A note above the forwarded message, up to 100,000 characters'),
-  channelId: Uuid.optional().describe('The email channel to send through; default the channel the message came through'),
+  text: Text.optional().describe('A note above the forwarded message'),
+  channelId: Uuid.optional().describe("The channel to send through; default the message's"),
 });
 
 export type MessageSendValues = z.output<typeof MessageSendInput>;

@@ -1,0 +1,188 @@
+import type { AddressInfo } from 'node:net';
+import type { Readable } from 'node:stream';
+import type { FastifyBaseLogger } from 'fastify';
+import type { DnsResolver } from 'mailauth';
+import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
+import type { Clock } from '../core/clock.js';
+import { isDatabaseUnavailable } from '../core/errors.js';
+import { createLimiter } from '../core/rate-limit.js';
+import type { Db } from '../db/client.js';
+import { smtpChannelsFor, type ChannelRow } from '../modules/channels/channels.repository.js';
+import { receiveEmail } from '../modules/messages/inbound.js';
+import { runOperation } from '../run-operation.js';
+
+/**
+ * The built-in SMTP receiver (`SMTP_PORT`): the service's own MX. It accepts mail only for the addresses
+ * of active inbound-SMTP channels (every other recipient is 550: it never relays), bounds message size,
+ * connections and messages per IP, offers STARTTLS when given a certificate, and answers 250 only once the
+ * message is committed with its events (451 when it cannot be, so that the sending server tries again).
+ */
+
+export interface SmtpReceiverOptions {
+  db: Db;
+  log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
+  port: number;
+  host: string;
+  /** The name the receiver greets with and records in authentication results. */
+  serverName?: string | undefined;
+  maxBytes: number;
+  /** PEM certificate and key: STARTTLS is offered when both are given. */
+  tls?: { cert: string | Buffer; key: string | Buffer } | undefined;
+  maxConnections: number;
+  maxConnectionsPerIp: number;
+  /** Messages one IP address may send per minute; 0: no limit. */
+  ratePerMinute: number;
+  attachmentMaxBytes: number;
+  resolver?: DnsResolver | undefined;
+  clock?: Clock | undefined;
+  /** Recipients one message may name. */
+  maxRecipients?: number;
+}
+
+export interface SmtpReceiver {
+  /** Starts listening; resolves with the bound address (port 0 picks a free one). */
+  listen(): Promise<AddressInfo>;
+  /** Stops accepting connections and waits (a few seconds at most) for those open. */
+  stop(): Promise<void>;
+}
+
+/** An SMTP reply as smtp-server sends it: the error's message with its `responseCode`. */
+const reply = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code });
+
+interface SessionState {
+  channels: Map<string, ChannelRow>;
+}
+
+export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
+  const perIp = new Map<string, number>();
+  /** The sessions counted in `perIp` (smtp-server calls onClose for refused connections too). */
+  const counted = new WeakSet<SMTPServerSession>();
+  const limiter = opts.ratePerMinute > 0 ? createLimiter({ name: 'smtp', points: opts.ratePerMinute, durationSeconds: 60 }) : undefined;
+  const sessions = new WeakMap<SMTPServerSession, SessionState>();
+  const stateOf = (session: SMTPServerSession) => {
+    let s = sessions.get(session);
+    if (!s) sessions.set(session, (s = { channels: new Map() }));
+    return s;
+  };
+  const maxRecipients = opts.maxRecipients ?? 100;
+
+  const server = new SMTPServer({
+    name: opts.serverName,
+    banner: 'Switchboard ESMTP',
+    size: opts.maxBytes,
+    authOptional: true,
+    // Nobody logs in to a receiver: it takes mail for its own addresses only.
+    disabledCommands: opts.tls ? ['AUTH'] : ['AUTH', 'STARTTLS'],
+    ...(opts.tls ? { key: opts.tls.key, cert: opts.tls.cert } : {}),
+    secure: false,
+    maxClients: opts.maxConnections,
+    socketTimeout: 60_000,
+    closeTimeout: 5_000,
+    logger: false,
+
+    onConnect(session, callback) {
+      const ip = session.remoteAddress;
+      const open = perIp.get(ip) ?? 0;
+      if (open >= opts.maxConnectionsPerIp) return callback(reply(421, 'Too many connections from your address; try again later'));
+      perIp.set(ip, open + 1);
+      counted.add(session);
+      callback();
+    },
+
+    onClose(session) {
+      if (!counted.delete(session)) return;
+      const ip = session.remoteAddress;
+      const open = (perIp.get(ip) ?? 1) - 1;
+      if (open <= 0) perIp.delete(ip);
+      else perIp.set(ip, open);
+    },
+
+    onMailFrom(_address, session, callback) {
+      stateOf(session).channels.clear();
+      if (!limiter) return callback();
+      limiter.consume(session.remoteAddress).then(
+        (res) => callback(res.allowed ? undefined : reply(450, `Too many messages from your address; try again in ${res.retryAfter} s`)),
+        () => callback(),
+      );
+    },
+
+    onRcptTo(address: SMTPServerAddress, session, callback) {
+      const state = stateOf(session);
+      if (state.channels.size >= maxRecipients) return callback(reply(452, 'Too many recipients'));
+      smtpChannelsFor(opts.db, address.address).then(
+        (found) => {
+          if (found.length === 0) return callback(reply(550, `No mailbox here by that name: ${address.address.slice(0, 320)}`));
+          for (const c of found) state.channels.set(c.id, c);
+          callback();
+        },
+        (err: unknown) => {
+          if (!isDatabaseUnavailable(err)) opts.log.error({ err }, 'SMTP receiver: recipient look-up failed');
+          callback(reply(451, 'Temporary failure; try again later'));
+        },
+      );
+    },
+
+    onData(stream: Readable & { sizeExceeded?: boolean }, session, reply250OrError) {
+      let answered = false;
+      const callback: typeof reply250OrError = (err, message) => {
+        if (answered) return;
+        answered = true;
+        reply250OrError(err, message);
+      };
+      const chunks: Buffer[] = [];
+      let size = 0;
+      stream.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size <= opts.maxBytes) chunks.push(chunk);
+      });
+      stream.on('error', () => callback(reply(451, 'Temporary failure; try again later')));
+      stream.on('end', () => {
+        if (size > opts.maxBytes || stream.sizeExceeded) return callback(reply(552, `Message too large: at most ${opts.maxBytes} bytes`));
+        const raw = Buffer.concat(chunks);
+        const channels = [...stateOf(session).channels.values()];
+        deliver(raw, channels, session).then(
+          (ids) => callback(null, `Message accepted as ${ids.join(', ')}`),
+          (err: unknown) => {
+            if (!isDatabaseUnavailable(err)) opts.log.error({ err }, 'SMTP receiver: a message could not be stored');
+            callback(reply(451, 'Temporary failure storing the message; try again later'));
+          },
+        );
+      });
+    },
+  });
+
+  // A broken connection or a client speaking nonsense is that client's problem: logged, never fatal.
+  server.on('error', (err) => opts.log.warn({ err }, 'SMTP receiver: connection error'));
+
+  /** Writes the message once per channel named (a copy per organization); resolves only when all are committed. */
+  async function deliver(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession): Promise<string[]> {
+    const ids: string[] = [];
+    for (const channel of channels) {
+      const result = await receiveEmail(
+        { db: opts.db, run: runOperation, resolver: opts.resolver, clock: opts.clock, attachmentMaxBytes: opts.attachmentMaxBytes, mta: opts.serverName },
+        channel,
+        raw,
+        'smtp',
+        { remoteAddress: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined },
+      );
+      ids.push(result.messageId);
+    }
+    return ids;
+  }
+
+  return {
+    listen: () =>
+      new Promise<AddressInfo>((resolve, reject) => {
+        server.server.once('error', reject);
+        server.listen(opts.port, opts.host, () => {
+          server.server.off('error', reject);
+          resolve(server.server.address() as AddressInfo);
+        });
+      }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (!server.server.listening) return resolve();
+        server.close(() => resolve());
+      }),
+  };
+}
