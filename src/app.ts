@@ -18,6 +18,7 @@ import { registerRestRoutes } from './http/rest.js';
 import { registerMcp } from './mcp/index.js';
 import { registerOAuth } from './oauth/index.js';
 import { setWebhookPolicy } from './modules/webhooks/webhooks.repository.js';
+import { setMailHostname } from './modules/domains/dkim.js';
 import { setChannelPolicy } from './modules/channels/channels.connect.js';
 import { configureSecrets } from './core/encryption.js';
 import { setInboundRunner } from './modules/messages/inbound.js';
@@ -61,6 +62,7 @@ function answerMalformedHttp(err: NodeJS.ErrnoException, socket: Duplex) {
 /** Builds the whole service (REST, OpenAPI, docs, OAuth, MCP) without listening; tests use `inject`. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   setWebhookPolicy({ allowInsecure: deps.config.webhookAllowInsecure });
+  setMailHostname(new URL(deps.config.publicUrl).hostname);
   setChannelPolicy({ allowPrivate: deps.config.channelsAllowPrivate });
   setInboundRunner(runOperation);
   configureSecrets({

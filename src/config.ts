@@ -78,6 +78,8 @@ const Env = z.object({
   IMAP_POLL_MS: z.coerce.number().int().min(1000).max(3_600_000).default(60_000),
   /** Inbound-IMAP channels one process syncs at most (one IMAP connection each). */
   IMAP_MAX_CHANNELS: z.coerce.number().int().min(1).max(10_000).default(100),
+  /** The longest one attempt to send an email through a channel's relay may take (ms); a crashed attempt is taken over after twice this. */
+  MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000),
 });
 
 function keyProblem(value: string): string | undefined {
@@ -142,6 +144,7 @@ function fromEnv(e: z.infer<typeof Env>) {
     },
     attachmentMaxBytes: e.EMAIL_ATTACHMENT_MAX_BYTES,
     imap: { worker: e.IMAP_SYNC_WORKER === 'true', initialDays: e.IMAP_INITIAL_DAYS, pollMs: e.IMAP_POLL_MS, maxChannels: e.IMAP_MAX_CHANNELS },
+    mailSendTimeoutMs: e.MAIL_SEND_TIMEOUT_MS,
   };
 }
 

@@ -4,10 +4,12 @@ import { buildApp } from './app.js';
 import { loadConfig, type Config } from './config.js';
 import { startCommandSocket, type CommandSocket } from './cli/command-socket.js';
 import { openDatabase } from './db/client.js';
+import { mailHostname } from './modules/domains/dkim.js';
 import { evaluatorFromConfig } from './workers/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
 import { createImapSync } from './workers/imap-sync.js';
+import { createMailSender } from './workers/mail-sender.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
 import { createSmtpReceiver, type SmtpReceiver } from './workers/smtp-receiver.js';
 import { readFileSync } from 'node:fs';
@@ -47,6 +49,14 @@ export async function serve(config: Config = loadConfig()) {
   const workers: { start(): void; stop(): Promise<void> }[] = [
     createCleanup({ db: database.db, clock: app.deps.clock, log: app.log, eventRetentionDays: config.eventRetentionDays }),
     createWebhookDelivery({ db: database.db, clock: app.deps.clock, log: app.log, allowInsecure: config.webhookAllowInsecure }),
+    createMailSender({
+      db: database.db,
+      clock: app.deps.clock,
+      log: app.log,
+      allowPrivate: config.channelsAllowPrivate,
+      sendTimeoutMs: config.mailSendTimeoutMs,
+      hostname: mailHostname(),
+    }),
   ];
   if (config.automations.worker) {
     workers.push(

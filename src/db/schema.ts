@@ -185,6 +185,8 @@ export const messages = pgTable(
     action: text('action'),
     importance: text('importance'),
     status: text('status'),
+    /** Why the message has its status, e.g. why sending failed; null otherwise. */
+    statusReason: text('status_reason'),
     summary: text('summary'),
     urgency: text('urgency'),
     sender: jsonb('sender').$type<unknown>(),
@@ -308,6 +310,70 @@ export const channelSyncStates = pgTable(
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },
   (t) => [index('channel_sync_states_lease').on(t.leaseUntil)],
+
+);
+
+/** What the mail sender needs to send one outgoing message: the message as composed when it was queued. */
+export interface OutboxMail {
+  /** The Message-ID, fixed when queued (without the angle brackets): every attempt sends the same one. */
+  messageId: string;
+  /** The Date header (ISO 8601), fixed when queued. */
+  date: string;
+  from: { email: string; name?: string | undefined };
+  to: { email: string; name?: string | undefined }[];
+  cc: { email: string; name?: string | undefined }[];
+  bcc: { email: string; name?: string | undefined }[];
+  subject: string;
+  text: string;
+  html?: string | undefined;
+  inReplyTo?: string | undefined;
+  references: string[];
+  /** RFC 3834: set on mail an automation sends. */
+  autoSubmitted?: 'auto-replied' | 'auto-generated' | undefined;
+}
+
+/**
+ * The outbox: one row per outgoing email message, written in the same transaction as the message. `status`
+ * pending (waiting for `next_attempt_at`), sending (claimed until `lease_until`), sent or failed.
+ * `transmitted_at` is set (and committed) just before the end of the message data is sent to the relay: a
+ * claim whose lease ran out with it set may have been accepted, so it is never sent again (at most once).
+ */
+export const mailOutbox = pgTable(
+  'mail_outbox',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    messageId: uuid('message_id')
+      .notNull()
+      .references(() => messages.id),
+    channelId: uuid('channel_id')
+      .notNull()
+      .references(() => channels.id),
+    status: text('status').$type<'pending' | 'sending' | 'sent' | 'failed'>().notNull().default('pending'),
+    attempt: integer('attempt').notNull().default(0),
+    nextAttemptAt: ts('next_attempt_at').notNull().defaultNow(),
+    leaseUntil: ts('lease_until'),
+    transmittedAt: ts('transmitted_at'),
+    lastError: text('last_error'),
+    mail: jsonb('mail').$type<OutboxMail>().notNull(),
+    /** Who queued the message: the events of its sending carry the same actor and depth. */
+    actorType: text('actor_type').notNull(),
+    actorId: uuid('actor_id'),
+    depth: integer('depth').notNull().default(0),
+    /**
+     * For an automatic reply: `<automation id>:<recipient>:<UTC day>`, unique, so an automation answers a
+     * sender at most once a day (RFC 3834).
+     */
+    autoReplyKey: text('auto_reply_key'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+    sentAt: ts('sent_at'),
+  },
+  (t) => [
+    uniqueIndex('mail_outbox_message').on(t.messageId),
+    uniqueIndex('mail_outbox_auto_reply').on(t.autoReplyKey).where(sql`${t.autoReplyKey} IS NOT NULL`),
+    index('mail_outbox_due').on(t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'sending')`),
+  ],
 );
 
 // ---------------------------------------------------------------- businesses, customers, transactions
@@ -627,6 +693,13 @@ export const domains = pgTable(
     organizationId: orgRef(),
     name: text('name').notNull(),
     createdBy: uuid('created_by').notNull(),
+    /** DKIM: the selector of the current signing key (`<selector>._domainkey.<name>`); null while the domain has none. */
+    dkimSelector: text('dkim_selector'),
+    /** The public key (base64 DER, SubjectPublicKeyInfo), as published in DNS. */
+    dkimPublicKey: text('dkim_public_key'),
+    /** The private key (PEM), encrypted like every stored secret; never returned. */
+    dkimPrivateKey: text('dkim_private_key'),
+    dkimCreatedAt: ts('dkim_created_at'),
   },
   (t) => [
     listIndex('domains_list', t),

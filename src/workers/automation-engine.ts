@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CronExpressionParser } from 'cron-parser';
-import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, ne, or, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, isNull, like, lte, ne, or, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { toAppError } from '../core/errors.js';
@@ -16,7 +16,7 @@ import { SCHEDULE_TRIGGER } from '../modules/events/events.catalog.js';
 import type { TriggerType } from '../modules/automations/automations.schemas.js';
 import { evaluateCondition } from '../modules/automations/condition.js';
 import { evaluateAutomation, validatePlan } from './evaluator/index.js';
-import type { Condition, EvaluationOutcome, Evaluator, Plan, PlanStep } from '../modules/automations/plan.js';
+import { TRIGGER_EVENT_SEPARATOR, triggerMatches, type Condition, type EvaluationOutcome, type Evaluator, type Plan, type PlanStep } from '../modules/automations/plan.js';
 import { renderTemplates, usesDigest, type TemplateContext } from '../modules/automations/template.js';
 import type { EventRecord } from '../modules/events/events.recorder.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
@@ -258,7 +258,8 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         .where(
           and(
             inArray(automations.organizationId, [...new Set(batch.map((e) => e.organizationId))]),
-            inArray(automations.triggerEvent, [...new Set(batch.map((e) => e.type))]),
+            // Plans triggered by several event types list them comma-separated; `triggered` picks the ones that match.
+            or(inArray(automations.triggerEvent, [...new Set(batch.map((e) => e.type))]), like(automations.triggerEvent, `%${TRIGGER_EVENT_SEPARATOR}%`)),
             eq(automations.status, 'active'),
             eq(automations.enabled, true),
             eq(automations.triggerType, 'event'),
@@ -280,11 +281,11 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
   function triggered(event: EventRecord, candidates: AutomationRow[]): AutomationRow[] {
     if (event.depth >= MAX_CHAIN_DEPTH) return [];
     return candidates.filter((a) => {
-      if (a.organizationId !== event.organizationId || a.triggerEvent !== event.type) return false;
+      if (a.organizationId !== event.organizationId || !triggerMatches(a.triggerEvent, event.type)) return false;
       if (event.actorType === 'automation' && event.actorId === a.id) return false; // never triggers itself
       if (!a.condition) return true;
       try {
-        return evaluateCondition(a.condition as unknown as Condition, event.data);
+        return evaluateCondition(a.condition as unknown as Condition, event.data, { at: event.occurredAt, timezone: a.timezone });
       } catch (err) {
         log.warn({ err, automationId: a.id }, 'automation condition could not be evaluated');
         return false;

@@ -53,6 +53,8 @@ const exampleBody = (op: Operation): Json | undefined => {
 
 /** The collection a path parameter names a member of: `/contacts/{id}/emails/{emailId}` → `{id}`: `/contacts`. */
 const collectionOf = (path: string, param: string) => path.slice(0, path.indexOf(`/{${param}}`));
+/** The operations that send email: they need a channel with a relay. */
+const SENDING = /^messages\.(send|reply|forward)$/;
 const isCreate = (op: Operation) => op.method === 'POST' && /\.create(_\w+)?$/.test(op.id);
 
 /** A known record per collection path (`/contacts`, `/contacts/{id}/emails`, …), created by organization a. */
@@ -154,12 +156,18 @@ describe('the operation table, tested from itself', () => {
         expect(Object.keys(res.json.error.details.properties), said).toEqual(['status']);
         continue;
       }
+      if (SENDING.test(op.id) && res.status === 400) {
+        // Sending needs a channel with an SMTP relay, which no documented example makes: refused at the field
+        // naming the channel (test/modules/sending.test.ts sends, replies and forwards through a real relay).
+        expect(Object.keys(res.json.error.details.properties), said).toEqual([op.id === 'messages.reply' ? 'id' : 'channelId']);
+        continue;
+      }
       expect(res.status, said).toBe(successStatus(op));
       answered.push(op.id);
     }
     expect(answered.length).toBeGreaterThan(40);
     // Everything but the refused moves was called (and a delivery's retry, when no delivery exists).
-    expect(operations.filter((op) => !isCreate(op) && !answered.includes(op.id) && !/^automations\.(approve|pause|resume|preview)$/.test(op.id)).map((op) => op.id).sort()).toEqual(
+    expect(operations.filter((op) => !isCreate(op) && !answered.includes(op.id) && !/^automations\.(approve|pause|resume|preview)$/.test(op.id) && !SENDING.test(op.id)).map((op) => op.id).sort()).toEqual(
       [...(known.has('/webhooks/{id}/deliveries') ? [] : ['webhooks.retry_delivery']), ...(known.has('/messages/{id}/attachments') ? [] : ['messages.get_attachment'])].sort(),
     );
   });

@@ -53,7 +53,7 @@ describe('messages: create, get, list, delete', () => {
     expect(Object.keys(m).sort()).toEqual(
       [
         'id', 'createdAt', 'updatedAt', 'deletedAt', 'organizationId', 'timestamp', 'readAt', 'archivedAt', 'snoozedUntil', 'phoneNumberId',
-        'emailAddressId', 'type', 'direction', 'providerMessageId', 'providerName', 'threadId', 'text', 'action', 'importance', 'status',
+        'emailAddressId', 'type', 'direction', 'providerMessageId', 'providerName', 'threadId', 'text', 'action', 'importance', 'status', 'statusReason',
         'summary', 'urgency', 'sender', 'recipient', 'category', 'metadata', 'channelId',
       ].sort(),
     );

@@ -426,6 +426,72 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/messages/send": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an email
+         * @description Sends an email through a channel's relay, from its address (or `outbound.from`); `bcc` stays out of the headers. `replyToMessageId` makes it an answer (In-Reply-To, References, same thread). Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone.
+         *
+         *     Requires the `messages:write` permission (or `*`).
+         */
+        post: operations["messages.send"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/messages/{id}/reply": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reply to a message
+         * @description Answers through the channel the message came through, to its Reply-To or sender (`replyAll`: also its To and Cc, never the channel itself); "Re: …", In-Reply-To, References, same thread. Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone. An automation never answers automatic, bulk or list mail, nor one sender twice a day.
+         *
+         *     Requires the `messages:write` permission (or `*`).
+         */
+        post: operations["messages.reply"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/messages/{id}/forward": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Forward a message
+         * @description Forwards inline ("Fwd: …", the note, then the original), through `channelId` or the message's channel, in its thread. Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone.
+         *
+         *     Requires the `messages:write` permission (or `*`).
+         */
+        post: operations["messages.forward"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/customers": {
         parameters: {
             query?: never;
@@ -915,6 +981,50 @@ export interface paths {
          *     Requires the `domains:write` permission (or `*`).
          */
         delete: operations["domains.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/domains/{id}/dkim-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Generate a DKIM signing key for the domain
+         * @description Generates an RSA 2048 key under a new selector and answers the domain with its `dkim` (the public part: the private key is stored encrypted and never returned). From then on, mail sent through a channel whose address is at this domain is DKIM-signed (d=<domain>, s=<selector>). Publish the DKIM record of `GET /domains/{id}/dns-records` first. Calling it again rotates the key: the previous one stops signing at once.
+         *
+         *     Requires the `domains:write` permission (or `*`).
+         */
+        post: operations["domains.create_dkim_key"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/domains/{id}/dns-records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the DNS records to publish for the domain
+         * @description What to publish for mail at this domain: MX (to the service's SMTP receiver, the host of its public URL), SPF (the relays of the channels at the domain), DKIM (once a key exists, see `POST /domains/{id}/dkim-key`) and DMARC (reporting only, to start with).
+         *
+         *     Requires the `domains:read` permission (or `*`).
+         */
+        get: operations["domains.dns_records"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1890,6 +2000,22 @@ export interface components {
              * @description API key or user that added the domain
              */
             createdBy: string;
+            dkim: {
+                /** @description The selector: the key is published at `<selector>._domainkey.<domain>` */
+                selector: string;
+                /**
+                 * @description The signing algorithm
+                 * @constant
+                 */
+                algorithm: "rsa-sha256";
+                /** @description The public key (base64 DER), the `p=` of the DNS record */
+                publicKey: string;
+                /**
+                 * Format: date-time
+                 * @description When the key was generated
+                 */
+                createdAt: string;
+            } | null;
         };
         DomainRegistration: {
             /**
@@ -1946,7 +2072,7 @@ export interface components {
              * @description Event type, a dotted resource.action name (see the event catalog)
              * @enum {string}
              */
-            type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent";
+            type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed";
             /**
              * Format: uuid
              * @description Organization the event belongs to
@@ -2080,8 +2206,10 @@ export interface components {
             action: string | null;
             /** @description Importance; any short string (the set of values is open), e.g. "low", "normal", "high" */
             importance: string | null;
-            /** @description Delivery or handling status; any short string (the set of values is open), e.g. "received", "sent", "delivered", "failed" */
+            /** @description Delivery or handling status; any short string (the set of values is open), e.g. "received", "queued", "sent", "failed" */
             status: string | null;
+            /** @description Why the message has its status, e.g. why sending failed; null otherwise */
+            statusReason: string | null;
             /** @description Short summary of the message */
             summary: string | null;
             /** @description Urgency; any short string (the set of values is open), e.g. "low", "normal", "high" */
@@ -4048,6 +4176,7 @@ export interface operations {
                      *           "action": "example",
                      *           "importance": "example",
                      *           "status": "example",
+                     *           "statusReason": "example",
                      *           "summary": "example",
                      *           "urgency": "example",
                      *           "sender": {},
@@ -4196,6 +4325,7 @@ export interface operations {
                      *         "action": "example",
                      *         "importance": "example",
                      *         "status": "example",
+                     *         "statusReason": "example",
                      *         "summary": "example",
                      *         "urgency": "example",
                      *         "sender": {},
@@ -4270,6 +4400,7 @@ export interface operations {
                      *           "action": "example",
                      *           "importance": "example",
                      *           "status": "example",
+                     *           "statusReason": "example",
                      *           "summary": "example",
                      *           "urgency": "example",
                      *           "sender": {},
@@ -4363,6 +4494,7 @@ export interface operations {
                      *           "action": "example",
                      *           "importance": "example",
                      *           "status": "example",
+                     *           "statusReason": "example",
                      *           "summary": "example",
                      *           "urgency": "example",
                      *           "sender": {},
@@ -4458,6 +4590,7 @@ export interface operations {
                      *           "action": "example",
                      *           "importance": "example",
                      *           "status": "example",
+                     *           "statusReason": "example",
                      *           "summary": "example",
                      *           "urgency": "example",
                      *           "sender": {},
@@ -4579,6 +4712,7 @@ export interface operations {
                      *         "action": "example",
                      *         "importance": "example",
                      *         "status": "example",
+                     *         "statusReason": "example",
                      *         "summary": "example",
                      *         "urgency": "example",
                      *         "sender": {},
@@ -4645,6 +4779,7 @@ export interface operations {
                      *         "action": "example",
                      *         "importance": "example",
                      *         "status": "example",
+                     *         "statusReason": "example",
                      *         "summary": "example",
                      *         "urgency": "example",
                      *         "sender": {},
@@ -4731,6 +4866,7 @@ export interface operations {
                      *         "action": "example",
                      *         "importance": "example",
                      *         "status": "example",
+                     *         "statusReason": "example",
                      *         "summary": "example",
                      *         "urgency": "example",
                      *         "sender": {},
@@ -4875,6 +5011,326 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "messages.send": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                 *       "to": [
+                 *         "ada@example.com"
+                 *       ],
+                 *       "subject": "Your invoice",
+                 *       "text": "Thanks, we received your invoice."
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description The email channel to send through
+                     */
+                    channelId: string;
+                    /** @description Required. The recipients: addresses, "ada@example.com" or {"email", "name"} */
+                    to: (string | {
+                        email: string;
+                        name?: string;
+                    })[];
+                    /** @description Copy recipients: addresses, "ada@example.com" or {"email", "name"} */
+                    cc?: (string | {
+                        email: string;
+                        name?: string;
+                    })[];
+                    /** @description Blind-copy recipients (never in the headers): addresses, "ada@example.com" or {"email", "name"} */
+                    bcc?: (string | {
+                        email: string;
+                        name?: string;
+                    })[];
+                    /**
+                     * @description The subject (one line)
+                     * @example Your invoice
+                     */
+                    subject: string;
+                    /**
+                     * @description The plain-text body
+                     * @example Thanks, we received your invoice.
+                     */
+                    text: string;
+                    /** @description An HTML body beside the text */
+                    html?: string;
+                    /**
+                     * Format: uuid
+                     * @description A message this one answers (In-Reply-To, References, its thread)
+                     */
+                    replyToMessageId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "timestamp": "2026-01-15T09:30:00.000Z",
+                     *         "readAt": "2026-01-15T09:30:00.000Z",
+                     *         "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "direction": "incoming",
+                     *         "providerMessageId": "example",
+                     *         "providerName": "example",
+                     *         "threadId": "example",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "action": "example",
+                     *         "importance": "example",
+                     *         "status": "example",
+                     *         "statusReason": "example",
+                     *         "summary": "example",
+                     *         "urgency": "example",
+                     *         "sender": {},
+                     *         "recipient": {},
+                     *         "category": {},
+                     *         "metadata": {},
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Message"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "messages.reply": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the message to answer */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "text": "Thanks, we received your invoice."
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description The plain-text body
+                     * @example Thanks, we received your invoice.
+                     */
+                    text: string;
+                    /** @description An HTML body beside the text */
+                    html?: string;
+                    /**
+                     * @description Also answer its other To and Cc addresses (default false)
+                     * @default false
+                     */
+                    replyAll?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "timestamp": "2026-01-15T09:30:00.000Z",
+                     *         "readAt": "2026-01-15T09:30:00.000Z",
+                     *         "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "direction": "incoming",
+                     *         "providerMessageId": "example",
+                     *         "providerName": "example",
+                     *         "threadId": "example",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "action": "example",
+                     *         "importance": "example",
+                     *         "status": "example",
+                     *         "statusReason": "example",
+                     *         "summary": "example",
+                     *         "urgency": "example",
+                     *         "sender": {},
+                     *         "recipient": {},
+                     *         "category": {},
+                     *         "metadata": {},
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Message"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "messages.forward": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the message to forward */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "to": [
+                 *         "ada@example.com"
+                 *       ],
+                 *       "text": "Thanks, we received your invoice."
+                 *     }
+                 */
+                "application/json": {
+                    /** @description Required. Who receives the forwarded message: addresses, "ada@example.com" or {"email", "name"} */
+                    to: (string | {
+                        email: string;
+                        name?: string;
+                    })[];
+                    /**
+                     * @description A note above the forwarded message
+                     * @example Thanks, we received your invoice.
+                     */
+                    text?: string;
+                    /**
+                     * Format: uuid
+                     * @description The channel to send through; default the message's
+                     */
+                    channelId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "timestamp": "2026-01-15T09:30:00.000Z",
+                     *         "readAt": "2026-01-15T09:30:00.000Z",
+                     *         "archivedAt": "2026-01-15T09:30:00.000Z",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "phoneNumberId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "emailAddressId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "type": "email",
+                     *         "direction": "incoming",
+                     *         "providerMessageId": "example",
+                     *         "providerName": "example",
+                     *         "threadId": "example",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "action": "example",
+                     *         "importance": "example",
+                     *         "status": "example",
+                     *         "statusReason": "example",
+                     *         "summary": "example",
+                     *         "urgency": "example",
+                     *         "sender": {},
+                     *         "recipient": {},
+                     *         "category": {},
+                     *         "metadata": {},
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Message"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -7359,7 +7815,13 @@ export interface operations {
                      *           "deletedAt": "2026-01-15T09:30:00.000Z",
                      *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *           "name": "example.com",
-                     *           "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *           "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "dkim": {
+                     *             "selector": "example",
+                     *             "algorithm": "rsa-sha256",
+                     *             "publicKey": "example",
+                     *             "createdAt": "2026-01-15T09:30:00.000Z"
+                     *           }
                      *         }
                      *       ],
                      *       "meta": {
@@ -7442,7 +7904,13 @@ export interface operations {
                      *         "deletedAt": "2026-01-15T09:30:00.000Z",
                      *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *         "name": "example.com",
-                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "dkim": {
+                     *           "selector": "example",
+                     *           "algorithm": "rsa-sha256",
+                     *           "publicKey": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
                      *       }
                      *     }
                      */
@@ -7489,7 +7957,13 @@ export interface operations {
                      *         "deletedAt": "2026-01-15T09:30:00.000Z",
                      *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *         "name": "example.com",
-                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "dkim": {
+                     *           "selector": "example",
+                     *           "algorithm": "rsa-sha256",
+                     *           "publicKey": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
                      *       }
                      *     }
                      */
@@ -7535,12 +8009,142 @@ export interface operations {
                      *         "deletedAt": "2026-01-15T09:30:00.000Z",
                      *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *         "name": "example.com",
-                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "dkim": {
+                     *           "selector": "example",
+                     *           "algorithm": "rsa-sha256",
+                     *           "publicKey": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
                      *       }
                      *     }
                      */
                     "application/json": {
                         data: components["schemas"]["Domain"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "domains.create_dkim_key": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the domain */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "example.com",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "dkim": {
+                     *           "selector": "example",
+                     *           "algorithm": "rsa-sha256",
+                     *           "publicKey": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Domain"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "domains.dns_records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the domain */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "type": "MX",
+                     *           "name": "Ada Lovelace",
+                     *           "value": "example",
+                     *           "priority": -9007199254740991,
+                     *           "purpose": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /**
+                             * @description Record type
+                             * @enum {string}
+                             */
+                            type: "MX" | "TXT";
+                            /** @description The fully qualified name the record is published at */
+                            name: string;
+                            /** @description The record's value (for MX, the host) */
+                            value: string;
+                            /** @description MX only: the preference */
+                            priority?: number;
+                            /** @description What the record does */
+                            purpose: string;
+                        }[];
                     };
                 };
             };
@@ -7926,7 +8530,7 @@ export interface operations {
                 /** @description Order by occurrence (ties broken by id); newest first by default */
                 sortOrder?: "asc" | "desc";
                 /** @description Only events of this type */
-                type?: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent";
+                type?: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed";
             };
             header?: never;
             path?: never;
@@ -8147,7 +8751,7 @@ export interface operations {
                     /** @description Where events are POSTed: an https URL on the public internet (http to a loopback host only when the server sets WEBHOOK_ALLOW_INSECURE=true) */
                     url: string;
                     /** @description Event types to deliver, from the event catalog, or ["*"] (the default) for every type */
-                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "*")[];
+                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "*")[];
                     /** @description Whether events are delivered (default true) */
                     enabled?: boolean;
                     /** @description What the endpoint is for, up to 1,000 characters */
@@ -8329,7 +8933,7 @@ export interface operations {
                     /** @description Where events are POSTed: an https URL on the public internet (http to a loopback host only when the server sets WEBHOOK_ALLOW_INSECURE=true) */
                     url?: string;
                     /** @description Event types to deliver, from the event catalog, or ["*"] for every type */
-                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "*")[];
+                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "*")[];
                     /** @description true re-enables an endpoint (also one the service disabled, clearing `disabledReason`); false pauses deliveries */
                     enabled?: boolean;
                     description?: string | null;

@@ -377,7 +377,7 @@ export async function previewAutomation(ctx: OperationContext, id: string, event
   let conditionHolds = true;
   if (row.condition) {
     try {
-      conditionHolds = evaluateCondition(row.condition as unknown as Condition, event?.data ?? null);
+      conditionHolds = evaluateCondition(row.condition as unknown as Condition, event?.data ?? null, event ? { at: event.occurredAt, timezone: row.timezone } : undefined);
     } catch {
       conditionHolds = false;
     }

@@ -1,4 +1,4 @@
-import { CONDITION_OPERATORS, type Condition, type ConditionOperator, type ConditionTest } from './plan.js';
+import { CONDITION_OPERATORS, type Condition, type ConditionOperator, type ConditionTest, type DayOfWeekTest, type TimeOfDayTest } from './plan.js';
 
 /**
  * Conditions on an event's record. Semantics:
@@ -156,12 +156,22 @@ function testHolds(test: ConditionTest, record: unknown): boolean {
   return negate ? !any : any;
 }
 
-/** Whether the condition holds on the record (the event's `data`). */
-export function evaluateCondition(condition: Condition, record: unknown, depth = 0): boolean {
+/** When the event happened, and the time zone its time tests (`timeOfDay`, `dayOfWeek`) are read in (UTC when null). */
+export interface ConditionContext {
+  at: Date;
+  timezone: string | null;
+}
+
+/**
+ * Whether the condition holds on the record (the event's `data`) and the event's time. Without a
+ * `context`, a time test throws: it must never be judged against a guessed time or zone.
+ */
+export function evaluateCondition(condition: Condition, record: unknown, context?: ConditionContext, depth = 0): boolean {
   if (depth > MAX_DEPTH) return false;
-  if ('all' in condition) return condition.all.every((c) => evaluateCondition(c, record, depth + 1));
-  if ('any' in condition) return condition.any.some((c) => evaluateCondition(c, record, depth + 1));
-  if ('not' in condition) return !evaluateCondition(condition.not, record, depth + 1);
+  if ('all' in condition) return condition.all.every((c) => evaluateCondition(c, record, context, depth + 1));
+  if ('any' in condition) return condition.any.some((c) => evaluateCondition(c, record, context, depth + 1));
+  if ('not' in condition) return !evaluateCondition(condition.not, record, context, depth + 1);
+  if ('timeOfDay' in condition || 'dayOfWeek' in condition) return timeTestHolds(condition, context);
   return testHolds(condition, record);
 }
 
@@ -169,10 +179,56 @@ const VALUELESS = new Set<ConditionOperator>(['exists', 'not_exists']);
 const TEXTUAL = new Set<ConditionOperator>(['contains', 'not_contains', 'starts_with', 'ends_with']);
 const ORDERED = new Set<ConditionOperator>(['gt', 'gte', 'lt', 'lte']);
 
+// ------------------------------------------------------------------ tests on the event's time
+
+const HHMM = /^([01]\d|2[0-3]):([0-5]\d)$/;
+const minutesOf = (hhmm: string) => Number(hhmm.slice(0, 2)) * 60 + Number(hhmm.slice(3, 5));
+const WEEKDAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+/** The local minute of the day and day of the week (0 = Sunday) of an instant in a time zone. */
+export function localTime(at: Date, timezone: string | null): { minute: number; day: number } {
+  const zone = timezone ?? 'UTC';
+  let format = formatters.get(zone);
+  if (!format) {
+    format = new Intl.DateTimeFormat('en-US', { timeZone: zone, hourCycle: 'h23', hour: '2-digit', minute: '2-digit', weekday: 'short' });
+    formatters.set(zone, format);
+  }
+  const parts = Object.fromEntries(format.formatToParts(at).map((p) => [p.type, p.value]));
+  return { minute: Number(parts.hour) * 60 + Number(parts.minute), day: WEEKDAYS.indexOf(parts.weekday ?? '') };
+}
+
+function timeTestHolds(test: TimeOfDayTest | DayOfWeekTest, context: ConditionContext | undefined): boolean {
+  if (!context) throw new Error('A time condition (timeOfDay, dayOfWeek) needs the time of the event and the time zone');
+  const local = localTime(context.at, context.timezone);
+  if ('dayOfWeek' in test) return test.dayOfWeek.includes(local.day);
+  const from = minutesOf(test.timeOfDay.from);
+  const to = minutesOf(test.timeOfDay.to);
+  if (from < to) return local.minute >= from && local.minute < to;
+  return local.minute >= from || local.minute < to; // wraps past midnight; `to` 00:00 is midnight
+}
+
+function timeTestIssues(value: Record<string, unknown>, at: string): string[] {
+  if (Object.keys(value).length !== 1) return [`${at}: "${'timeOfDay' in value ? 'timeOfDay' : 'dayOfWeek'}" must be the only key of its object`];
+  if ('dayOfWeek' in value) {
+    const days = value.dayOfWeek;
+    if (!Array.isArray(days) || days.length === 0 || days.length > 7 || !days.every((d) => Number.isInteger(d) && d >= 0 && d <= 6) || new Set(days).size !== days.length) {
+      return [`${at}.dayOfWeek: must be a non-empty array of distinct days, 0 (Sunday) to 6 (Saturday)`];
+    }
+    return [];
+  }
+  const range = value.timeOfDay;
+  if (!isRecord(range) || Object.keys(range).some((k) => k !== 'from' && k !== 'to')) return [`${at}.timeOfDay: must be {from: "HH:MM", to: "HH:MM"}`];
+  const issues: string[] = [];
+  for (const key of ['from', 'to'] as const) if (typeof range[key] !== 'string' || !HHMM.test(range[key])) issues.push(`${at}.timeOfDay.${key}: must be a time "HH:MM" on a 24-hour clock`);
+  if (issues.length === 0 && range.from === range.to) issues.push(`${at}.timeOfDay: "from" and "to" must differ`);
+  return issues;
+}
+
 /** What is wrong with a value meant as a Condition; an empty array means it is valid. */
 export function conditionIssues(value: unknown, at = 'condition', depth = 0): string[] {
   if (depth > MAX_DEPTH) return [`${at}: nested deeper than ${MAX_DEPTH} levels`];
-  if (!isRecord(value)) return [`${at}: must be an object: a test {field, operator, value} or {all: [...]}, {any: [...]}, {not: {...}}`];
+  if (!isRecord(value)) return [`${at}: must be an object: a test {field, operator, value}, {timeOfDay: {from, to}}, {dayOfWeek: [...]}, or {all: [...]}, {any: [...]}, {not: {...}}`];
   const keys = Object.keys(value);
   for (const group of ['all', 'any'] as const) {
     if (!(group in value)) continue;
@@ -185,6 +241,7 @@ export function conditionIssues(value: unknown, at = 'condition', depth = 0): st
     if (keys.length !== 1) return [`${at}: "not" must be the only key of its object`];
     return conditionIssues(value.not, `${at}.not`, depth + 1);
   }
+  if ('timeOfDay' in value || 'dayOfWeek' in value) return timeTestIssues(value, at);
   const issues: string[] = [];
   const unknown = keys.filter((k) => k !== 'field' && k !== 'operator' && k !== 'value');
   if (unknown.length) issues.push(`${at}: unknown key(s) ${unknown.map((k) => `"${k}"`).join(', ')}`);

@@ -34,8 +34,37 @@ export interface ConditionTest {
   value?: unknown;
 }
 
-/** A condition: a test, or `all` / `any` of conditions, or `not` one. */
-export type Condition = ConditionTest | { all: Condition[] } | { any: Condition[] } | { not: Condition };
+/**
+ * A test on when the event happened, read in the automation's time zone (UTC when it has none):
+ * `from` ≤ local time < `to`, both `HH:MM` on a 24-hour clock; when `from` is later than `to` the range
+ * wraps past midnight (`22:00`–`06:00`), and `to` `00:00` means until midnight.
+ */
+export interface TimeOfDayTest {
+  timeOfDay: { from: string; to: string };
+}
+
+/** A test on the day of the week the event happened, read in the automation's time zone: 0 is Sunday … 6 Saturday. */
+export interface DayOfWeekTest {
+  dayOfWeek: number[];
+}
+
+/** A condition: a test on the record or on the event's time, or `all` / `any` of conditions, or `not` one. */
+export type Condition = ConditionTest | TimeOfDayTest | DayOfWeekTest | { all: Condition[] } | { any: Condition[] } | { not: Condition };
+
+/**
+ * A plan triggered by several event types (`contact.created,contact.updated`: "created or updated")
+ * lists them in `triggerEvent`, separated by commas, without spaces.
+ */
+export const TRIGGER_EVENT_SEPARATOR = ',';
+
+/** The event types a `triggerEvent` names (one, or several separated by commas). */
+export const triggerEventTypes = (triggerEvent: string): string[] => triggerEvent.split(TRIGGER_EVENT_SEPARATOR);
+
+/** The `triggerEvent` of a plan triggered by each of these event types (in a stable order). */
+export const joinTriggerEvents = (types: readonly string[]): string => [...new Set(types)].join(TRIGGER_EVENT_SEPARATOR);
+
+/** Whether an event of this type triggers a plan whose `triggerEvent` is given. */
+export const triggerMatches = (triggerEvent: string, eventType: string): boolean => triggerEvent === eventType || triggerEventTypes(triggerEvent).includes(eventType);
 
 /**
  * One step: an operation of the operation table (`messages.update`) with its input. String values of
@@ -50,11 +79,11 @@ export type TriggerType = 'event' | 'scheduled';
 
 export interface Plan {
   triggerType: TriggerType;
-  /** An event type of the catalog, or `schedule.tick` for scheduled automations. */
+  /** An event type of the catalog (or several, comma-separated: see `triggerEventTypes`), or `schedule.tick` for scheduled automations. */
   triggerEvent: string;
   /** Five-field cron expression for scheduled automations, else null. */
   cronExpression: string | null;
-  /** IANA time zone the cron expression is read in; null means UTC. */
+  /** IANA time zone the cron expression and the time conditions are read in; null means UTC. */
   timezone: string | null;
   /** Must hold on the event's `data` for the automation to run; null means always. */
   condition: Condition | null;

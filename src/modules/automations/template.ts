@@ -29,10 +29,9 @@ export interface TemplateContext {
 /** When there was no run yet, `lastRunAt` is this long before now. */
 export const FIRST_RUN_LOOKBACK_MS = 24 * 3600_000;
 
-// The expression inside the braces, without its surrounding spaces; it holds no brace (written so that it
-// cannot backtrack on long input).
-const TEMPLATE = /\{\{(?:\s*(?=\S))?((?:[^\s{}](?:[^{}]*[^\s{}])?)?)\s*\}\}/g;
-const WHOLE = /^\{\{(?:\s*(?=\S))?((?:[^\s{}](?:[^{}]*[^\s{}])?)?)\s*\}\}$/;
+// `[^{}]*` (not `\s*(.*?)\s*`): linear on any text; the expression is trimmed after the match.
+const TEMPLATE = /\{\{([^{}]*)\}\}/g;
+const WHOLE = /^\{\{([^{}]*)\}\}$/;
 const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
 const PATH = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 
@@ -110,8 +109,8 @@ const asText = (v: unknown) => (v === undefined || v === null ? '' : typeof v ==
 
 function renderString(s: string, ctx: TemplateContext): unknown {
   const whole = WHOLE.exec(s);
-  if (whole && !whole[1]!.includes('}}')) return valueOf(whole[1]!, ctx) ?? null;
-  return s.replace(TEMPLATE, (_, expr: string) => asText(valueOf(expr, ctx)));
+  if (whole) return valueOf(whole[1]!.trim(), ctx) ?? null;
+  return s.replace(TEMPLATE, (_, expr: string) => asText(valueOf(expr.trim(), ctx)));
 }
 
 /** The value with every template of its strings replaced (deeply; keys are left alone). */
@@ -124,7 +123,7 @@ export function renderTemplates(value: unknown, ctx: TemplateContext): unknown {
 
 /** Every template expression in the value, with the dotted path of the string that holds it. */
 export function templateExpressions(value: unknown, at = ''): { at: string; expr: string }[] {
-  if (typeof value === 'string') return [...value.matchAll(TEMPLATE)].map((m) => ({ at, expr: m[1]! }));
+  if (typeof value === 'string') return [...value.matchAll(TEMPLATE)].map((m) => ({ at, expr: m[1]!.trim() }));
   const join = (k: string | number) => (at ? `${at}.${k}` : String(k));
   if (Array.isArray(value)) return value.flatMap((v, i) => templateExpressions(v, join(i)));
   if (value !== null && typeof value === 'object') return Object.entries(value).flatMap(([k, v]) => templateExpressions(v, join(k)));

@@ -1,9 +1,10 @@
+import { z } from 'zod';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { domainRegistrations } from '../../db/schema.js';
 import { childResource } from '../child-resource.js';
-import { createDomain, deleteDomain, domainRows, registrationRows } from './domains.repository.js';
-import { Domain, DomainCreateInput, DomainId, DomainRegistration, RegistrationCreateFields, RegistrationUpdateFields } from './domains.schemas.js';
+import { createDomain, deleteDomain, domainDnsRecords, domainRows, getDomain, listDomains, registrationRows, rotateDkimKey } from './domains.repository.js';
+import { DnsRecord, Domain, DomainCreateInput, DomainId, DomainRegistration, RegistrationCreateFields, RegistrationUpdateFields } from './domains.schemas.js';
 
 const domainOperations: Operation[] = [
   defineOperation({
@@ -14,7 +15,7 @@ const domainOperations: Operation[] = [
     summary: 'List domains',
     input: Pagination.strict(),
     output: Domain,
-    handler: (input, ctx) => domainRows.list(ctx.db, ctx.orgId, input),
+    handler: (input, ctx) => listDomains(ctx.db, ctx.orgId, input),
   }),
   defineOperation({
     id: 'domains.create',
@@ -35,7 +36,33 @@ const domainOperations: Operation[] = [
     summary: 'Get a domain',
     input: DomainId,
     output: Domain,
-    handler: (input, ctx) => domainRows.get(ctx.db, ctx.orgId, input.id),
+    handler: (input, ctx) => getDomain(ctx.db, ctx.orgId, input.id),
+  }),
+  defineOperation({
+    id: 'domains.create_dkim_key',
+    method: 'POST',
+    event: 'domain.updated',
+    path: '/domains/{id}/dkim-key',
+    summary: 'Generate a DKIM signing key for the domain',
+    description:
+      'Generates an RSA 2048 key under a new selector and answers the domain with its `dkim` (the public part: the private key is stored encrypted and never returned). ' +
+      'From then on, mail sent through a channel whose address is at this domain is DKIM-signed (d=<domain>, s=<selector>). ' +
+      'Publish the DKIM record of `GET /domains/{id}/dns-records` first. Calling it again rotates the key: the previous one stops signing at once.',
+    input: DomainId,
+    output: Domain,
+    handler: (input, ctx) => rotateDkimKey(ctx.db, ctx.orgId, input.id, new Date()),
+  }),
+  defineOperation({
+    id: 'domains.dns_records',
+    method: 'GET',
+    path: '/domains/{id}/dns-records',
+    summary: 'List the DNS records to publish for the domain',
+    description:
+      'What to publish for mail at this domain: MX (to the service\'s SMTP receiver, the host of its public URL), SPF (the relays of the channels at the domain), ' +
+      'DKIM (once a key exists, see `POST /domains/{id}/dkim-key`) and DMARC (reporting only, to start with).',
+    input: DomainId,
+    output: z.array(DnsRecord),
+    handler: (input, ctx) => domainDnsRecords(ctx.db, ctx.orgId, input.id),
   }),
   defineOperation({
     id: 'domains.delete',

@@ -1,6 +1,6 @@
 import { domainToASCII } from 'node:url';
 import { z } from 'zod';
-import { AuditFields, components, IdParam, ShortText, Uuid } from '../../core/schemas.js';
+import { AuditFields, components, IdParam, ShortText, Timestamp, Uuid } from '../../core/schemas.js';
 
 /** A label: letters, digits and inner hyphens, 1 to 63 characters. */
 const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
@@ -38,10 +38,28 @@ export const DomainName = z
 
 export const DomainCreateInput = z.strictObject({ name: DomainName });
 
+export const DomainDkim = z
+  .object({
+    selector: z.string().describe('The selector: the key is published at `<selector>._domainkey.<domain>`'),
+    algorithm: z.literal('rsa-sha256').describe('The signing algorithm'),
+    publicKey: z.string().describe('The public key (base64 DER), the `p=` of the DNS record'),
+    createdAt: Timestamp.describe('When the key was generated'),
+  })
+  .describe('The DKIM signing key of mail sent from addresses at the domain (the private part is never returned); null until one is generated');
+
 export const Domain = z.object({
   ...AuditFields,
   name: z.string().describe('The domain name, lowercase'),
   createdBy: Uuid.describe('API key or user that added the domain'),
+  dkim: DomainDkim.nullable(),
+});
+
+export const DnsRecord = z.object({
+  type: z.enum(['MX', 'TXT']).describe('Record type'),
+  name: z.string().describe('The fully qualified name the record is published at'),
+  value: z.string().describe('The record\'s value (for MX, the host)'),
+  priority: z.number().int().optional().describe('MX only: the preference'),
+  purpose: z.string().describe('What the record does'),
 });
 
 // ------------------------------------------------------------------ registrations

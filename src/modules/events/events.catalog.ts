@@ -27,8 +27,12 @@ export type EventAction = 'created' | 'updated' | 'deleted';
 
 const CRUD = RESOURCES.flatMap((r) => (['created', 'updated', 'deleted'] as const).map((a) => `${r}.${a}` as const));
 
-/** Every event type, in catalog order. `message.received` / `message.sent` accompany `message.created`. */
-export const EVENT_TYPES = [...CRUD, 'message.received', 'message.sent'] as const;
+/**
+ * Every event type, in catalog order. `message.received` accompanies `message.created`; `message.sent` too
+ * for a message recorded as sent (POST /messages), or follows when the relay accepted an email the service
+ * sent; `message.failed` when it could not be sent.
+ */
+export const EVENT_TYPES = [...CRUD, 'message.received', 'message.sent', 'message.failed'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 export const isEventType = (value: string): value is EventType => (EVENT_TYPES as readonly string[]).includes(value);
@@ -59,7 +63,8 @@ export const eventReadPermission = (type: string): `${Category}:read` | '*' => {
 /** One line per event type: what happened. Used by the README, the OpenAPI document and the MCP tool docs. */
 export function describeEventType(type: EventType): string {
   if (type === 'message.received') return 'A new incoming message was recorded (alongside message.created)';
-  if (type === 'message.sent') return 'A new outgoing message was recorded (alongside message.created)';
+  if (type === 'message.sent') return 'An outgoing message was sent: recorded as sent (alongside message.created), or an email accepted by its channel\'s relay';
+  if (type === 'message.failed') return 'An outgoing email could not be sent (its statusReason says why)';
   const dot = type.lastIndexOf('.');
   const resource = type.slice(0, dot).replace('.', ' ').replace('_', ' ');
   return `A ${resource} was ${type.slice(dot + 1)}`;

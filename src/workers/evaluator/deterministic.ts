@@ -1,6 +1,23 @@
 import { SCHEDULE_TRIGGER } from '../../modules/events/events.catalog.js';
-import type { Condition, EvaluationOutcome, EvaluationRequest, Evaluator, Plan, PlanStep, TriggerType } from '../../modules/automations/plan.js';
-import { normalize, Scanner, takeActions, takeLevels, takeMessageConditions, takeSchedule, takeTimeZone, takeTrigger, type ActionSpec } from './vocabulary.js';
+import { triggerEventTypes, type Condition, type EvaluationOutcome, type EvaluationRequest, type Evaluator, type Plan, type PlanStep, type TriggerType } from '../../modules/automations/plan.js';
+import {
+  isNegation,
+  resourceOfEvents,
+  Scanner,
+  takeActions,
+  takeAmount,
+  takeEmailActions,
+  takeLevels,
+  takeMessageConditions,
+  takeRecordPhrases,
+  recordConditions,
+  takeSchedule,
+  takeTimeConditions,
+  takeTimeZone,
+  takeTrigger,
+  unexplained,
+  type ActionSpec,
+} from './vocabulary.js';
 
 /** The sender of the messages the digest action writes. */
 export const DIGEST_SENDER = 'Switchboard automations';
@@ -8,9 +25,10 @@ export const DIGEST_SENDER = 'Switchboard automations';
 const NO_TRIGGER =
   'No trigger or schedule was recognized in the instructions. Say when the automation runs, e.g. "When a new email arrives from ada@example.com, …", "When a customer is added, …" or "Every Monday at 9, …".';
 const NO_ACTION =
-  'No action was recognized in the instructions. Say what the automation does, e.g. "… mark it as read", "… archive it", "… snooze it for 2 hours", "… set its importance to high", "… create a contact for the sender" or "… write a summary of the messages since the last run".';
+  'No action was recognized in the instructions. Say what the automation does, e.g. "… mark it as read", "… archive it", "… snooze it for 2 hours", "… set its importance to high", "… create a contact for the sender", "… write a summary of the messages since the last run", "… reply \'Thanks, we received it\'", "… forward it to sales@example.com" or "… send an email to sales@example.com saying \'…\'".';
 
-const ON_MESSAGE = new Set<ActionSpec['kind']>(['read', 'unread', 'archive', 'snooze', 'set', 'contact']);
+/** Actions on the message that triggered the automation (a new email goes through its channel). */
+const ON_MESSAGE = new Set<ActionSpec['kind']>(['read', 'unread', 'archive', 'snooze', 'set', 'contact', 'reply', 'forward', 'send']);
 const MESSAGE_EVENTS = new Set(['message.received', 'message.sent', 'message.created', 'message.updated']);
 
 const updateMessage = (patch: Record<string, unknown>): PlanStep => ({ operation: 'messages.update', input: { id: '{{event.resourceId}}', ...patch } });
@@ -36,6 +54,12 @@ function stepsOf(action: ActionSpec, index: number, types: string[]): PlanStep[]
           : { operation: 'contacts.create_email', input: { id: `{{steps.${index}.id}}`, email: '{{sender.address}}' } },
       ];
     }
+    case 'reply':
+      return [{ operation: 'messages.reply', input: action.replyAll ? { id: '{{event.resourceId}}', text: action.text, replyAll: true } : { id: '{{event.resourceId}}', text: action.text } }];
+    case 'forward':
+      return [{ operation: 'messages.forward', input: action.text === undefined ? { id: '{{event.resourceId}}', to: action.to } : { id: '{{event.resourceId}}', to: action.to, text: action.text } }];
+    case 'send':
+      return [{ operation: 'messages.send', input: { channelId: '{{event.data.channelId}}', to: action.to, subject: action.subject, text: action.text } }];
     case 'digest':
       return [
         {
@@ -46,28 +70,103 @@ function stepsOf(action: ActionSpec, index: number, types: string[]): PlanStep[]
   }
 }
 
+/**
+ * The longest instructions the built-in evaluator reads. An automation is a sentence or two; the bound
+ * keeps the reading (each phrase read is blanked out, then the text read again) a few milliseconds.
+ */
+export const MAX_INSTRUCTIONS = 2000;
+
+/** Whether a cron expression runs at the cadence a digest is named for (daily, weekly, monthly). */
+function hasCadence(cron: string, cadence: 'daily' | 'weekly' | 'monthly'): boolean {
+  const [minute, hour, dom, month, dow] = cron.trim().split(/\s+/);
+  const onceADay = /^\d{1,2}$/.test(minute ?? '') && /^\d{1,2}$/.test(hour ?? '') && month === '*';
+  if (!onceADay) return false;
+  if (cadence === 'daily') return dom === '*' && (dow === '*' || dow === '1-5');
+  if (cadence === 'weekly') return dom === '*' && /^\d$/.test(dow ?? '');
+  return dom !== '*' && dow === '*';
+}
+
 const fail = (status: 'evaluation_failed' | 'code_generation_failed', reason: string): EvaluationOutcome => ({ status, reason });
 
 /** Joins tests into one condition: none → null, one → itself, more → `all`. */
 const conjunction = (tests: Condition[]): Condition | null => (tests.length === 0 ? null : tests.length === 1 ? tests[0]! : { all: tests });
 
+/** Phrasings that work, close to what the instructions were about (a schedule, messages, other records). */
+const WORKS: Record<'scheduled' | 'message' | 'record', string> = {
+  scheduled: 'Phrasings that work: "Every Sunday at 9pm New York time, write a digest", "Every weekday at 9am and 5pm, write a summary of the messages since the last run", "On the last day of every month at 6pm, write a digest" (see docs/automations-vocabulary.md).',
+  message:
+    'Phrasings that work: "When a new email arrives from ada@example.com after 6pm, snooze it until tomorrow 9am", "When an email from anyone at acme.com except boss@acme.com arrives outside business hours, mark it as urgent", "When an email from billing@acme.com arrives, reply \'Thanks, we received your invoice\'" (see docs/automations-vocabulary.md).',
+  record:
+    'Phrasings that work: "When a customer whose type is VIP is created or updated, write a digest", "When a transaction over 1000 EUR is added, write a digest" (see docs/automations-vocabulary.md).',
+};
+
+/** The refusal for words left unread: quotes them, and shows phrasings that work. */
+function notUnderstood(spans: string[], about: keyof typeof WORKS): EvaluationOutcome {
+  const quoted = spans.slice(0, 3).map((x) => `"${x.length > 80 ? `${x.slice(0, 80)}…` : x}"`).join(', ');
+  const negation = spans.find(isNegation);
+  if (negation) {
+    return fail(
+      'evaluation_failed',
+      `The instructions hold a negation or exception the built-in evaluator cannot apply: "${negation}". It never drops one, so no plan was made. Say what the automation does and to which messages, e.g. "When an email arrives from anyone at acme.com except boss@acme.com, archive it" or "When an email arrives outside business hours, mark it as urgent".`,
+    );
+  }
+  return fail('evaluation_failed', `The built-in evaluator did not understand ${quoted} in the instructions, so no plan was made (a plan must account for every word). ${WORKS[about]}`);
+}
+
+const MESSAGE_VERBS: Record<string, RegExp> = {
+  'message.received': /\b(?:arrives?|comes? in|(?:is|are|gets|get|was|were) (?:received|recorded|delivered)|lands?|(?:is|are) in (?:my|the) inbox)\b/,
+  'message.sent': /\b(?:(?:is|are|gets|get|was|were|has been) (?:sent|recorded)|goes out)\b/,
+};
+
 /**
  * Builds the plan from the instructions with the English vocabulary (vocabulary.ts). Only the
- * `instructions` are read; the fields the creator gave (`given`) are kept as they are.
+ * `instructions` are read; the fields the creator gave (`given`) are kept as they are, and the words
+ * that say the same thing are read and set aside. Every word must be understood: what is left unread
+ * makes the evaluation fail, quoting it.
  */
 export function planFromInstructions(request: EvaluationRequest): EvaluationOutcome {
   const { given } = request;
-  const s = new Scanner(normalize(request.instructions));
+  if (request.instructions.length > MAX_INSTRUCTIONS) {
+    return fail(
+      'evaluation_failed',
+      `The instructions are ${request.instructions.length} characters long; the built-in evaluator reads up to ${MAX_INSTRUCTIONS}. Say what the automation does in a sentence or two, e.g. "When a new email arrives from ada@example.com, archive it".`,
+    );
+  }
+  const s = Scanner.of(request.instructions);
+  const emails = takeEmailActions(s);
   const zone = takeTimeZone(s);
   if ('error' in zone) return fail('evaluation_failed', zone.error);
-  const actions = takeActions(s);
-  const schedule = takeSchedule(s);
+  const actions = [...emails, ...takeActions(s)].sort((x, y) => x.at - y.at);
+  const broken = actions.find((a) => a.kind === 'snooze' && a.error);
+  if (broken && broken.kind === 'snooze') return fail('evaluation_failed', `"${broken.phrase}": ${broken.error}`);
+  const amount = takeAmount(s);
+  if (amount && 'error' in amount) return fail('evaluation_failed', amount.error);
   const levels = takeLevels(s);
+  const recordPhrases = takeRecordPhrases(s);
   const trigger = takeTrigger(s);
+  if (trigger) {
+    const verb = MESSAGE_VERBS[trigger.event];
+    if (verb) s.takeAll(verb);
+  }
 
   const givenEvent = given.triggerEvent && given.triggerEvent !== 'automation.pending' ? given.triggerEvent : undefined;
-  const triggerType: TriggerType | null =
-    given.triggerType ?? (given.cronExpression ? 'scheduled' : givenEvent ? 'event' : schedule ? 'scheduled' : trigger ? 'event' : null);
+  const stated = given.triggerType ?? (given.cronExpression ? 'scheduled' : givenEvent || trigger ? 'event' : null);
+  let timeTests: Condition[] = [];
+  if (stated === 'event') {
+    const read = takeTimeConditions(s);
+    if ('error' in read) return fail('evaluation_failed', read.error);
+    timeTests = read;
+  }
+  const schedule = takeSchedule(s);
+  if (schedule && typeof schedule !== 'string') return fail('evaluation_failed', schedule.error);
+  if (trigger && schedule && !given.triggerType && !given.cronExpression && !givenEvent) {
+    return fail(
+      'evaluation_failed',
+      `The instructions state both an event ("${trigger.event}") and a schedule ("${schedule}"); an automation has one trigger. Say either "When a new email arrives, …" or "Every day at 9am, …"; for a time of the event, say "… arrives after 6pm" or "… arrives on weekends".`,
+    );
+  }
+
+  const triggerType: TriggerType | null = stated ?? (schedule ? 'scheduled' : null);
   if (!triggerType) return fail('evaluation_failed', NO_TRIGGER);
 
   let triggerEvent: string;
@@ -83,18 +182,43 @@ export function planFromInstructions(request: EvaluationRequest): EvaluationOutc
     triggerEvent = event;
   }
 
+  const eventTypes = triggerType === 'event' ? triggerEventTypes(triggerEvent) : [];
+  const onMessage = eventTypes.length > 0 && eventTypes.every((t) => MESSAGE_EVENTS.has(t));
   const types = trigger?.types ?? [];
-  const onMessage = triggerType === 'event' && MESSAGE_EVENTS.has(triggerEvent);
-  let condition: Condition | null = (given.condition as Condition | undefined) ?? null;
-  if (!given.condition && onMessage) condition = conjunction(takeMessageConditions(s, trigger && MESSAGE_EVENTS.has(trigger.event) ? types : [], levels));
+  const tests: Condition[] = [];
+  if (onMessage) tests.push(...takeMessageConditions(s, trigger && MESSAGE_EVENTS.has(trigger.event) ? types : [], levels));
+  else if (levels.length) return fail('evaluation_failed', `Importance and urgency belong to messages, and ${triggerType === 'scheduled' ? 'a scheduled automation has no message' : `the trigger "${triggerEvent}" is not a message event`}. E.g. "When an urgent email arrives, …".`);
+  const resource = triggerType === 'event' && !onMessage ? resourceOfEvents(eventTypes) : null;
+  if (amount) {
+    if (resource !== 'customer.transaction') return fail('evaluation_failed', `"${amount.phrase}": an amount applies to transactions only, e.g. "When a transaction over 1000 EUR is added, …".`);
+    tests.push(...amount.tests);
+  }
+  if (recordPhrases.length) {
+    const record = recordConditions(recordPhrases, resource);
+    if ('error' in record) return fail('evaluation_failed', record.error);
+    tests.push(...record);
+  }
+  tests.push(...timeTests);
+  const condition: Condition | null = (given.condition as Condition | undefined) ?? conjunction(tests);
 
   if (actions.length === 0) return fail('evaluation_failed', NO_ACTION);
+  s.takeAll(/\b(?:every|each|any) ?time\b/); // "every time an email arrives": when
+  const left = unexplained(s);
+  if (left.length) return notUnderstood(left, triggerType === 'scheduled' ? 'scheduled' : onMessage ? 'message' : 'record');
+  const cadence = actions.find((a) => a.kind === 'digest' && a.cadence);
+  if (cadence && cadence.kind === 'digest' && !(triggerType === 'scheduled' && cronExpression && hasCadence(cronExpression, cadence.cadence!))) {
+    return fail(
+      'evaluation_failed',
+      `"${cadence.phrase}" does not agree with ${triggerType === 'scheduled' ? `the schedule "${cronExpression}"` : 'an event trigger'}; say when it runs, e.g. "Every Sunday at 9pm, send me a weekly digest" or "Every day at 6pm, write a digest".`,
+    );
+  }
   const misplaced = actions.find((a) => ON_MESSAGE.has(a.kind) && !onMessage);
   if (misplaced) {
     const what = triggerType === 'scheduled' ? 'a scheduled automation has no message' : `its trigger "${triggerEvent}" is not a message event`;
+    const acts = misplaced.kind === 'send' ? 'sends through the channel of the message that triggered the automation' : 'acts on the message that triggered the automation';
     return fail(
       'code_generation_failed',
-      `"${misplaced.phrase}" acts on the message that triggered the automation, but ${what}. Trigger it on messages, e.g. "When a new email arrives, ${misplaced.phrase}".`,
+      `"${misplaced.phrase}" ${acts}, but ${what}. Trigger it on messages, e.g. "When a new email arrives, ${misplaced.phrase}".`,
     );
   }
 

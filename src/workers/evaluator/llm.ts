@@ -28,7 +28,8 @@ export interface LlmEvaluatorOptions {
 }
 
 export function chatCompletionsUrl(url: string): string {
-  const base = url.replace(/(?<!\/)\/+$/, '');
+  let base = url;
+  while (base.endsWith('/')) base = base.slice(0, -1);
   return base.endsWith('/chat/completions') ? base : `${base}/chat/completions`;
 }
 
@@ -45,7 +46,7 @@ export function answerSchema(operationIds: readonly string[]): Record<string, un
       triggerType: { type: 'string', enum: ['event', 'scheduled'] },
       triggerEvent: { type: 'string', enum: [...EVENT_TYPES, SCHEDULE_TRIGGER] },
       cronExpression: nullableString('5-field cron expression for scheduled automations, else null'),
-      timezone: nullableString('IANA time zone the cron expression is read in, null for UTC'),
+      timezone: nullableString('IANA time zone the cron expression and the time conditions are read in, null for UTC'),
       conditionJson: nullableString('The condition as JSON text, or null when the automation always runs'),
       actions: {
         type: 'array',
@@ -75,9 +76,9 @@ export function systemPrompt(): string {
   return `You turn the instructions of a business automation into a plan for Switchboard, a service that stores contacts, messages (email, phone, sms), customers, businesses, folders and domains.
 
 Answer with one JSON object of the given schema:
-- triggerType "event": the automation runs when an event of type triggerEvent happens; cronExpression is null.
+- triggerType "event": the automation runs when an event of type triggerEvent happens; cronExpression is null. Several event types are listed comma-separated without spaces ("customer.created,customer.updated" for "created or updated").
 - triggerType "scheduled": triggerEvent is "${SCHEDULE_TRIGGER}" and cronExpression is a 5-field cron expression (minute hour day-of-month month day-of-week), read in timezone (an IANA name, null for UTC).
-- conditionJson: null, or JSON text of a condition on the event's record (its "data"): a test {"field": "<dotted path>", "operator": "<op>", "value": <value>}, or {"all": [conditions]}, {"any": [conditions]}, {"not": condition}. Operators: ${CONDITION_OPERATORS.join(', ')}. String comparisons are case-insensitive; "in" takes an array; gt/gte/lt/lte compare numbers or ISO dates; exists/not_exists take no value. The fields "sender" and "recipient" match by address (email or phone number) whether stored as a string or an object. Message records have the fields type ("email", "phone", "sms"), direction, sender, recipient, text, summary, importance, urgency, status, action, category, metadata.
+- conditionJson: null, or JSON text of a condition on the event's record (its "data"): a test {"field": "<dotted path>", "operator": "<op>", "value": <value>}, or a test on when the event happened, read in timezone (UTC when null): {"timeOfDay": {"from": "HH:MM", "to": "HH:MM"}} (from inclusive, to exclusive, 24-hour clock, wrapping past midnight when from is later; "after 6pm" is from "18:00" to "00:00") or {"dayOfWeek": [0-6, 0 is Sunday]}, or {"all": [conditions]}, {"any": [conditions]}, {"not": condition}. Operators: ${CONDITION_OPERATORS.join(', ')}. String comparisons are case-insensitive; "in" takes an array; gt/gte/lt/lte compare numbers or ISO dates; exists/not_exists take no value. The fields "sender" and "recipient" match by address (email or phone number) whether stored as a string or an object. Message records have the fields type ("email", "phone", "sms"), direction, sender, recipient, text, summary, importance, urgency, status, action, category, metadata.
 - actions: the steps, run in order, each an operation below with its input as JSON text (inputJson). Use only these operations, with inputs their schemas accept.
 - String values of inputs may hold templates: {{event.id}}, {{event.type}}, {{event.resourceId}} (the id of the record the event is about), {{event.occurredAt}}, {{event.data.<path>}}, {{now}}, {{now+<n><m|h|d|w>}} (e.g. {{now+2h}}), {{next(<5-field cron>)}} (next matching time, e.g. {{next(0 9 * * 1)}} for next Monday 9:00), {{lastRunAt}}, {{steps.<n>.<path>}} (the record step n, 0-based, answered with, e.g. {{steps.0.id}}), {{sender.address}}, {{sender.name}}, {{digest}} (a text summary of the messages since the last run). A string that is exactly one template keeps the value's type.
 - If the instructions cannot be understood as an automation, set understood to false and explain in reason; otherwise understood is true and reason is null.
@@ -130,9 +131,19 @@ function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
   }
 }
 
+/** The answer without a Markdown code fence around it (without a regular expression: `\s*```$` is quadratic). */
+function unfence(content: string): string {
+  let text = content.trim();
+  if (text.startsWith('```json')) text = text.slice(7);
+  else if (text.startsWith('```')) text = text.slice(3);
+  text = text.trim();
+  if (text.endsWith('```')) text = text.slice(0, -3);
+  return text.trim();
+}
+
 /** The plan an answer holds, with the creator's given fields winning. */
 export function planFromAnswer(content: string, request: EvaluationRequest): EvaluationOutcome {
-  const json = parseJson(content.trim().replace(/^```(?:json)?\s*|(?<!\s)\s*```$/g, ''));
+  const json = parseJson(unfence(content));
   if (!json.ok) return notAPlan('it is not JSON');
   const parsed = Answer.safeParse(json.value);
   if (!parsed.success) return notAPlan(parsed.error.issues.map((i) => `${i.path.join('.') || '(answer)'}: ${i.message}`).join('; '));

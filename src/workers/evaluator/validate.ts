@@ -5,7 +5,7 @@ import { operationById, operations } from '../../operations.js';
 import { isEventType, SCHEDULE_TRIGGER } from '../../modules/events/events.catalog.js';
 import { isValidCron } from '../../modules/automations/automations.schemas.js';
 import { conditionIssues } from '../../modules/automations/condition.js';
-import type { Plan } from '../../modules/automations/plan.js';
+import { triggerEventTypes, type Plan } from '../../modules/automations/plan.js';
 import { parseExpression, renderTemplates, templateExpressions, templateIssues, type TemplateContext } from '../../modules/automations/template.js';
 import { canonicalTimeZone } from './vocabulary.js';
 
@@ -72,7 +72,9 @@ export function validatePlan(plan: Plan, opts: { creatorPermissions: readonly st
     if (plan.triggerEvent !== SCHEDULE_TRIGGER) issues.push(`A scheduled plan triggers on "${SCHEDULE_TRIGGER}", not "${plan.triggerEvent}"`);
     if (!plan.cronExpression || !isValidCron(plan.cronExpression)) issues.push(`"${plan.cronExpression ?? ''}" is not a valid cron expression (5 fields: minute hour day-of-month month day-of-week)`);
   } else if (plan.triggerType === 'event') {
-    if (!isEventType(plan.triggerEvent)) issues.push(`"${plan.triggerEvent}" is not an event type of the catalog`);
+    const types = triggerEventTypes(plan.triggerEvent);
+    for (const type of types) if (!isEventType(type)) issues.push(`"${type}" is not an event type of the catalog`);
+    if (new Set(types).size !== types.length) issues.push(`"${plan.triggerEvent}" names an event type twice`);
     if (plan.cronExpression !== null) issues.push('An event-triggered plan has no cronExpression');
   } else issues.push(`triggerType must be "event" or "scheduled"`);
   if (plan.timezone !== null && !canonicalTimeZone(plan.timezone)) issues.push(`"${plan.timezone}" is not an IANA time zone`);

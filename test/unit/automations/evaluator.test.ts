@@ -179,7 +179,7 @@ describe('the built-in evaluator: given fields win', () => {
     expect(await evaluate('When a customer is added, write a digest', { triggerEvent: 'contact.created' })).toEqual({ status: 'planned', plan: onEvent('contact.created', null, [digest]) });
     expect(await evaluate('Mark emails from ada@example.com as read', { triggerEvent: 'message.received' })).toEqual({
       status: 'planned',
-      plan: onEvent('message.received', eq('sender', 'ada@example.com'), [read]),
+      plan: onEvent('message.received', all(email, eq('sender', 'ada@example.com')), [read]),
     });
   });
 

@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import DKIM from 'nodemailer/lib/dkim';
+import MailComposer from 'nodemailer/lib/mail-composer';
+import type { OutboxMail } from '../../db/schema.js';
+
+/** A signing key of the sender's domain (see the domains area). */
+export interface DkimKey {
+  domainName: string;
+  keySelector: string;
+  privateKey: string;
+}
+
+/** A new Message-ID (without the angle brackets) for mail sent as `fromAddress`: a UUID at the sender's domain. */
+export function newMessageId(fromAddress: string): string {
+  const domain = fromAddress.slice(fromAddress.lastIndexOf('@') + 1) || 'switchboard.invalid';
+  return `${randomUUID()}@${domain}`;
+}
+
+/** `<id>` → `id`; ids as stored are without brackets. */
+export const bareMessageId = (id: string) => id.trim().replace(/^<|>$/g, '');
+
+const address = (a: { email: string; name?: string | undefined }) => (a.name ? { name: a.name, address: a.email } : a.email);
+
+/** The envelope recipients: To, Cc and Bcc, each address once. */
+export function envelopeRecipients(mail: OutboxMail): string[] {
+  return [...new Set([...mail.to, ...mail.cc, ...mail.bcc].map((a) => a.email.toLowerCase()))];
+}
+
+/**
+ * The message as it goes over the wire (RFC 5322, built by nodemailer's composer): the Message-ID and Date
+ * fixed when it was queued, so every attempt sends the same message; Bcc never in the headers. Signed with
+ * the sender domain's DKIM key when it has one.
+ */
+export async function composeMail(mail: OutboxMail, dkim?: DkimKey): Promise<Buffer> {
+  const headers: Record<string, string> = {};
+  if (mail.autoSubmitted) headers['Auto-Submitted'] = mail.autoSubmitted;
+  const composer = new MailComposer({
+    from: address(mail.from),
+    to: mail.to.map(address),
+    ...(mail.cc.length ? { cc: mail.cc.map(address) } : {}),
+    subject: mail.subject,
+    text: mail.text,
+    ...(mail.html !== undefined ? { html: mail.html } : {}),
+    messageId: `<${mail.messageId}>`,
+    date: new Date(mail.date),
+    ...(mail.inReplyTo ? { inReplyTo: `<${mail.inReplyTo}>` } : {}),
+    ...(mail.references.length ? { references: mail.references.map((r) => `<${r}>`) } : {}),
+    headers,
+    // The composer's own headers (X-Mailer) are left out: the mail says nothing of the software that sent it.
+    xMailer: false,
+  });
+  const raw = await composer.compile().build();
+  if (!dkim) return raw;
+  return streamToBuffer(new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey }).sign(raw));
+}
+
+async function streamToBuffer(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
+  return Buffer.concat(chunks);
+}

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { describeCron, summarizePlan } from '../../../src/modules/automations/plan-summary.js';
+import type { Condition, Plan, PlanStep } from '../../../src/modules/automations/plan.js';
+
+const update = (patch: Record<string, unknown>): PlanStep => ({ operation: 'messages.update', input: { id: '{{event.resourceId}}', ...patch } });
+const digest: PlanStep = {
+  operation: 'messages.create',
+  input: { direction: 'incoming', type: 'note', sender: 'Switchboard automations', summary: 'Digest of the messages since {{lastRunAt}}', text: '{{digest}}' },
+};
+const plan = (p: Partial<Plan>): Plan => {
+  const actions = p.actions ?? [digest];
+  return { triggerType: 'event', triggerEvent: 'message.received', cronExpression: null, timezone: null, condition: null, actions, permissions: { operations: [...new Set(actions.map((a) => a.operation))] }, ...p };
+};
+const scheduled = (cronExpression: string, timezone: string | null = null, actions: PlanStep[] = [digest]) => plan({ triggerType: 'scheduled', triggerEvent: 'schedule.tick', cronExpression, timezone, actions });
+
+describe('summarizePlan', () => {
+  it.each<[string, Plan, string]>([
+    ['a weekly digest', scheduled('0 21 * * 0', 'America/New_York'), 'Runs every Sunday at 21:00 (America/New_York). It creates a digest note of the messages since the last run.'],
+    ['several times a day', scheduled('0 9,17 * * *'), 'Runs every day at 09:00 and 17:00 (UTC). It creates a digest note of the messages since the last run.'],
+    ['the last day of the month', scheduled('0 9 L * *', 'Europe/Paris'), 'Runs on the last day of every month at 09:00 (Europe/Paris). It creates a digest note of the messages since the last run.'],
+    ['weekdays', scheduled('30 8 * * 1-5'), 'Runs every weekday (Monday to Friday) at 08:30 (UTC). It creates a digest note of the messages since the last run.'],
+    ['every 15 minutes', scheduled('*/15 * * * *'), 'Runs every 15 minutes (UTC). It creates a digest note of the messages since the last run.'],
+    ['a cron without words', scheduled('5 4 */3 * *'), 'Runs on the cron schedule "5 4 */3 * *" (UTC). It creates a digest note of the messages since the last run.'],
+    [
+      'a message condition with a time',
+      plan({
+        condition: { all: [{ field: 'type', operator: 'equals', value: 'email' }, { field: 'sender', operator: 'equals', value: 'boss@corp.com' }, { timeOfDay: { from: '18:00', to: '00:00' } }] },
+        actions: [update({ snoozedUntil: '{{next(0 9 * * *)}}' })],
+        timezone: 'Europe/London',
+      }),
+      'Runs when a message is received, only if its type is "email" and its sender is "boss@corp.com" and it happens at or after 18:00 (Europe/London). It snoozes the message until the next 09:00.',
+    ],
+    [
+      'outside business hours',
+      plan({ condition: { not: { all: [{ dayOfWeek: [1, 2, 3, 4, 5] }, { timeOfDay: { from: '09:00', to: '17:00' } }] } }, actions: [update({ readAt: '{{now}}' }), update({ archivedAt: '{{now}}' })] }),
+      'Runs when a message is received, only if not (it happens on a weekday (Monday to Friday) and it happens between 09:00 and 17:00) (UTC). It marks the message as read and then archives the message.',
+    ],
+    [
+      'created or updated, on another record',
+      plan({ triggerEvent: 'customer.created,customer.updated', condition: { field: 'type', operator: 'equals', value: 'VIP' } }),
+      'Runs when a customer is created or updated (events customer.created, customer.updated), only if its type is "VIP". It creates a digest note of the messages since the last run.',
+    ],
+    [
+      'words and a step without wording',
+      plan({
+        condition: { any: [{ field: 'text', operator: 'contains', value: 'invoice' }, { field: 'summary', operator: 'contains', value: 'invoice' }] } as Condition,
+        actions: [{ operation: 'contacts.delete', input: { id: '{{event.data.contactId}}' } }],
+      }),
+      'Runs when a message is received, only if its text or summary contains "invoice". It calls contacts.delete with {"id":"{{event.data.contactId}}"}.',
+    ],
+  ])('%s', (_, p, text) => {
+    expect(summarizePlan(p)).toBe(text);
+  });
+
+  it('describes the cron shapes the evaluator writes, and nothing it cannot', () => {
+    expect(describeCron('0 9 15 * *')).toBe('on the 15th of every month at 09:00');
+    expect(describeCron('0 9 1 1 *')).toBe('every year on January 1 at 09:00');
+    expect(describeCron('15 8 * * 1,4')).toBe('every Monday and Thursday at 08:15');
+    expect(describeCron('0 10 * * 0,6')).toBe('every Saturday and Sunday at 10:00');
+    expect(describeCron('0 */2 * * *')).toBe('every 2 hours, on the hour');
+    expect(describeCron('*/15 9-16 * * 1-5')).toBe('every 15 minutes, from 09:00 to 16:59, every weekday (Monday to Friday)');
+    expect(describeCron('0 * * * 0,6')).toBe('every hour, on the hour, every Saturday and Sunday');
+    expect(describeCron('0 9 1 * 1')).toBeNull();
+    expect(describeCron('@daily')).toBeNull();
+  });
+});
+
+describe('summarizePlan on plans not yet validated', () => {
+  it('shows a malformed condition as it is instead of failing', () => {
+    const p = plan({ condition: { all: 'nope' } as unknown as Condition });
+    expect(summarizePlan(p)).toBe('Runs when a message is received, only if the condition {"all":"nope"} holds. It creates a digest note of the messages since the last run.');
+  });
+});
