@@ -34,7 +34,7 @@ ALTER TABLE "message_attachments" ADD CONSTRAINT "message_attachments_organizati
 ALTER TABLE "message_attachments" ADD CONSTRAINT "message_attachments_message_id_messages_id_fk" FOREIGN KEY ("message_id") REFERENCES "public"."messages"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "channels_list" ON "channels" USING btree ("organization_id","created_at","id") WHERE "channels"."deleted_at" IS NULL;--> statement-breakpoint
 CREATE UNIQUE INDEX "channels_address_live" ON "channels" USING btree ("organization_id","address") WHERE "channels"."deleted_at" IS NULL;--> statement-breakpoint
-CREATE INDEX "channels_address" ON "channels" USING btree ("address") WHERE "channels"."deleted_at" IS NULL;--> statement-breakpoint
+CREATE UNIQUE INDEX "channels_smtp_address" ON "channels" USING btree ("address") WHERE "channels"."deleted_at" IS NULL AND "channels"."inbound"->>'mode' = 'smtp';--> statement-breakpoint
 CREATE INDEX "message_attachments_message" ON "message_attachments" USING btree ("organization_id","message_id");--> statement-breakpoint
 ALTER TABLE "messages" ADD CONSTRAINT "messages_channel_id_channels_id_fk" FOREIGN KEY ("channel_id") REFERENCES "public"."channels"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE UNIQUE INDEX "messages_channel_provider_id" ON "messages" USING btree ("organization_id","channel_id","provider_message_id") WHERE "messages"."provider_message_id" IS NOT NULL AND "messages"."deleted_at" IS NULL;--> statement-breakpoint
