@@ -88,7 +88,7 @@ ALTER TABLE "message_attachments" ADD CONSTRAINT "message_attachments_message_id
 CREATE INDEX "channel_sync_states_lease" ON "channel_sync_states" USING btree ("lease_until");--> statement-breakpoint
 CREATE INDEX "channels_list" ON "channels" USING btree ("organization_id","created_at","id") WHERE "channels"."deleted_at" IS NULL;--> statement-breakpoint
 CREATE UNIQUE INDEX "channels_address_live" ON "channels" USING btree ("organization_id","address") WHERE "channels"."deleted_at" IS NULL;--> statement-breakpoint
-CREATE INDEX "channels_address" ON "channels" USING btree ("address") WHERE "channels"."deleted_at" IS NULL;--> statement-breakpoint
+CREATE UNIQUE INDEX "channels_smtp_address" ON "channels" USING btree ("address") WHERE "channels"."deleted_at" IS NULL AND "channels"."inbound"->>'mode' = 'smtp';--> statement-breakpoint
 CREATE UNIQUE INDEX "mail_outbox_message" ON "mail_outbox" USING btree ("message_id");--> statement-breakpoint
 CREATE UNIQUE INDEX "mail_outbox_auto_reply" ON "mail_outbox" USING btree ("auto_reply_key") WHERE "mail_outbox"."auto_reply_key" IS NOT NULL;--> statement-breakpoint
 CREATE INDEX "mail_outbox_due" ON "mail_outbox" USING btree ("next_attempt_at") WHERE "mail_outbox"."status" IN ('pending', 'sending');--> statement-breakpoint

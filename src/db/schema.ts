@@ -278,8 +278,9 @@ export const channels = pgTable(
   (t) => [
     listIndex('channels_list', t),
     uniqueIndex('channels_address_live').on(t.organizationId, t.address).where(sql`${t.deletedAt} IS NULL`),
-    // The SMTP receiver's look-up of a recipient address (across organizations).
-    index('channels_address').on(t.address).where(sql`${t.deletedAt} IS NULL`),
+    // The SMTP receiver's look-up of a recipient address, across organizations: one live inbound-SMTP
+    // channel per address, so that no organization can claim another's mail by naming its address.
+    uniqueIndex('channels_smtp_address').on(t.address).where(sql`${t.deletedAt} IS NULL AND ${t.inbound}->>'mode' = 'smtp'`),
   ],
 );
 

@@ -195,13 +195,22 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     let transmitted = false;
     /** Until the login succeeded, a failure is the relay's (its address, TLS, credentials), not this message's. */
     let relayStage = true;
-    const deadline = setTimeout(() => connection.close(), deps.sendTimeoutMs);
+    // The whole attempt is bounded: when the time is up, the connection is closed and every step still
+    // waiting fails at once (whether or not the client library calls back after a close).
+    let expire!: (err: Error) => void;
+    const expired = new Promise<never>((_resolve, reject) => (expire = reject));
+    expired.catch(() => {});
+    const step = <T>(work: Promise<T>) => Promise.race([work, expired]);
+    const deadline = setTimeout(() => {
+      expire(Object.assign(new Error(`The relay did not finish within ${deps.sendTimeoutMs} ms`), { code: 'ETIMEDOUT' }));
+      connection.close();
+    }, deps.sendTimeoutMs);
     connection.on('error', () => {}); // reported through the callbacks
     try {
-      await new Promise<void>((resolve, reject) => connection.connect((err) => (err ? reject(err) : resolve())));
+      await step(new Promise<void>((resolve, reject) => connection.connect((err) => (err ? reject(err) : resolve()))));
       if (outbound.username) {
-        await new Promise<void>((resolve, reject) =>
-          connection.login({ user: outbound.username!, pass: outbound.password ?? '' }, (err) => (err ? reject(err) : resolve())),
+        await step(
+          new Promise<void>((resolve, reject) => connection.login({ user: outbound.username!, pass: outbound.password ?? '' }, (err) => (err ? reject(err) : resolve()))),
         );
       }
       relayStage = false;
@@ -224,8 +233,10 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
           );
         },
       });
-      const info = await new Promise<{ response: string; rejected: string[] }>((resolve, reject) =>
-        connection.send({ from: row.mail.from.email, to: envelopeRecipients(row.mail) }, data, (err, result) => (err || !result ? reject(err ?? new Error('No answer')) : resolve(result))),
+      const info = await step(
+        new Promise<{ response: string; rejected: string[] }>((resolve, reject) =>
+          connection.send({ from: row.mail.from.email, to: envelopeRecipients(row.mail) }, data, (err, result) => (err || !result ? reject(err ?? new Error('No answer')) : resolve(result))),
+        ),
       );
       connection.quit();
       return { kind: 'sent', response: info.response, rejected: info.rejected };

@@ -154,7 +154,7 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   // A broken connection or a client speaking nonsense is that client's problem: logged, never fatal.
   server.on('error', (err) => opts.log.warn({ err }, 'SMTP receiver: connection error'));
 
-  /** Writes the message once per channel named (a copy per organization); resolves only when all are committed. */
+  /** Writes the message once per channel named; resolves only when all are committed. */
   async function deliver(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession): Promise<string[]> {
     const ids: string[] = [];
     for (const channel of channels) {

@@ -95,7 +95,18 @@ describe('channels', () => {
     const dup = await a.request('POST', '/v1/channels', { type: 'email', name: 'In', address: address.toUpperCase(), inbound: { mode: 'smtp' } });
     expect(dup.status).toBe(400);
     expect(dup.json.error.details.properties.address.errors[0]).toMatch(/already exists/);
-    await addChannel(b, { type: 'email', name: 'In', address, inbound: { mode: 'smtp' } });
+    // Another organization may sync the same address over IMAP, but not receive it through the SMTP receiver:
+    // that mail is the first organization's.
+    const claimed = await b.request('POST', '/v1/channels', { type: 'email', name: 'In', address: address.toUpperCase(), inbound: { mode: 'smtp' } });
+    expect(claimed.status).toBe(400);
+    expect(claimed.json.error.details.properties.address.errors[0]).toMatch(/another organization/);
+    // Nor by renaming an SMTP channel to that address, or switching a channel with it to SMTP.
+    const other = await addChannel(b, { type: 'email', name: 'In', address: uniqueAddress(), inbound: { mode: 'smtp' } });
+    const renamed = await b.request('PATCH', `/v1/channels/${other.id}`, { address });
+    expect(renamed.json.error.details.properties.address.errors[0]).toMatch(/another organization/);
+    const imapOfB = await addChannel(b, { type: 'email', name: 'In', address, inbound: { mode: 'imap', host: 'imap.acme.example', username: 'u', password: 'p' } });
+    const switched = await b.request('PATCH', `/v1/channels/${imapOfB.id}`, { inbound: { mode: 'smtp' } });
+    expect(switched.json.error.details.properties.address.errors[0]).toMatch(/another organization/);
 
     const bad = [
       { type: 'sms', name: 'x', address: uniqueAddress(), inbound: { mode: 'smtp' } },

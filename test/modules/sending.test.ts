@@ -278,6 +278,31 @@ describe('POST /messages/send', () => {
     }
   });
 
+  it('an attempt that outlasts its time is abandoned and retried; after the whole message, it is never sent again', async () => {
+    const channel = await addChannel(a);
+    const quick = createMailSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 800, random: () => 0.5 });
+    relay.script.beforeAuth = () => new Promise<void>(() => {}); // the relay never answers the login
+    try {
+      const m = await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'Slow relay', text: 'x' });
+      const started = Date.now();
+      while ((await quick.runOnce()) > 0);
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(await outbox(m.id)).toMatchObject({ status: 'pending', attempt: 1, lastError: expect.stringMatching(/did not finish within 800 ms/) });
+      relay.script.beforeAuth = undefined;
+      // The relay has the whole message but does not answer: the outcome is unknown, so it is not sent again.
+      relay.script.recordFirst = true;
+      relay.script.data = () => new Promise<undefined>(() => {});
+      offsetMs += 60_000;
+      while ((await quick.runOnce()) > 0);
+      const failed = await get(a, m.id);
+      expect(failed.status).toBe('failed');
+      expect(failed.statusReason).toMatch(/outcome unknown/);
+      expect(relayed(m.metadata.email.messageId)).toHaveLength(1);
+    } finally {
+      relay.script = {};
+    }
+  });
+
   it('fails when the relay refuses the login', async () => {
     const channel = await addChannel(a, { outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: 'wrong-password' } });
     const m = await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'Login', text: 'x' });

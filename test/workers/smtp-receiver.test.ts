@@ -7,6 +7,8 @@ import type { AddressInfo } from 'node:net';
 import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evaluateCondition } from '../../src/modules/automations/condition.js';
+import { createAutomationEngine } from '../../src/workers/automation-engine.js';
+import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createSmtpReceiver, type SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { createTestApp, useTestApp, type Tenant } from '../helpers/app.js';
 
@@ -186,6 +188,22 @@ describe('SMTP receiver', () => {
     expect((await b.request('GET', `/v1/messages?threadId=${thread}`)).json.data).toEqual([]);
   });
 
+  it('believes the Date header only within sane bounds', async () => {
+    const channel = await smtpChannel(a);
+    const before = Date.now();
+    await transport().sendMail({ from: 'ada@sender.example', to: channel.address, text: 'future', date: new Date('2100-01-01T00:00:00Z') });
+    await transport().sendMail({ from: 'ada@sender.example', to: channel.address, text: 'ancient', date: new Date('1970-01-02T00:00:00Z') });
+    await transport().sendMail({ from: 'ada@sender.example', to: channel.address, text: 'sane', date: new Date('2020-05-05T05:05:05Z') });
+    const byText = Object.fromEntries((await messagesOf(a, channel.id)).map((m) => [m.text, m]));
+    for (const text of ['future', 'ancient']) {
+      const at = Date.parse(byText[text]!.timestamp);
+      expect(at, text).toBeGreaterThanOrEqual(before - 1000);
+      expect(at, text).toBeLessThanOrEqual(Date.now() + 1000);
+    }
+    expect(byText.sane!.timestamp).toBe('2020-05-05T05:05:05.000Z');
+    expect(byText.future!.metadata.email.date).toMatch(/2100/);
+  });
+
   it('converts an HTML-only body to text', async () => {
     const channel = await smtpChannel(a);
     await transport().sendMail({ from: 'ada@sender.example', to: channel.address, subject: 'Html', html: '<h1>Welcome</h1><p>Your <a href="https://x.example">order</a> shipped.</p>' });
@@ -243,6 +261,32 @@ describe('SMTP receiver', () => {
     const condition = { field: 'metadata.email.authentication.dmarc', operator: 'equals', value: 'pass' } as const;
     expect(evaluateCondition(condition, signed)).toBe(true);
     expect(evaluateCondition(condition, forged)).toBe(false);
+  });
+
+  it('triggers automations like any message: only mail that passes DMARC is marked read', async () => {
+    const channel = await smtpChannel(a);
+    const engine = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock: () => new Date(), log: { error() {}, warn() {} } });
+    const created = await a.request('POST', '/v1/automations', {
+      name: 'Trusted mail',
+      instructions: 'When a new email arrives, mark it as read',
+      condition: { field: 'metadata.email.authentication.dmarc', operator: 'equals', value: 'pass' },
+    });
+    expect(created.status, created.body).toBe(201);
+    await engine.runOnce();
+    const approved = await a.request('POST', `/v1/automations/${created.json.data.id}/approve`);
+    expect(approved.json.data?.status, approved.body).toBe('active');
+
+    await transport().sendMail({
+      from: 'ada@sender.example', to: channel.address, subject: 'Signed', text: 'trusted',
+      envelope: { from: 'ada@sender.example', to: [channel.address] },
+      dkim: { domainName: 'sender.example', keySelector: 'sel', privateKey: dkimPrivate },
+    });
+    await transport().sendMail({ from: 'ada@sender.example', to: channel.address, subject: 'Forged', text: 'untrusted', envelope: { from: 'x@forger.example', to: [channel.address] } });
+    await engine.runOnce();
+    await engine.runOnce();
+    const all = await messagesOf(a, channel.id);
+    expect(all.find((m) => m.text === 'trusted')!.readAt).not.toBeNull();
+    expect(all.find((m) => m.text === 'untrusted')!.readAt).toBeNull();
   });
 
   it('answers 552 to a message over SMTP_MAX_BYTES and keeps nothing', async () => {

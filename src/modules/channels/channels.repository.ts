@@ -40,27 +40,50 @@ function outboundSettings(outbound: NonNullable<ChannelCreate['outbound']>): Cha
   return { ...settings, username: settings.username ?? null, from: settings.from ?? null };
 }
 
-async function assertAddressFree(db: DbOrTx, orgId: string, address: string, exceptId?: string) {
+const smtpTaken = () =>
+  fieldError('address', 'This address already receives mail through the SMTP receiver (a channel of another organization); an address has one inbound-SMTP channel');
+
+/**
+ * An address is unique among the organization's live channels, and among all organizations' live
+ * inbound-SMTP channels: the receiver must know whose mail it is, and no organization may claim another's.
+ */
+async function assertAddressFree(db: DbOrTx, orgId: string, address: string, mode: 'smtp' | 'imap', exceptId?: string) {
+  const other = exceptId ? sql`${channels.id} <> ${exceptId}` : undefined;
   const taken = await db
     .select({ id: channels.id })
     .from(channels)
-    .where(channelRows.live(orgId, eq(channels.address, address), exceptId ? sql`${channels.id} <> ${exceptId}` : undefined))
+    .where(channelRows.live(orgId, eq(channels.address, address), other))
     .limit(1);
   if (taken.length > 0) throw duplicate();
+  if (mode !== 'smtp') return;
+  const claimed = await db
+    .select({ id: channels.id })
+    .from(channels)
+    .where(and(eq(channels.address, address), isNull(channels.deletedAt), sql`${channels.inbound}->>'mode' = 'smtp'`, other))
+    .limit(1);
+  if (claimed.length > 0) throw smtpTaken();
 }
 
 const uniqueAddress = async <T>(write: Promise<T>): Promise<T> => {
   try {
     return await write;
   } catch (err) {
-    // Two concurrent writes of one address: the partial unique index decides.
-    if (pgErrorCode(err) === '23505') throw duplicate();
+    // Two concurrent writes of one address: the partial unique indexes decide.
+    if (pgErrorCode(err) === '23505') throw constraintOf(err) === 'channels_smtp_address' ? smtpTaken() : duplicate();
     throw err;
   }
 };
 
+function constraintOf(err: unknown): string | undefined {
+  for (let e: unknown = err, i = 0; e && i < 5; e = (e as { cause?: unknown }).cause, i++) {
+    const c = (e as { constraint?: unknown }).constraint;
+    if (typeof c === 'string') return c;
+  }
+  return undefined;
+}
+
 export async function createChannel(db: DbOrTx, orgId: string, input: ChannelCreate) {
-  await assertAddressFree(db, orgId, input.address);
+  await assertAddressFree(db, orgId, input.address, input.inbound.mode);
   const inboundSecret = input.inbound.mode === 'imap' ? seal(input.inbound.password, ['inbound', 'password']) : undefined;
   const outboundSecret = input.outbound ? seal(input.outbound.password, ['outbound', 'password']) : undefined;
   const row = await uniqueAddress(
@@ -91,7 +114,9 @@ export const getChannel = async (db: DbOrTx, orgId: string, id: string) => toCha
  */
 export async function updateChannel(db: DbOrTx, orgId: string, id: string, patch: Omit<ChannelUpdate, 'id'>) {
   const current = await channelRows.get(db, orgId, id);
-  if (patch.address !== undefined && patch.address !== current.address) await assertAddressFree(db, orgId, patch.address, id);
+  const address = patch.address ?? current.address;
+  const mode = patch.inbound?.mode ?? current.inbound.mode;
+  if (address !== current.address || mode !== current.inbound.mode) await assertAddressFree(db, orgId, address, mode, id);
   const values: Partial<typeof channels.$inferInsert> = definedOnly({ name: patch.name, address: patch.address });
   if (patch.inbound !== undefined) {
     values.inbound = inboundSettings(patch.inbound);
@@ -157,9 +182,8 @@ export function withSecrets(row: ChannelRow): ChannelCredentials {
 }
 
 /**
- * The live, active inbound-SMTP channels with this address (in any organization: the SMTP receiver does
- * not know the organization before the recipient names it). Several organizations may claim one address;
- * each gets its copy.
+ * The live, active inbound-SMTP channel with this address, in whichever organization has it (the SMTP
+ * receiver does not know the organization before the recipient names it; an address has at most one).
  */
 export async function smtpChannelsFor(db: DbOrTx, address: string): Promise<ChannelRow[]> {
   return db
@@ -173,11 +197,19 @@ export async function recordChannelOutcome(db: DbOrTx, channelId: string, outcom
   const set = outcome.ok
     ? { lastSyncAt: outcome.at ?? new Date(), lastError: null, status: sql`CASE WHEN ${channels.status} = 'error' THEN 'active' ELSE ${channels.status} END` }
     : { lastError: outcome.error.slice(0, 1000), status: sql`CASE WHEN ${channels.status} = 'disabled' THEN 'disabled' ELSE 'error' END` };
+  // A success changes nothing worth a write (and a row lock held to the end of every receiving transaction,
+  // which would serialise a busy channel's deliveries) while the channel is fine and `lastSyncAt` is recent.
+  const worthWriting = outcome.ok
+    ? sql`(${channels.status} = 'error' OR ${channels.lastError} IS NOT NULL OR ${channels.lastSyncAt} IS NULL OR ${channels.lastSyncAt} < ${(outcome.at ?? new Date()).toISOString()}::timestamptz - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds')`
+    : undefined;
   await db
     .update(channels)
     .set({ ...set, updatedAt: sql`now()` } as never)
-    .where(and(eq(channels.id, channelId), isNull(channels.deletedAt)));
+    .where(and(eq(channels.id, channelId), isNull(channels.deletedAt), worthWriting));
 }
+
+/** `lastSyncAt` is exact to this many seconds. */
+export const SYNC_TIME_GRANULARITY_S = 10;
 
 /**
  * Key rotation: re-encrypts under the current key every stored password encrypted under an older one
