@@ -307,7 +307,7 @@ describe('SMTP receiver', () => {
       ['many headers', Buffer.from(`${head('many')}${'X-Many: 1\r\n'.repeat(5000)}\r\nbody\r\n`)],
       ['invalid charset', Buffer.from(`${head('charset')}Content-Type: text/plain; charset=x-no-such-charset\r\n\r\nbytes \xff\xfe here\r\n`, 'latin1')],
       ['invalid UTF-8 and base64', Buffer.from(`${head('=?utf-8?B?////?=')}Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n!!!not base64 at all\xc3\x28\r\n`, 'latin1')],
-      ['8-bit headers', Buffer.from(`${head('Caf\xe9 cr\xe8me \xc3\xa9t\xc3\xa9')}From: "J\xfcrgen" <j@sender.example>\r\n\r\n8-bit header body\r\n`, 'latin1')],
+      ['8-bit headers', Buffer.from(`From: "J\xfcrgen" <j@sender.example>\r\nTo: ${channel.address}\r\nSubject: Caf\xe9 cr\xe8me\r\nX-Utf8: \xc3\xa9t\xc3\xa9\r\n\r\n8-bit header body\r\n`, 'latin1')],
       ['NUL bytes', Buffer.from(`${head('nul\u0000subject')}\r\nbody with \u0000 NUL\u0000 bytes\r\n`)],
       ['no headers at all', Buffer.from('just some text\r\nwithout headers\r\n')],
       ['encoded-word bomb', Buffer.from(`${head('=?utf-8?Q?' + '=C3=A9'.repeat(5000) + '?=')}\r\nbody\r\n`)],
@@ -332,6 +332,10 @@ describe('SMTP receiver', () => {
     const nul = mine.find((m) => String(m.text).includes('body with'));
     expect(nul?.text).toBe('body with  NUL bytes');
     expect(mine.find((m) => String(m.text).startsWith('just some text'))?.text).toBe('just some text\r\nwithout headers');
+    // Legacy 8-bit (Latin-1) headers are read as Latin-1, not as replacement characters.
+    const eightBit = mine.find((m) => m.text === '8-bit header body')!;
+    expect(eightBit.summary).toBe('Café crème');
+    expect(eightBit.sender).toEqual({ email: 'j@sender.example', name: 'Jürgen' });
     expect(mine.filter((m) => m.metadata.email.parseError).length).toBeGreaterThanOrEqual(1); // the nesting bomb: kept as raw text
 
     // Still serving.

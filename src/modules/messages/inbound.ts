@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { createHash, randomUUID } from 'node:crypto';
 import { promises as dns } from 'node:dns';
 import { hostname } from 'node:os';
@@ -204,9 +205,33 @@ const PARSER_OPTIONS = {
   checksumAlgo: 'sha256',
 } as const;
 
+/**
+ * Raw 8-bit header lines (RFC 5322 wants ASCII, RFC 6532 allows UTF-8) that are not valid UTF-8 are read as
+ * Latin-1, the usual legacy encoding, instead of becoming replacement characters. Line by line, so that a
+ * UTF-8 header beside a Latin-1 one keeps its text. Only the parser's copy: authentication sees the bytes
+ * as they came (DKIM signs them).
+ */
+export function legacyHeadersAsUtf8(raw: Buffer): Buffer {
+  let end = raw.indexOf('\r\n\r\n');
+  if (end < 0) end = raw.indexOf('\n\n');
+  if (end < 0) end = raw.length;
+  const head = raw.subarray(0, end);
+  if (!head.some((b) => b >= 0x80) || isUtf8(head)) return raw;
+  const lines: Buffer[] = [];
+  let start = 0;
+  while (start < head.length) {
+    let next = head.indexOf(0x0a, start);
+    next = next < 0 ? head.length : next + 1;
+    const line = head.subarray(start, next);
+    lines.push(isUtf8(line) ? line : Buffer.from(line.toString('latin1'), 'utf8'));
+    start = next;
+  }
+  return Buffer.concat([...lines, raw.subarray(end)]);
+}
+
 async function parse(raw: Buffer): Promise<{ parsed?: ParsedMail; error?: string }> {
   try {
-    return { parsed: await simpleParser(raw, PARSER_OPTIONS) };
+    return { parsed: await simpleParser(legacyHeadersAsUtf8(raw), PARSER_OPTIONS) };
   } catch (err) {
     return { error: cleanText(err instanceof Error ? err.message : String(err), 500) };
   }
