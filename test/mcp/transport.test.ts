@@ -416,7 +416,7 @@ describe('tools', () => {
       ['contacts_read', { readOnlyHint: true, openWorldHint: false }],
       ['events_read', { readOnlyHint: true, openWorldHint: false }],
       // Marking a message read, creating: not destructive.
-      ['messages_write', { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false }],
+      ['messages_write', { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true }],
       ['contacts_write', { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false }],
       ['contacts_delete', { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false }],
       // Archiving for good and rotating a secret are destructive; so is their tool.

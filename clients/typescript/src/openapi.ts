@@ -1001,7 +1001,7 @@ export interface paths {
          *
          *     Requires the `domains:write` permission (or `*`).
          */
-        post: operations["domains.create_dkim_key"];
+        post: operations["domains.rotate_dkim_key"];
         delete?: never;
         options?: never;
         head?: never;
@@ -8033,7 +8033,7 @@ export interface operations {
             503: components["responses"]["Error503"];
         };
     };
-    "domains.create_dkim_key": {
+    "domains.rotate_dkim_key": {
         parameters: {
             query?: never;
             header?: {

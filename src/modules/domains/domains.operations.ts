@@ -39,8 +39,10 @@ const domainOperations: Operation[] = [
     handler: (input, ctx) => getDomain(ctx.db, ctx.orgId, input.id),
   }),
   defineOperation({
-    id: 'domains.create_dkim_key',
+    id: 'domains.rotate_dkim_key',
     method: 'POST',
+    // A second call replaces the signing key (the previous one stops signing): it replaces a secret.
+    effects: { destructive: true },
     event: 'domain.updated',
     path: '/domains/{id}/dkim-key',
     summary: 'Generate a DKIM signing key for the domain',
