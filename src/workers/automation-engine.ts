@@ -18,6 +18,7 @@ import { evaluateCondition } from '../modules/automations/condition.js';
 import { evaluateAutomation, validatePlan } from './evaluator/index.js';
 import { TRIGGER_EVENT_SEPARATOR, triggerMatches, type Condition, type EvaluationOutcome, type Evaluator, type Plan, type PlanStep } from '../modules/automations/plan.js';
 import { renderTemplates, usesDigest, type TemplateContext } from '../modules/automations/template.js';
+import { AutomaticMailRefused } from '../modules/messages/sending.repository.js';
 import type { EventRecord } from '../modules/events/events.recorder.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
@@ -461,6 +462,9 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
       const event = run.eventId ? ((await tx.select().from(events).where(eq(events.id, run.eventId)))[0] ?? null) : null;
       let steps: ExecutionStepRecord[] = [];
       let error: string | null = null;
+      // A step the loop-safety rules of automatic mail refused (RFC 3834): the run is skipped, not failed, so
+      // newsletters an automation must not answer do not count towards switching it off.
+      let refused: string | null = null;
       try {
         steps = await runSteps(tx, a, authority.permissions, run.depth, event, now);
         // The events the steps recorded carry the run's origin, so the runs they trigger count against its cap.
@@ -471,15 +475,20 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
           .where(and(eq(events.actorType, 'automation'), eq(events.actorId, a.id), isNull(events.originId), isNull(events.dispatchedAt)));
       } catch (err) {
         if (toAppError(err).code === 'SERVICE_UNAVAILABLE') throw err; // the database is away: leave the run queued
-        error = describeFailure(err);
+        if (err instanceof AutomaticMailRefused) refused = `Skipped: ${err.message}`;
+        else error = describeFailure(err);
         if (!(err instanceof PlanError) && toAppError(err).status >= 500) log.error({ err, automationId: a.id }, 'automation step failed unexpectedly');
       }
       const finishedAt = clock();
       await tx
         .update(automationExecutions)
-        .set({ status: error ? 'failed' : 'succeeded', error, steps, startedAt: now, finishedAt })
+        .set({ status: refused ? 'skipped' : error ? 'failed' : 'succeeded', error: refused ?? error, steps, startedAt: now, finishedAt })
         .where(eq(automationExecutions.id, run.id));
       const changes: Partial<typeof automations.$inferInsert> = {};
+      if (refused) {
+        // Nothing ran: neither a failure nor one of its executions.
+        return true;
+      }
       if (error) {
         changes.consecutiveFailures = a.consecutiveFailures + 1;
         if (changes.consecutiveFailures >= MAX_CONSECUTIVE_FAILURES) {

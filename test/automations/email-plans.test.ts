@@ -92,5 +92,23 @@ describe('email steps of the built-in vocabulary', () => {
     expect(note.mail.subject).toBe('Invoice');
     expect(note.mail.text).toContain('An invoice from Billing arrived.');
     for (const p of parsed) expect(p.mail.from?.value[0]?.address).toBe('support@acme.example');
+
+    // A second invoice the same day: the reply automation answers a sender at most once a day (RFC 3834), so
+    // its run is skipped with the reason, and neither counts as a failure nor as one of its executions.
+    const again = await ok(
+      await a.request('POST', '/v1/messages', { direction: 'incoming', type: 'email', sender: 'billing@vendor.example', recipient: 'support@acme.example', summary: 'Invoice 43', text: 'Another invoice.' }),
+      201,
+    );
+    await t.database.db.update(messages).set({ channelId: channel.id }).where(eq(messages.id, again.id));
+    await t.database.db
+      .update(events)
+      .set({ data: sql`jsonb_set(${events.data}, '{channelId}', ${JSON.stringify(channel.id)}::jsonb)` })
+      .where(eq(events.resourceId, again.id));
+    await engine.runOnce();
+    await engine.runOnce();
+    const [latest] = (await ok(await a.request('GET', `/v1/automations/${ids[0]}/executions`))) as unknown as Json[];
+    expect(latest).toMatchObject({ status: 'skipped' });
+    expect(latest!.error).toMatch(/at most once a day/);
+    expect(await ok(await a.request('GET', `/v1/automations/${ids[0]}`))).toMatchObject({ status: 'active', currentExecutions: 1 });
   });
 });
