@@ -85,7 +85,8 @@ function currentKey(): Key {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
   if (text === undefined) {
-    mkdirSync(settings.dataDir, { recursive: true });
+    // Private like the rest of DATA_DIR (start-up refuses a directory that group or others can read).
+    mkdirSync(settings.dataDir, { recursive: true, mode: 0o700 });
     const generated = randomBytes(32).toString('base64');
     try {
       // `wx`: two processes racing here cannot overwrite each other's key; the loser reads the winner's.
