@@ -61,16 +61,19 @@ describe('email steps of the built-in vocabulary', () => {
     await engine.runOnce();
     for (const id of ids) expect(await ok(await a.request('GET', `/v1/automations/${id}`))).toMatchObject({ status: 'active' });
 
-    // The invoice arrives through the channel (recorded as inbound mail would be: the message and its event know the channel).
-    const invoice = await ok(
-      await a.request('POST', '/v1/messages', { direction: 'incoming', type: 'email', sender: 'billing@vendor.example', recipient: 'support@acme.example', summary: 'Invoice 42', text: 'Please find the invoice.' }),
-      201,
-    );
-    await t.database.db.update(messages).set({ channelId: channel.id }).where(eq(messages.id, invoice.id));
-    await t.database.db
-      .update(events)
-      .set({ data: sql`jsonb_set(${events.data}, '{channelId}', ${JSON.stringify(channel.id)}::jsonb)` })
-      .where(eq(events.resourceId, invoice.id));
+    // An invoice arrives through the channel (recorded as inbound mail would be: the message and its event know the channel).
+    const arrives = async (summary: string, text: string) => {
+      const message = await ok(
+        await a.request('POST', '/v1/messages', { direction: 'incoming', type: 'email', sender: 'billing@vendor.example', recipient: 'support@acme.example', summary, text }),
+        201,
+      );
+      await t.database.db.update(messages).set({ channelId: channel.id }).where(eq(messages.id, message.id));
+      await t.database.db
+        .update(events)
+        .set({ data: sql`jsonb_set(${events.data}, '{channelId}', ${JSON.stringify(channel.id)}::jsonb)` })
+        .where(eq(events.resourceId, message.id));
+    };
+    await arrives('Invoice 42', 'Please find the invoice.');
     await engine.runOnce();
     await engine.runOnce();
     for (const id of ids) {
@@ -95,15 +98,7 @@ describe('email steps of the built-in vocabulary', () => {
 
     // A second invoice the same day: the reply automation answers a sender at most once a day (RFC 3834), so
     // its run is skipped with the reason, and neither counts as a failure nor as one of its executions.
-    const again = await ok(
-      await a.request('POST', '/v1/messages', { direction: 'incoming', type: 'email', sender: 'billing@vendor.example', recipient: 'support@acme.example', summary: 'Invoice 43', text: 'Another invoice.' }),
-      201,
-    );
-    await t.database.db.update(messages).set({ channelId: channel.id }).where(eq(messages.id, again.id));
-    await t.database.db
-      .update(events)
-      .set({ data: sql`jsonb_set(${events.data}, '{channelId}', ${JSON.stringify(channel.id)}::jsonb)` })
-      .where(eq(events.resourceId, again.id));
+    await arrives('Invoice 43', 'Another invoice.');
     await engine.runOnce();
     await engine.runOnce();
     const [latest] = (await ok(await a.request('GET', `/v1/automations/${ids[0]}/executions`))) as unknown as Json[];
