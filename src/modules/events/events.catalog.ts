@@ -37,7 +37,9 @@ export type EventType = (typeof EVENT_TYPES)[number];
 
 export const isEventType = (value: string): value is EventType => (EVENT_TYPES as readonly string[]).includes(value);
 
-const AREA_OF_RESOURCE: Record<string, Category> = {
+/** The area of every resource of the catalog (typed so that a new resource cannot be left out). */
+type TopResource = EventResource extends infer R ? (R extends `${infer Top}.${string}` ? Top : R) : never;
+const AREA_OF_RESOURCE: Record<TopResource, Category> & Record<string, Category | undefined> = {
   contact: 'contacts',
   message: 'messages',
   customer: 'customers',
@@ -46,6 +48,7 @@ const AREA_OF_RESOURCE: Record<string, Category> = {
   automation: 'automations',
   domain: 'domains',
   webhook: 'webhooks',
+  channel: 'channels',
 };
 
 /**

@@ -48,6 +48,8 @@ export const webhooksOperations: Operation[] = [
     id: 'webhooks.create',
     method: 'POST',
     event: 'webhook.created',
+    // Subscribing to an area's events needs that area's read permission (the endpoint receives its records).
+    errors: ['FORBIDDEN'],
     eventData: withoutSecret,
     path: '/webhooks',
     summary: 'Create a webhook endpoint',
@@ -69,6 +71,7 @@ export const webhooksOperations: Operation[] = [
     id: 'webhooks.update',
     method: 'PATCH',
     event: 'webhook.updated',
+    errors: ['FORBIDDEN'],
     path: '/webhooks/{id}',
     summary: 'Update a webhook endpoint',
     description: `Absent fields stay as they are. \`enabled: true\` also re-enables an endpoint the service disabled after 3 days of failures.\n\n${SUBSCRIBING} This holds for a change of \`url\` or \`eventTypes\` (checked against the resulting subscription).`,
