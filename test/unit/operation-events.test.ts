@@ -3,8 +3,8 @@ import { eventTypesOf } from '../../src/core/operation.js';
 import { EVENT_TYPES, isEventType } from '../../src/modules/events/events.catalog.js';
 import { operations } from '../../src/operations.js';
 
-/** Writes that change no record of the organization: they queue a delivery, which is not a resource, or only connect somewhere. */
-const NO_RECORD_CHANGED = ['webhooks.test', 'webhooks.retry_delivery', 'channels.test'];
+/** Writes that change no record of the organization: they queue a delivery, which is not a resource, only connect somewhere, or only preview. */
+const NO_RECORD_CHANGED = ['webhooks.test', 'webhooks.retry_delivery', 'channels.test', 'automations.preview'];
 
 describe('the operations and the event catalog', () => {
   it('every write names event types of the catalog; no read records any', () => {
