@@ -65,8 +65,11 @@ export function canStoreSecrets(): boolean {
 const MISSING_KEY =
   'Storing a password needs SECRETS_KEY: with DATABASE_URL set, every process must encrypt and decrypt with the same key, so start the server with SECRETS_KEY (32 bytes, base64 or hex)';
 
-/** The 400 a write that carries a secret answers when no key may be used, at the secret's field (e.g. `['inbound', 'password']`). */
-export function missingKeyError(path: [string, ...string[]]): AppError {
+/**
+ * The 400 a write that carries a secret answers when no key may be used, at the secret's field (e.g.
+ * `['inbound', 'password']`), or about the request as a whole when the secret is one the service makes (a DKIM key).
+ */
+export function missingKeyError(path: string[]): AppError {
   let tree: ErrorTree = { errors: [MISSING_KEY] };
   for (const key of [...path].reverse()) tree = { errors: [], properties: { [key]: tree } };
   return new AppError('VALIDATION_ERROR', 'The request is invalid', tree);

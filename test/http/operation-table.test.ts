@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inputLocation, pathParams, successStatus, type Operation } from '../../src/core/operation.js';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
@@ -38,7 +39,8 @@ let b: Tenant;
 let mcpToken: string;
 
 beforeAll(async () => {
-  t = await startLiveApp();
+  // A secrets key, as a PostgreSQL deployment must have one to store channel passwords and DKIM keys.
+  t = await startLiveApp({ env: { SECRETS_KEY: randomBytes(32).toString('base64') } });
   a = await t.tenant();
   b = await t.tenant();
   mcpToken = (await mintToken(t, a)).token;

@@ -49,7 +49,8 @@ const domainOperations: Operation[] = [
     description:
       'Generates an RSA 2048 key under a new selector and answers the domain with its `dkim` (the public part: the private key is stored encrypted and never returned). ' +
       'From then on, mail sent through a channel whose address is at this domain is DKIM-signed (d=<domain>, s=<selector>). ' +
-      'Publish the DKIM record of `GET /domains/{id}/dns-records` first. Calling it again rotates the key: the previous one stops signing at once.',
+      'Publish the DKIM record of `GET /domains/{id}/dns-records` first. Calling it again rotates the key: the previous one stops signing at once. ' +
+      'With PostgreSQL the server needs its SECRETS_KEY to store the key (400 otherwise).',
     input: DomainId,
     output: Domain,
     handler: (input, ctx) => rotateDkimKey(ctx.db, ctx.orgId, input.id, new Date()),

@@ -1,5 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
 import { fieldError, notFound, pgErrorCode } from '../../core/errors.js';
+import { canStoreSecrets, missingKeyError } from '../../core/encryption.js';
 import type { Page, PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
 import { domainRegistrations, domains } from '../../db/schema.js';
@@ -31,6 +32,7 @@ export async function listDomains(db: DbOrTx, orgId: string, page: PageInput): P
  */
 export async function rotateDkimKey(db: DbOrTx, orgId: string, id: string, now: Date) {
   await domainRows.get(db, orgId, id);
+  if (!canStoreSecrets()) throw missingKeyError([]);
   const key = await generateDkimKey(now);
   const [row] = await db
     .update(domains)
