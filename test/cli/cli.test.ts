@@ -103,7 +103,8 @@ async function countRows(db: Database['db'], orgId: string) {
   };
 }
 
-const SEED_ARGS = ['--contacts', '7', '--messages', '40', '--customers', '5', '--transactions', '11', '--businesses', '2', '--folders', '4', '--domains', '3'];
+// A fixed random seed: the data (e.g. whether a folder has a parent) is then the same on every run.
+const SEED_ARGS = ['--random-seed', '7', '--contacts', '7', '--messages', '40', '--customers', '5', '--transactions', '11', '--businesses', '2', '--folders', '4', '--domains', '3'];
 const SEED_COUNTS = { contacts: 7, messages: 40, customers: 5, transactions: 11, businesses: 2, folders: 4, domains: 3 };
 
 /** What every seeded organization must look like, whichever database holds it. */
