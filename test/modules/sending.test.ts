@@ -8,7 +8,8 @@ import { mailOutbox } from '../../src/db/schema.js';
 import { operationById } from '../../src/operations.js';
 import { AutomaticMailRefused } from '../../src/modules/messages/sending.repository.js';
 import { runOperation } from '../../src/run-operation.js';
-import { createSmtpReceiver, type SmtpReceiver } from '../../src/workers/smtp-receiver.js';
+import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
+import { startTestReceiver } from '../helpers/smtp-receiver.js';
 import nodemailer from 'nodemailer';
 import { createMailSender, MAX_SEND_ATTEMPTS } from '../../src/workers/mail-sender.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
@@ -36,23 +37,7 @@ let receiverPort = 0;
 beforeAll(async () => {
   relay = await startRelay();
   sender = createMailSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 5000, random: () => 0.5 });
-  receiver = createSmtpReceiver({
-    db: t.database.db,
-    log: { info() {}, warn() {}, error() {} },
-    port: 0,
-    host: '127.0.0.1',
-    serverName: 'mx.switchboard.test',
-    maxBytes: 200_000,
-    maxConnections: 50,
-    maxConnectionsPerIp: 20,
-    ratePerMinute: 0,
-    attachmentMaxBytes: 10_000,
-    // Offline: no DNS record exists (SPF, DKIM and DMARC of received mail are "none").
-    resolver: async (name: string) => {
-      throw Object.assign(new Error(`ENOTFOUND ${name}`), { code: 'ENOTFOUND' });
-    },
-  });
-  receiverPort = (await receiver.listen()).port;
+  ({ receiver, port: receiverPort } = await startTestReceiver(t.database.db));
 });
 afterAll(async () => {
   await receiver?.stop();

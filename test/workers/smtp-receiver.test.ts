@@ -3,13 +3,13 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
 import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evaluateCondition } from '../../src/modules/automations/condition.js';
 import { createAutomationEngine } from '../../src/workers/automation-engine.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
-import { createSmtpReceiver, type SmtpReceiver } from '../../src/workers/smtp-receiver.js';
+import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
+import { startTestReceiver } from '../helpers/smtp-receiver.js';
 import { createTestApp, useTestApp, type Tenant } from '../helpers/app.js';
 
 /**
@@ -58,20 +58,7 @@ async function messagesOf(tenant: Tenant, channelId: string) {
 }
 
 beforeAll(async () => {
-  receiver = createSmtpReceiver({
-    db: t.database.db,
-    log: { info() {}, warn() {}, error() {} },
-    port: 0,
-    host: '127.0.0.1',
-    serverName: 'mx.switchboard.test',
-    maxBytes: 200_000,
-    maxConnections: 50,
-    maxConnectionsPerIp: 20,
-    ratePerMinute: 0,
-    attachmentMaxBytes: ATTACHMENT_LIMIT,
-    resolver,
-  });
-  port = (await receiver.listen()).port;
+  ({ receiver, port } = await startTestReceiver(t.database.db, { attachmentMaxBytes: ATTACHMENT_LIMIT, resolver }));
 });
 afterAll(() => receiver?.stop());
 
@@ -349,11 +336,7 @@ describe('SMTP receiver with the database down', () => {
     const app = await createTestApp({ env: { SECRETS_KEY } });
     const tenant = await app.tenant();
     const channel = await smtpChannel(tenant);
-    const down = createSmtpReceiver({
-      db: app.database.db, log: { info() {}, warn() {}, error() {} }, port: 0, host: '127.0.0.1', maxBytes: 100_000,
-      maxConnections: 5, maxConnectionsPerIp: 5, ratePerMinute: 0, attachmentMaxBytes: 1000, resolver,
-    });
-    const { port: downPort } = await down.listen();
+    const { receiver: down, port: downPort } = await startTestReceiver(app.database.db, { maxBytes: 100_000, maxConnections: 5, maxConnectionsPerIp: 5, attachmentMaxBytes: 1000, resolver });
     const send = () =>
       nodemailer.createTransport({ host: '127.0.0.1', port: downPort, secure: false, ignoreTLS: true }).sendMail({ from: 'ada@sender.example', to: channel.address, text: 'hello' });
     try {
@@ -373,12 +356,10 @@ describe('SMTP receiver with a certificate', () => {
     try {
       execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=mx.switchboard.test'], { stdio: 'ignore' });
       const channel = await smtpChannel(a);
-      const tls = createSmtpReceiver({
-        db: t.database.db, log: { info() {}, warn() {}, error() {} }, port: 0, host: '127.0.0.1', maxBytes: 100_000,
-        maxConnections: 5, maxConnectionsPerIp: 5, ratePerMinute: 0, attachmentMaxBytes: 1000, resolver,
+      const { receiver: tls, port: p } = await startTestReceiver(t.database.db, {
+        maxBytes: 100_000, maxConnections: 5, maxConnectionsPerIp: 5, attachmentMaxBytes: 1000, resolver,
         tls: { cert: readFileSync(join(dir, 'cert.pem')), key: readFileSync(join(dir, 'key.pem')) },
       });
-      const { port: p } = await tls.listen();
       try {
         const info = await nodemailer
           .createTransport({ host: '127.0.0.1', port: p, secure: false, requireTLS: true, tls: { rejectUnauthorized: false } })
@@ -401,11 +382,7 @@ describe('SMTP receiver with a certificate', () => {
 describe('SMTP receiver limits', () => {
   it('limits connections and messages per IP address', async () => {
     const channel = await smtpChannel(a);
-    const limited = createSmtpReceiver({
-      db: t.database.db, log: { info() {}, warn() {}, error() {} }, port: 0, host: '127.0.0.1', maxBytes: 100_000,
-      maxConnections: 10, maxConnectionsPerIp: 1, ratePerMinute: 2, attachmentMaxBytes: 1000, resolver,
-    });
-    const { port: p } = (await limited.listen()) as AddressInfo;
+    const { receiver: limited, port: p } = await startTestReceiver(t.database.db, { maxBytes: 100_000, maxConnections: 10, maxConnectionsPerIp: 1, ratePerMinute: 2, attachmentMaxBytes: 1000, resolver });
     try {
       const pooled = nodemailer.createTransport({ host: '127.0.0.1', port: p, secure: false, ignoreTLS: true, pool: true, maxConnections: 1 });
       expect((await pooled.sendMail({ from: 'ada@sender.example', to: channel.address, text: 'one' })).response).toMatch(/^250/);

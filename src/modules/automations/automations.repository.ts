@@ -15,7 +15,7 @@ import { definedOnly, listPage, live, scopedRepository } from '../../db/scoped.j
 import { assertClientTransition, NOT_EVALUATED, type AutomationStatus } from './automations.lifecycle.js';
 import { eventReadPermission, SCHEDULE_TRIGGER } from '../events/events.catalog.js';
 import { evaluateCondition } from './condition.js';
-import type { Condition, PlanStep } from './plan.js';
+import { triggerEventTypes, type Condition, type PlanStep } from './plan.js';
 import { renderTemplates, usesDigest, type TemplateContext } from './template.js';
 import {
   DEFAULT_STATUS,
@@ -356,8 +356,7 @@ export async function previewAutomation(ctx: OperationContext, id: string, event
     [event] = await ctx.db
       .select()
       .from(events)
-      // A plan triggered by several event types lists them comma-separated.
-      .where(and(eq(events.organizationId, ctx.orgId), inArray(events.type, row.triggerEvent.split(','))))
+      .where(and(eq(events.organizationId, ctx.orgId), inArray(events.type, triggerEventTypes(row.triggerEvent))))
       .orderBy(desc(events.occurredAt), desc(events.id))
       .limit(1);
   }
