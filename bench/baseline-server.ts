@@ -75,7 +75,8 @@ pool.on('error', () => {});
 
 const run = async (name: keyof typeof SQL, values: unknown[]) => (await pool.query<{ j: unknown }>({ name, text: SQL[name], values })).rows.map((r) => r.j);
 
-const RECORD_EVENT = `INSERT INTO events (organization_id, type, resource_id, data, actor_type, depth) VALUES ($1, $2, ($3::jsonb ->> 'id')::uuid, $3, 'api_key', 0)`;
+// Recorded as dispatched, as the service records an event no automation listens for: the service's engine leaves it alone.
+const RECORD_EVENT = `INSERT INTO events (organization_id, type, resource_id, data, actor_type, depth, dispatched_at) VALUES ($1, $2, ($3::jsonb ->> 'id')::uuid, $3, 'api_key', 0, now())`;
 /**
  * The least an atomic write with its event can do: BEGIN, the write, the event, COMMIT on one connection,
  * four round trips. The service's writes are also measured against this, to tell the cost of atomicity

@@ -7,7 +7,7 @@ import type { Db, DbOrTx } from './db/client.js';
 import { LazyTransaction } from './db/lazy-transaction.js';
 import { composeWrite, executeRendered, failsWith, isWrite, refusal, renderWrite, runWrite, type Write } from './db/write.js';
 import { isEventType, type EventType } from './modules/events/events.catalog.js';
-import { answerEventsSource, eventCtes, recordEvents, type NewEvent } from './modules/events/events.recorder.js';
+import { answerEventsSource, committedColumns, committedOf, eventCtes, nothingRecorded, recordEvents, type NewEvent, type Recorded } from './modules/events/events.recorder.js';
 import { notifyEventsCommitted } from './modules/events/events.signal.js';
 
 /** Who runs an operation, as the adapters (REST, MCP) and the automation engine describe it. */
@@ -64,7 +64,7 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
     await lazy.rollback();
     throw err;
   }
-  let answer: { data: unknown; recorded: number };
+  let answer: { data: unknown; recorded: Recorded };
   if (isWrite(result) && !lazy.opened) {
     answer = await writer.alone(caller.db, result);
   } else if (!lazy.opened && !op.cost) {
@@ -77,7 +77,7 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
       return { data, recorded: writer.recorded };
     });
   }
-  if (answer.recorded > 0) notifyEventsCommitted();
+  if (answer.recorded.events > 0) notifyEventsCommitted({ ...answer.recorded, types: writer.types, operation: op.id });
   return { data: answer.data };
 }
 
@@ -101,7 +101,9 @@ const P = {
 
 /** The events of one run of a write operation, in the shape the write was sent in. */
 class EventWriter {
-  recorded = 0;
+  recorded: Recorded = nothingRecorded;
+  /** The event types recorded (predicted, when the write went alone). */
+  types: readonly string[] = [];
 
   constructor(
     private readonly op: Operation,
@@ -119,15 +121,18 @@ class EventWriter {
     const types = this.fixedTypes();
     if (isWrite(result) && this.composable() && types) {
       const rendered = renderWrite(tx, result.spec, `${this.op.id}:events`, () =>
-        composeWrite(result.spec, eventCtes(answerEventsSource(P.org, P.types), P.actor), [sql`(SELECT count(*) FROM ev)::int AS n`]),
+        composeWrite(result.spec, eventCtes(answerEventsSource(P.org, P.types), P.actor), committedColumns),
       );
       const [row] = await executeRendered(tx, rendered, { ...result.values, ...this.values(types) });
       if (row?.data == null) throw notFound(result.spec.label);
-      this.recorded = Number(row.n);
+      this.recorded = committedOf(row);
+      this.types = types;
       return row.data;
     }
     const data = isWrite(result) ? await runWrite(tx, result) : result;
-    this.recorded = await recordEvents(tx, this.caller.actor, eventsOf(this.op, this.caller.orgId, data));
+    const list = eventsOf(this.op, this.caller.orgId, data);
+    this.recorded = await recordEvents(tx, this.caller.actor, list);
+    this.types = list.map((e) => e.type);
     return data;
   }
 
@@ -136,14 +141,14 @@ class EventWriter {
    * that depend on the answer are predicted from the input, and the statement refuses to stand when the
    * answer reads differently; the write then runs again in a transaction that records the events it answered.
    */
-  async alone(db: Db, write: Write<unknown>): Promise<{ data: unknown; recorded: number }> {
+  async alone(db: Db, write: Write<unknown>): Promise<{ data: unknown; recorded: Recorded }> {
     const prediction = this.composable() ? this.predictTypes() : undefined;
     if (!prediction) return this.inTransaction(db, write);
     const { spec } = write;
     const guards = prediction.reads.map(([key]) => key);
     const rendered = renderWrite(db, spec, `${this.op.id}:${this.op.cost ?? 0}:alone:${guards.join(',')}`, () => {
       const ctes = [...(this.op.cost ? [debitCte(db)] : []), ...eventCtes(answerEventsSource(P.org, P.types), P.actor)];
-      const columns = [sql`(SELECT count(*) FROM ev)::int AS n`];
+      const columns = [...committedColumns];
       // Checks that must hold, evaluated on the one row the statement answers; a failed one aborts it whole.
       if (this.op.cost) columns.push(sql`CASE WHEN EXISTS (SELECT 1 FROM debit) THEN true ELSE ${refusal(NO_CREDITS, sql`(SELECT count(*)::text FROM debit)`)} END AS paid`);
       if (guards.length > 0) {
@@ -166,14 +171,17 @@ class EventWriter {
       throw err;
     }
     if (row?.data == null) throw notFound(spec.label);
-    return { data: row.data, recorded: Number(row.n) };
+    this.types = prediction.types;
+    return { data: row.data, recorded: committedOf(row) };
   }
 
   private async inTransaction(db: Db, write: Write<unknown>) {
     return db.transaction(async (t) => {
       if (this.op.cost) await debitCredits(t, this.caller.orgId, this.op.cost);
       const data = await runWrite(t, write);
-      const recorded = await recordEvents(t, this.caller.actor, eventsOf(this.op, this.caller.orgId, data));
+      const list = eventsOf(this.op, this.caller.orgId, data);
+      const recorded = await recordEvents(t, this.caller.actor, list);
+      this.types = list.map((e) => e.type);
       return { data, recorded };
     });
   }

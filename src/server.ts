@@ -11,7 +11,7 @@ import { createCleanup } from './workers/cleanup.js';
 import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
-import { createSmtpReceiver, type SmtpReceiver } from './workers/smtp-receiver.js';
+import type { SmtpReceiver } from './workers/smtp-receiver.js';
 import { readFileSync } from 'node:fs';
 import { reencryptChannelSecrets } from './modules/channels/channels.repository.js';
 
@@ -80,6 +80,8 @@ export async function serve(config: Config = loadConfig()) {
   let smtpReceiver: SmtpReceiver | undefined;
   if (config.smtp.port !== undefined) {
     if (Boolean(config.smtp.tlsCert) !== Boolean(config.smtp.tlsKey)) throw new Error('SMTP_TLS_CERT and SMTP_TLS_KEY must be set together');
+    // Loaded only when it runs: a process without SMTP_PORT does not hold the SMTP server library.
+    const { createSmtpReceiver } = await import('./workers/smtp-receiver.js');
     smtpReceiver = createSmtpReceiver({
       db: database.db,
       log: app.log,

@@ -21,7 +21,7 @@ import { renderTemplates, usesDigest, type TemplateContext } from '../modules/au
 import { AutomaticMailRefused } from '../modules/messages/sending.repository.js';
 import type { EventRecord } from '../modules/events/events.recorder.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
-import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
+import { notifyEventsCommitted, onEventsCommitted, type Committed } from '../modules/events/events.signal.js';
 import { operationById } from '../operations.js';
 import { runOperation } from '../run-operation.js';
 import { createWorkerLoop } from './loop.js';
@@ -548,9 +548,12 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
     return total;
   }
 
-  const loop = createWorkerLoop({ name: 'automation engine', pass: runOnce, intervalMs: deps.pollMs ?? 500, wake: onEventsCommitted, wakeDelayMs: 10, log });
+  const loop = createWorkerLoop({ name: 'automation engine', pass: runOnce, intervalMs: deps.pollMs ?? 500, wake: (kick) => onEventsCommitted(kick, forTheEngine), wakeDelayMs: 10, log });
   return { runOnce, start: loop.start, stop: loop.stop };
 }
+
+/** The commits the engine wakes for: events left to dispatch, or an automation changed (to evaluate, to run). */
+const forTheEngine = (c: Committed) => c.undispatched > 0 || c.types.some((t) => t.startsWith('automation.'));
 
 type EvaluationRequestGiven = Parameters<typeof evaluateAutomation>[1]['given'];
 

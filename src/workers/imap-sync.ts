@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
-import { ImapFlow } from 'imapflow';
+import type { ImapFlow } from 'imapflow';
 import type { Clock } from '../core/clock.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { channels, channelSyncStates } from '../db/schema.js';
@@ -174,6 +174,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
   async function connect(creds: ChannelCredentials): Promise<ImapFlow> {
     const target = await assertMailHostAllowed(creds.inbound.host ?? '', { channelsAllowPrivate: deps.allowPrivate });
     // The session looks at the mailbox every pollMs: a quiet connection must outlive that wait (IDLE or not).
+    const { ImapFlow } = await import('imapflow'); // loaded on first use: a process without IMAP channels does not hold it
     const client = new ImapFlow({ ...imapOptions(creds.inbound, target), socketTimeout: deps.pollMs + 60_000 });
     // Errors also reject the command under way; the listener keeps an 'error' event from being fatal.
     client.on('error', () => {});
@@ -381,7 +382,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
   }
 
   // Woken by this process's writes too (a channel created or changed here is picked up within a second).
-  const loop = createWorkerLoop({ name: 'IMAP sync', pass, intervalMs: Math.max(1000, Math.floor(leaseMs / 3)), wake: onEventsCommitted, wakeDelayMs: 1000, log });
+  const loop = createWorkerLoop({ name: 'IMAP sync', pass, intervalMs: Math.max(1000, Math.floor(leaseMs / 3)), wake: (kick) => onEventsCommitted(kick, (c) => c.types.some((t) => t.startsWith('channel.'))), wakeDelayMs: 1000, log });
 
   return {
     ...loop,

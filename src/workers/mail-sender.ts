@@ -1,7 +1,6 @@
 import { Readable } from 'node:stream';
 import { and, eq, gt, inArray, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
-import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Clock } from '../core/clock.js';
 import { AppError, toAppError } from '../core/errors.js';
 import type { ActorType } from '../core/operation.js';
@@ -15,7 +14,11 @@ import { recordEvents } from '../modules/events/events.recorder.js';
 import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
 import { getMessage } from '../modules/messages/messages.repository.js';
 import { composeMail, envelopeRecipients } from '../modules/messages/outgoing-mail.js';
+import { sendingOperations } from '../modules/messages/sending.operations.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
+
+/** The operations that queue mail: a commit of one wakes the sender (other writes leave it to its polling). */
+const QUEUEING = new Set<string>(sendingOperations.map((op) => op.id));
 
 /**
  * Sends the outgoing email the sending operations queued (the `mail_outbox` table), through each
@@ -90,9 +93,9 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       .where(eq(messages.id, row.messageId));
     const data = await getMessage(tx, row.organizationId, row.messageId).catch(() => null);
     if (!data) return 0; // deleted meanwhile: no event for a message nobody can read
-    return recordEvents(tx, { type: row.actorType as ActorType, id: row.actorId, depth: row.depth }, [
+    return (await recordEvents(tx, { type: row.actorType as ActorType, id: row.actorId, depth: row.depth }, [
       { type: status === 'sent' ? 'message.sent' : 'message.failed', organizationId: row.organizationId, resourceId: row.messageId, data },
-    ]);
+    ])).events;
   }
 
   async function fail(row: OutboxRow, error: string, where = mine(row)) {
@@ -180,6 +183,7 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     const raw = await composeMail(row.mail, await signingKeyFor(db, row.organizationId, domain));
 
     const stepMs = Math.min(15_000, Math.max(1000, Math.floor(deps.sendTimeoutMs / 2)));
+    const { default: SMTPConnection } = await import('nodemailer/lib/smtp-connection'); // loaded on first use
     const connection = new SMTPConnection({
       host: target.address,
       port: outbound.port,
@@ -316,6 +320,6 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     return total;
   }
 
-  const loop = createWorkerLoop({ name: 'mail sender', pass: runOnce, intervalMs: deps.pollMs ?? 1000, wake: onEventsCommitted, wakeDelayMs: 10, log: deps.log });
+  const loop = createWorkerLoop({ name: 'mail sender', pass: runOnce, intervalMs: deps.pollMs ?? 1000, wake: (kick) => onEventsCommitted(kick, (c) => c.operation !== undefined && QUEUEING.has(c.operation)), wakeDelayMs: 10, log: deps.log });
   return { ...loop, runOnce };
 }

@@ -199,6 +199,6 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WorkerLoop & {
     return total;
   }
 
-  const loop = createWorkerLoop({ name: 'webhook delivery', pass: runOnce, intervalMs: deps.pollMs ?? 1000, wake: onEventsCommitted, wakeDelayMs: 10, log: deps.log });
+  const loop = createWorkerLoop({ name: 'webhook delivery', pass: runOnce, intervalMs: deps.pollMs ?? 1000, wake: (kick) => onEventsCommitted(kick, (c) => c.deliveries > 0), wakeDelayMs: 10, log: deps.log });
   return { ...loop, runOnce };
 }

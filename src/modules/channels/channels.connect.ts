@@ -1,7 +1,6 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { ImapFlow } from 'imapflow';
-import nodemailer from 'nodemailer';
+import type { ImapFlow } from 'imapflow';
 import { ForbiddenAddressError, isPublicAddress } from '../../core/outbound.js';
 import type { ChannelCredentials } from './channels.repository.js';
 
@@ -117,6 +116,7 @@ export async function testImap(inbound: ChannelCredentials['inbound'], allowPriv
       [
         'login',
         async () => {
+          const { ImapFlow } = await import('imapflow'); // loaded on first use: a process without IMAP channels does not hold it
           client = new ImapFlow(imapOptions(inbound, target!));
           client.on('error', () => {});
           await client.connect();
@@ -144,6 +144,7 @@ export async function testSmtp(outbound: NonNullable<ChannelCredentials['outboun
       outbound.username ? 'login' : 'greeting',
       async () => {
         // verify(): connects, reads the greeting, EHLO, STARTTLS when offered, and AUTH when credentials are given.
+        const { default: nodemailer } = await import('nodemailer'); // loaded on first use
         const transport = nodemailer.createTransport(smtpOptions(outbound, target!));
         try {
           await transport.verify();

@@ -1,16 +1,32 @@
 import { EventEmitter } from 'node:events';
+import type { Recorded } from './events.recorder.js';
 
 /**
- * An in-process nudge after a transaction that recorded events commits, so this process's workers pick
- * the events up at once. Other processes find them by polling the table: the table is the queue, the
- * nudge only shortens the wait.
+ * What a committed write left for the background workers: the counts its statement answered (`Recorded`),
+ * the event types it recorded and the operation that wrote them. Each worker wakes only for its own kind
+ * of work, so that a steady stream of writes nobody listens to costs the workers nothing.
+ */
+export interface Committed extends Recorded {
+  types: readonly string[];
+  operation?: string;
+}
+
+/**
+ * An in-process nudge after a transaction that recorded events (or queued other work) commits, so this
+ * process's workers pick the work up at once. Other processes find it by polling the tables: the tables are
+ * the queues, the nudge only shortens the wait. Without `what` (the writer does not know what it queued),
+ * every worker wakes.
  */
 const signal = new EventEmitter();
 signal.setMaxListeners(0);
 
-export const notifyEventsCommitted = () => void signal.emit('committed');
+export const notifyEventsCommitted = (what?: Committed) => void signal.emit('committed', what);
 
-export function onEventsCommitted(listener: () => void): () => void {
-  signal.on('committed', listener);
-  return () => signal.off('committed', listener);
+/** Calls `listener` after commits whose work `wants` (by default: every commit). Returns the unsubscribe. */
+export function onEventsCommitted(listener: () => void, wants?: (what: Committed) => boolean): () => void {
+  const heard = (what: Committed | undefined) => {
+    if (!what || !wants || wants(what)) listener();
+  };
+  signal.on('committed', heard);
+  return () => signal.off('committed', heard);
 }

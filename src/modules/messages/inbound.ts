@@ -2,8 +2,8 @@ import { isUtf8 } from 'node:buffer';
 import { createHash, randomUUID } from 'node:crypto';
 import { promises as dns } from 'node:dns';
 import { hostname } from 'node:os';
-import { authenticate, type AuthenticateResult, type DnsResolver } from 'mailauth';
-import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
+import type { AuthenticateResult, DnsResolver } from 'mailauth';
+import type { AddressObject, ParsedMail } from 'mailparser';
 import { z } from 'zod';
 import type { Clock } from '../../core/clock.js';
 import { systemClock } from '../../core/clock.js';
@@ -162,6 +162,8 @@ export interface AuthenticationSummary {
 export async function authenticateEmail(raw: Buffer, opts: { envelope?: SmtpEnvelope | undefined; provider: 'smtp' | 'imap'; resolver?: DnsResolver | undefined; mta?: string | undefined }): Promise<AuthenticationSummary> {
   let result: AuthenticateResult;
   try {
+    // Loaded on first use, as the parser below: a process that receives no mail does not hold them (about 15 MB of heap).
+    const { authenticate } = await import('mailauth');
     result = await withTimeout(
       authenticate(raw, {
         ip: opts.envelope?.remoteAddress,
@@ -231,6 +233,7 @@ export function legacyHeadersAsUtf8(raw: Buffer): Buffer {
 
 async function parse(raw: Buffer): Promise<{ parsed?: ParsedMail; error?: string }> {
   try {
+    const { simpleParser } = await import('mailparser');
     return { parsed: await simpleParser(legacyHeadersAsUtf8(raw), PARSER_OPTIONS) };
   } catch (err) {
     return { error: cleanText(err instanceof Error ? err.message : String(err), 500) };

@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import DKIM from 'nodemailer/lib/dkim';
-import MailComposer from 'nodemailer/lib/mail-composer';
 import type { OutboxMail } from '../../db/schema.js';
 
 /** A signing key of the sender's domain (see the domains area). */
@@ -35,6 +33,8 @@ export function envelopeRecipients(mail: OutboxMail): string[] {
 export async function composeMail(mail: OutboxMail, dkim?: DkimKey): Promise<Buffer> {
   const headers: Record<string, string> = {};
   if (mail.autoSubmitted) headers['Auto-Submitted'] = mail.autoSubmitted;
+  // Loaded on first use: a process that sends no mail does not hold them.
+  const [{ default: MailComposer }, { default: DKIM }] = await Promise.all([import('nodemailer/lib/mail-composer'), import('nodemailer/lib/dkim')]);
   const composer = new MailComposer({
     from: address(mail.from),
     to: mail.to.map(address),
