@@ -316,6 +316,37 @@ describe('events', () => {
   });
 });
 
+describe('events nobody listens for', () => {
+  const recorded = async (resourceId: string) => (await t.database.db.select().from(events).where(eq(events.resourceId, resourceId)))[0]!;
+
+  it('are recorded dispatched; an active automation of their type, in their organization, leaves them to the engine', async () => {
+    const c = await t.tenant({ credits: 1000 });
+    const first = await ok(await c.request('POST', '/v1/contacts', { name: 'Nobody listens' }), 201);
+    expect((await recorded(first.id)).dispatchedAt).not.toBeNull();
+
+    // Another organization's automation on the type, and this organization's on another type or not active: still nobody.
+    const elsewhere = await create(b, { name: 'Theirs', instructions: 'When a new email arrives from billing@acme.test, mark it as read' });
+    await force(elsewhere.id, 'active', { triggerEvent: 'contact.created' });
+    const otherType = await create(c, { name: 'Mine, on mail', instructions: 'When a new email arrives from billing@acme.test, mark it as read' });
+    await force(otherType.id, 'active', { triggerEvent: 'message.received' });
+    const paused = await create(c, { name: 'Mine, paused', instructions: 'When a new email arrives from billing@acme.test, mark it as read' });
+    await force(paused.id, 'paused', { triggerEvent: 'contact.created' });
+    const second = await ok(await c.request('POST', '/v1/contacts', { name: 'Still nobody' }), 201);
+    expect((await recorded(second.id)).dispatchedAt).not.toBeNull();
+
+    // An automation on several types, one of them this one: the event waits for the engine, which offers it.
+    const listening = await create(c, { name: 'Mine, on contacts', instructions: 'When a new email arrives from billing@acme.test, mark it as read' });
+    await force(listening.id, 'active', { triggerEvent: 'contact.created,contact.updated' });
+    const third = await ok(await c.request('POST', '/v1/contacts', { name: 'Someone listens' }), 201);
+    const waiting = await recorded(third.id);
+    expect(waiting.dispatchedAt).toBeNull();
+    await engine.runOnce();
+    expect((await recorded(third.id)).dispatchedAt).not.toBeNull();
+    const runs = await t.database.db.select().from(automationExecutions).where(eq(automationExecutions.automationId, listening.id));
+    expect(runs.map((r) => r.eventId)).toEqual([waiting.id]);
+  });
+});
+
 describe('executions table', () => {
   it('has one row per run and none for other organizations', async () => {
     const rows = await t.database.db.select({ org: automationExecutions.organizationId }).from(automationExecutions);
