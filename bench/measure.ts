@@ -1,4 +1,5 @@
 import autocannon, { type RequestSpec } from 'autocannon';
+import { cpuTimes } from './processes.js';
 
 /** One load measurement with autocannon: loopback only, a fixed number of connections, a bounded duration. */
 
@@ -23,6 +24,8 @@ export interface Measurement {
   statusCodes: Record<string, number>;
   /** Peak RSS of the service during the measurement, when it was sampled. */
   rssPeakBytes?: number;
+  /** CPU time per request (ms) of the server process and of PostgreSQL during the measured seconds (Linux). */
+  cpuPerRequest?: { server: number; database: number };
 }
 
 export interface Load {
@@ -33,12 +36,14 @@ export interface Load {
   requests: RequestSpec[];
 }
 
-export async function measure(load: Load, opts: LoadOptions): Promise<Measurement> {
+export async function measure(load: Load, opts: LoadOptions, serverPid?: number): Promise<Measurement> {
   const { hostname } = new URL(load.origin);
   if (hostname !== '127.0.0.1' && hostname !== 'localhost' && hostname !== '[::1]') throw new Error(`The bench only loads loopback addresses, not ${hostname}`);
   const base = { url: load.origin, connections: opts.connections, timeout: 10, headers: load.headers ?? {}, requests: load.requests };
   if (opts.warmup > 0) await autocannon({ ...base, duration: opts.warmup });
+  const before = cpuTimes(serverPid);
   const r = await autocannon({ ...base, duration: opts.duration });
+  const after = cpuTimes(serverPid);
   const statusCodes = Object.fromEntries(Object.entries(r.statusCodeStats ?? {}).map(([code, s]) => [code, s.count]));
   return {
     reqPerSec: r.requests.average,
@@ -49,6 +54,9 @@ export async function measure(load: Load, opts: LoadOptions): Promise<Measuremen
     non2xx: r.non2xx,
     errors: r.errors + r.timeouts,
     statusCodes,
+    ...(before && after && r.requests.total > 0
+      ? { cpuPerRequest: { server: (after.server - before.server) / r.requests.total, database: (after.database - before.database) / r.requests.total } }
+      : {}),
   };
 }
 

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 /** Child processes of a bench run (the service, the baseline server): started, awaited, measured, stopped. */
 
@@ -78,6 +78,37 @@ export function rssSampler(pid: number | undefined, everyMs = 200) {
       return peak;
     },
   };
+}
+
+/** User + system CPU time of a process in ms (Linux /proc; clock ticks of 10 ms, the kernel's USER_HZ), or undefined. */
+function processCpuMs(pid: number | string): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU time (ms) of the server process, and of every PostgreSQL process of the machine (the bench's database
+ * is the only one under load): taken before and after a measurement, the split of a request's cost between
+ * the server and the database. Undefined where /proc is not available.
+ */
+export function cpuTimes(serverPid: number | undefined): { server: number; database: number } | undefined {
+  const server = serverPid ? processCpuMs(serverPid) : undefined;
+  if (server === undefined) return undefined;
+  let database = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') database += processCpuMs(entry) ?? 0;
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return { server, database };
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -171,14 +171,18 @@ async function run(s: Scenario): Promise<Row> {
   }
   const load: Load = { origin: s.origin, requests: s.requests, ...(s.headers ? { headers: s.headers } : {}) };
   const rss = current && s.origin === current.url ? rssSampler(current.proc.pid) : undefined;
-  const m = await measure(load, loadOpts);
+  const server = children.find((c) => c.url === s.origin);
+  const m = await measure(load, loadOpts, server?.proc.pid);
   if (rss) m.rssPeakBytes = rss.stop();
-  log(`${s.database} ${s.name}: ${m.reqPerSec.toFixed(0)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms${m.rssPeakBytes ? `, RSS ${Math.round(m.rssPeakBytes / 1048576)} MB` : ''}`);
+  log(`${s.database} ${s.name}: ${m.reqPerSec.toFixed(0)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms${m.rssPeakBytes ? `, RSS ${Math.round(m.rssPeakBytes / 1048576)} MB` : ''}${m.cpuPerRequest ? `, CPU per request ${cpuText(m)}` : ''}`);
   if (m.non2xx > 0 || m.errors > 0) {
     return push({ database: s.database, scenario: s.name, status: 'invalid', measurement: m, pass: false, note: `under load: ${m.non2xx} non-2xx, ${m.errors} errors/timeouts (status codes ${JSON.stringify(m.statusCodes)})` });
   }
   return push({ database: s.database, scenario: s.name, status: 'measured', measurement: m });
 }
+
+/** The CPU a request cost the server and PostgreSQL, e.g. "0.43 + 0.42 ms". */
+const cpuText = (m: Measurement | undefined) => (m?.cpuPerRequest ? `${m.cpuPerRequest.server.toFixed(2)} + ${m.cpuPerRequest.database.toFixed(2)} ms` : 'n/a');
 
 function push(row: Row): Row {
   rows.push(row);
@@ -309,6 +313,8 @@ async function writeScenarios(database: string, service: Child, lean: Child | un
     throughputTarget(atomic, base, 'lean', undefined);
     const [m, a, b] = [measured(row), measured(atomic), measured(base)];
     if (m && a) row.note = `${(m.reqPerSec / a.reqPerSec).toFixed(2)}x the lean atomic write`;
+    // Where a request's CPU goes (server process + PostgreSQL): what the ratios come from on a machine the processes share.
+    if (m?.cpuPerRequest) row.note = `${row.note ? `${row.note}; ` : ''}CPU per request (server + PostgreSQL): ${cpuText(m)}, lean ${cpuText(b)}, lean atomic ${cpuText(a)}`;
     if (min === undefined) continue;
     // The write also answers at least as fast as the lean atomic write, with a p99 at most twice the lean statement's.
     row.target = `${row.target}, >= ${ATOMIC_MIN}x lean atomic, p99 <= 2x lean`;

@@ -54,6 +54,8 @@ export function scopedRepository<T extends ScopedTable>(table: T, label: string)
 
   return {
     table,
+    /** The resource's label in its 404 ("Contact"). */
+    label,
     live: (orgId: string, ...extra: (SQL | undefined)[]) => live(t, orgId, ...extra),
 
     /** The live row, or 404. */

@@ -5,6 +5,7 @@ import type { Category } from '../core/categories.js';
 import { defineOperation, type Operation, type OperationContext, type Wire } from '../core/operation.js';
 import { Pagination } from '../core/pagination.js';
 import { IdParam } from '../core/schemas.js';
+import { childWrites } from '../db/child-writes.js';
 import type { ScopedRepository, ScopedTable } from '../db/scoped.js';
 
 type Id = ReturnType<typeof IdParam>;
@@ -57,6 +58,12 @@ export interface ChildResourceSpec<T extends ScopedTable, PT extends ScopedTable
     /** The columns to change, from the validated body (fields absent from it are left alone). */
     toPatch: (body: z.output<z.ZodObject<U>>, ctx: OperationContext, ids: { parentId: string; childId: string }) => Partial<T['$inferInsert']> | Promise<Partial<T['$inferInsert']>>;
   };
+  /**
+   * The writes as one statement each, composed with their events (`src/db/child-writes.ts`): for a child
+   * whose answer is its stored row (`present` is the row itself), whose `toInsert` reads only the parent's
+   * id and whose `toInsert` and `toPatch` answer at once (no promise).
+   */
+  oneStatement?: true;
   /** The list's description, when it has one. */
   listDescription?: string;
   deleteDescription?: string;
@@ -72,6 +79,14 @@ export function childResource<T extends ScopedTable, PT extends ScopedTable, P e
 ): Operation[] {
   const { rows, present } = spec;
   const ofParent = (parentId: string) => eq(spec.parentColumn, parentId);
+  const writes = spec.oneStatement
+    ? childWrites<Wire<z.input<O>>, T['$inferInsert']>({ table: rows.table, label: rows.label, parentColumn: spec.parentColumn, parent: spec.parentRows.table, parentLabel: spec.parentRows.label })
+    : undefined;
+  /** A value `oneStatement` promised would not be a promise. */
+  const now = <V>(value: V | Promise<V>): V => {
+    if (value instanceof Promise) throw new Error(`${spec.area}.${spec.action}: oneStatement needs toInsert and toPatch to answer without a promise`);
+    return value;
+  };
   const parentId = { id: IdParam(spec.parent) };
   // A computed key is typed `string` by TypeScript: this says it is the literal P.
   const ids: Ids<P> = { ...parentId, ...({ [spec.param]: IdParam(spec.idLabel ?? spec.singular) } as Record<P, Id>) };
@@ -110,10 +125,14 @@ export function childResource<T extends ScopedTable, PT extends ScopedTable, P e
       ...(spec.create.description ? { description: spec.create.description } : {}),
       input: z.strictObject({ ...parentId, ...spec.create.fields }),
       output: spec.output,
-      handler: async (input, ctx) => {
-        const parent = await spec.parentRows.get(ctx.db, ctx.orgId, idOf(input));
+      // Not async when it answers a Write: returned from an async function, the Write would be sent alone.
+      handler: (input, ctx) => {
         const body = bodyOf<z.output<z.ZodObject<C>>>(input, ['id']);
-        return present(await rows.insert(ctx.db, await spec.create.toInsert(body, parent, ctx)));
+        if (writes) return writes.insert(ctx.db, ctx.orgId, idOf(input), now(spec.create.toInsert(body, { id: idOf(input) } as PT['$inferSelect'], ctx)));
+        return (async () => {
+          const parent = await spec.parentRows.get(ctx.db, ctx.orgId, idOf(input));
+          return present(await rows.insert(ctx.db, await spec.create.toInsert(body, parent, ctx)));
+        })();
       },
     }),
     defineOperation({
@@ -134,11 +153,14 @@ export function childResource<T extends ScopedTable, PT extends ScopedTable, P e
       description: spec.update.description,
       input: z.strictObject({ ...ids, ...spec.update.fields }),
       output: spec.output,
-      handler: async (input, ctx) => {
+      handler: (input, ctx) => {
         const target = { parentId: idOf(input), childId: childOf(input) };
         const body = bodyOf<z.output<z.ZodObject<U>>>(input, ['id', spec.param]);
-        const patch = await spec.update.toPatch(body, ctx, target);
-        return present(await rows.update(ctx.db, ctx.orgId, target.childId, patch, ofParent(target.parentId)));
+        if (writes) return writes.update(ctx.db, ctx.orgId, target.parentId, target.childId, now(spec.update.toPatch(body, ctx, target)));
+        return (async () => {
+          const patch = await spec.update.toPatch(body, ctx, target);
+          return present(await rows.update(ctx.db, ctx.orgId, target.childId, patch, ofParent(target.parentId)));
+        })();
       },
     }),
     defineOperation({
@@ -150,7 +172,8 @@ export function childResource<T extends ScopedTable, PT extends ScopedTable, P e
       description: spec.deleteDescription ?? 'Soft delete: the record gets `deletedAt` and disappears from lists and gets.',
       input: z.strictObject(ids),
       output: spec.output,
-      handler: async (input, ctx) => present(await rows.softDelete(ctx.db, ctx.orgId, childOf(input), ofParent(idOf(input)))),
+      handler: (input, ctx) =>
+        writes ? writes.softDelete(ctx.db, ctx.orgId, idOf(input), childOf(input)) : rows.softDelete(ctx.db, ctx.orgId, childOf(input), ofParent(idOf(input))).then(present),
     }),
   ];
 }

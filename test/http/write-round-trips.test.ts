@@ -102,16 +102,54 @@ describe('round trips per write', () => {
     expect(recorded.find((e) => e.type === 'message.updated')!.data).toMatchObject({ id: message.id, importance: 'high', archivedAt: '2026-11-25T11:00:00.000Z' });
   });
 
-  it('an operation with statements of its own runs them in one transaction with its events', async () => {
+  it("a contact's email, phone number or address is one round trip to create, update or delete, its contact's liveness checked in the same statement", async () => {
     const contact = (await a.request('POST', '/v1/contacts', { name: 'Grace' })).json.data as { id: string };
-    await a.request('POST', `/v1/contacts/${contact.id}/emails`, { email: 'warm@example.com' });
-    const { value: res, trips } = await roundTrips(() => a.request('POST', `/v1/contacts/${contact.id}/emails`, { email: 'grace@example.com' }));
-    expect(res.status).toBe(201);
-    counts['contacts.create_email (reads its parent first)'] = trips;
-    // BEGIN, the parent's check, the insert with its events, COMMIT: never more than the old five.
+    const warm = (await a.request('POST', `/v1/contacts/${contact.id}/emails`, { email: 'warm@example.com' })).json.data as { id: string };
+    await a.request('PATCH', `/v1/contacts/${contact.id}/emails/${warm.id}`, { label: 'work' });
+    await a.request('DELETE', `/v1/contacts/${contact.id}/emails/${warm.id}`);
+
+    const measure = async (kind: string, method: 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown, status = 200) => {
+      const { value: res, trips, statements } = await roundTrips(() => a.request(method, url, body));
+      expect(res.status, `${kind}: ${res.body}`).toBe(status);
+      counts[kind] = trips;
+      expect(trips, `${kind} took ${trips} round trips:\n${statements.join('\n')}`).toBe(1);
+      return res.json;
+    };
+    const email = (await measure('contacts.create_email', 'POST', `/v1/contacts/${contact.id}/emails`, { email: 'grace@example.com' }, 201)).data;
+    expect(email).toMatchObject({ contactId: contact.id, email: 'grace@example.com', label: 'other', deletedAt: null });
+    const relabelled = (await measure('contacts.update_email', 'PATCH', `/v1/contacts/${contact.id}/emails/${email.id}`, { label: 'work' })).data;
+    expect(relabelled).toMatchObject({ id: email.id, label: 'work', email: 'grace@example.com' });
+    const phone = (await measure('contacts.create_phone_number', 'POST', `/v1/contacts/${contact.id}/phone-numbers`, { phoneNumber: '+442079460958' }, 201)).data;
+    expect(phone).toMatchObject({ phoneNumber: '+442079460958', countryCode: '44' });
+    await measure('contacts.delete_phone_number', 'DELETE', `/v1/contacts/${contact.id}/phone-numbers/${phone.id}`);
+    expect((await eventsOf(a.orgId, email.id)).map((e) => e.type)).toEqual(['contact.email.created', 'contact.email.updated']);
+    // The answer and the event are the record as a read shows it.
+    const read = (await a.request('GET', `/v1/contacts/${contact.id}/emails/${email.id}`)).json.data;
+    expect(read).toEqual(relabelled);
+    expect((await eventsOf(a.orgId, email.id))[1]!.data).toEqual(read);
+
+    // A contact that is not live: the create writes nothing and answers the contact's 404; another contact's child is the child's 404.
+    const other = (await a.request('POST', '/v1/contacts', { name: 'Other' })).json.data as { id: string };
+    await a.request('DELETE', `/v1/contacts/${other.id}`);
+    const refused = await measure('contacts.create_email (contact deleted)', 'POST', `/v1/contacts/${other.id}/emails`, { email: 'x@example.com' }, 404);
+    expect(refused.error).toMatchObject({ code: 'NOT_FOUND', message: expect.stringContaining('Contact') });
+    expect(refused.error.message).not.toContain('email');
+    const foreign = await measure('contacts.update_email (another contact)', 'PATCH', `/v1/contacts/${other.id}/emails/${email.id}`, { label: 'home' }, 404);
+    expect(foreign.error.message).toContain('email');
+    expect((await a.request('GET', `/v1/contacts/${contact.id}/emails/${email.id}`)).json.data.label).toBe('work');
+  });
+
+  it('an operation with statements of its own runs them in one transaction with its events', async () => {
+    const customer = (await a.request('POST', '/v1/customers', { name: 'Acme Ltd' })).json.data as { id: string };
+    const body = { amount: '12.50', currency: 'EUR', status: 'completed', type: 'payment' };
+    await a.request('POST', `/v1/customers/${customer.id}/transactions`, body);
+    const { value: res, trips } = await roundTrips(() => a.request('POST', `/v1/customers/${customer.id}/transactions`, body));
+    expect(res.status, res.body).toBe(201);
+    counts['customers.create_transaction (reads its customer first)'] = trips;
+    // BEGIN, the customer's read, the insert with its events, COMMIT.
     expect(trips).toBeGreaterThan(1);
     expect(trips).toBeLessThanOrEqual(5);
-    expect((await eventsOf(a.orgId, res.json.data.id)).map((e) => e.type)).toEqual(['contact.email.created']);
+    expect((await eventsOf(a.orgId, res.json.data.id)).map((e) => e.type)).toEqual(['customer.transaction.created']);
   });
 
   it('a write that fails leaves no event: a missing message is a 404 and nothing is recorded', async () => {

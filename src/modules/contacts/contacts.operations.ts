@@ -94,7 +94,7 @@ const contactOperations: Operation[] = [
 ];
 
 /** What the three child lists of a contact share. */
-const ofContact = { area: 'contacts', parent: 'contact', parentRows: contactRows } as const;
+const ofContact = { area: 'contacts', parent: 'contact', parentRows: contactRows, oneStatement: true } as const;
 const patchOnly = { method: 'PATCH', description: 'Only the fields present in the body are changed.' } as const;
 
 export const contactsOperations: Operation[] = [
