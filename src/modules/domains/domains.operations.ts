@@ -107,6 +107,7 @@ const registrationOperations = childResource({
     toPatch: (body) => body,
   },
   deleteDescription: 'Soft delete: the registration gets `deletedAt` and disappears from lists and gets.',
+  oneStatement: true,
 });
 
 export const domainsOperations: Operation[] = [...domainOperations, ...registrationOperations];
