@@ -1,5 +1,5 @@
 import autocannon, { type RequestSpec } from 'autocannon';
-import { cpuTimes } from './processes.js';
+import { cpuSpent, cpuTimes } from './processes.js';
 
 /** One load measurement with autocannon: loopback only, a fixed number of connections, a bounded duration. */
 
@@ -36,6 +36,8 @@ export interface Load {
   requests: RequestSpec[];
 }
 
+const perRequest = (spent: { server: number; database: number }, requests: number) => ({ server: spent.server / requests, database: spent.database / requests });
+
 export async function measure(load: Load, opts: LoadOptions, serverPid?: number): Promise<Measurement> {
   const { hostname } = new URL(load.origin);
   if (hostname !== '127.0.0.1' && hostname !== 'localhost' && hostname !== '[::1]') throw new Error(`The bench only loads loopback addresses, not ${hostname}`);
@@ -54,9 +56,7 @@ export async function measure(load: Load, opts: LoadOptions, serverPid?: number)
     non2xx: r.non2xx,
     errors: r.errors + r.timeouts,
     statusCodes,
-    ...(before && after && r.requests.total > 0
-      ? { cpuPerRequest: { server: (after.server - before.server) / r.requests.total, database: (after.database - before.database) / r.requests.total } }
-      : {}),
+    ...(before && after && r.requests.total > 0 ? { cpuPerRequest: perRequest(cpuSpent(before, after), r.requests.total) } : {}),
   };
 }
 

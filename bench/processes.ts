@@ -96,19 +96,31 @@ function processCpuMs(pid: number | string): number | undefined {
  * is the only one under load): taken before and after a measurement, the split of a request's cost between
  * the server and the database. Undefined where /proc is not available.
  */
-export function cpuTimes(serverPid: number | undefined): { server: number; database: number } | undefined {
+export function cpuTimes(serverPid: number | undefined): { server: number; database: Map<string, number> } | undefined {
   const server = serverPid ? processCpuMs(serverPid) : undefined;
   if (server === undefined) return undefined;
-  let database = 0;
+  const database = new Map<string, number>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') database += processCpuMs(entry) ?? 0;
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() !== 'postgres') continue;
+      const ms = processCpuMs(entry);
+      if (ms !== undefined) database.set(entry, ms);
     } catch {
       // the process ended meanwhile
     }
   }
   return { server, database };
+}
+
+/**
+ * The CPU (ms) spent between two `cpuTimes`: the server's, and PostgreSQL's summed per process (a backend
+ * started meanwhile counts from zero; one that ended meanwhile is left out, so the figure is never negative).
+ */
+export function cpuSpent(before: NonNullable<ReturnType<typeof cpuTimes>>, after: NonNullable<ReturnType<typeof cpuTimes>>) {
+  let database = 0;
+  for (const [pid, ms] of after.database) database += ms - (before.database.get(pid) ?? 0);
+  return { server: after.server - before.server, database };
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

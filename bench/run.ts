@@ -387,7 +387,11 @@ async function benchPostgres() {
     rows.push(await automationLatency(db, service.url, auth));
     rows.push(await webhookThroughput(db, service.url, auth, 1, args.quick ? 300 : 1000));
     rows.push(await webhookThroughput(db, service.url, auth, 8, args.quick ? 100 : 500));
-    await emailRows(db, service, auth, seed.db, smtpPort);
+    // Mail goes to an organization of its own, and the planner's statistics are taken again after it: the
+    // 11,000 received messages must not change the data the read and search rows measure.
+    const mailTenant = await createTenant(seed.db, 'Bench mail organization');
+    await emailRows(db, service, { authorization: `Bearer ${mailTenant.apiKey}` }, seed.db, smtpPort);
+    await timed('vacuum analyze', () => vacuumAnalyze(seed.db));
 
     const fixed = await run({ database: db, name: 'baseline: bare Fastify, fixed JSON', origin: lean.url, requests: [{ path: '/fixed' }] });
     void fixed;
