@@ -1,26 +1,20 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { revokeApiKey, setUserDisabled, setUserPassword } from '../../src/accounts/accounts.js';
 import { automationExecutions, automations } from '../../src/db/schema.js';
 import { revokeGrant, setGrantCategories } from '../../src/oauth/grants.js';
-import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
-import { createAutomationEngine, DEFAULT_AUTOMATION_LIMITS, type AutomationEngine } from '../../src/workers/automation-engine.js';
+import { DEFAULT_AUTOMATION_LIMITS, type AutomationEngine } from '../../src/workers/automation-engine.js';
 import type { Tenant } from '../helpers/app.js';
-import { mintToken, startLiveApp, v1Client, type LiveApp } from '../mcp/helpers.js';
+import { mintToken, v1Client, type LiveApp } from '../mcp/helpers.js';
+import { engineFor, useLiveEngine } from './live-engine.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-const silent = { error: () => {}, warn: () => {} };
 
+const live = useLiveEngine(10_000);
 let t: LiveApp;
 let a: Tenant;
 let engine: AutomationEngine;
-
-beforeAll(async () => {
-  t = await startLiveApp();
-  a = await t.tenant({ credits: 10_000 });
-  engine = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock: () => new Date(), log: silent });
-});
-afterAll(async () => t?.close());
+beforeAll(() => void ({ t, a, engine } = live));
 // Each test starts without the automations of the ones before (they would act on the same contacts).
 afterEach(async () => {
   await t.database.db.update(automations).set({ deletedAt: new Date() }).where(eq(automations.organizationId, a.orgId));
@@ -247,7 +241,7 @@ describe('fan-out caps', () => {
 
   it('caps the runs of an organization per minute', async () => {
     const org = await t.tenant({ credits: 1000 });
-    const capped = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock: () => new Date(), log: silent, limits: { executionsPerOrganizationPerMinute: 2 } });
+    const capped = engineFor(t, { executionsPerOrganizationPerMinute: 2 });
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
       const body = { name: `Tagger ${i}`, instructions: 'Mark new email read', triggerEvent: 'message.received', actions: [{ operation: 'messages.update', input: { id: '{{event.resourceId}}', readAt: '{{now}}' } }] };

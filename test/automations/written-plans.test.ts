@@ -1,27 +1,21 @@
 import { readFileSync } from 'node:fs';
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { automationExecutions, events, organizations } from '../../src/db/schema.js';
 import { summarizePlan } from '../../src/modules/automations/plan-summary.js';
 import type { Plan } from '../../src/modules/automations/plan.js';
-import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
-import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
+import type { AutomationEngine } from '../../src/workers/automation-engine.js';
 import type { Tenant } from '../helpers/app.js';
-import { mintToken, startLiveApp, v1Client, type LiveApp } from '../mcp/helpers.js';
+import { mintToken, v1Client, type LiveApp } from '../mcp/helpers.js';
+import { useLiveEngine } from './live-engine.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-const silent = { error: () => {}, warn: () => {} };
 
+const live = useLiveEngine(1000);
 let t: LiveApp;
 let a: Tenant;
 let engine: AutomationEngine;
-
-beforeAll(async () => {
-  t = await startLiveApp();
-  a = await t.tenant({ credits: 1000 });
-  engine = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock: () => new Date(), log: silent });
-});
-afterAll(async () => t?.close());
+beforeAll(() => void ({ t, a, engine } = live));
 
 async function ok(res: { status: number; body: string; json: Json }, status = 200): Promise<Json> {
   expect(res.status, res.body).toBe(status);
