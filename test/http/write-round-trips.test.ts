@@ -161,6 +161,26 @@ describe('round trips per write', () => {
     expect(await eventsOf(a.orgId, missing)).toEqual([]);
   });
 
+  // PostgreSQL only: the embedded database has one connection, so no other transaction can hold the row.
+  it.skipIf(testDbKind !== 'postgres')("recording an event takes no lock on the organization's row (no foreign key check on events)", async () => {
+    const message = (await a.request('POST', '/v1/messages', { direction: 'incoming', type: 'email', text: 'Lock' })).json.data as { id: string };
+    const holder = new pg.Client({ connectionString: (t.database as { url?: string }).url });
+    await holder.connect();
+    try {
+      // FOR UPDATE conflicts with the FOR KEY SHARE a foreign key check takes: with a key on events.organization_id, the PATCH would wait here.
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE', [a.orgId]);
+      const patched = a.request('PATCH', `/v1/messages/${message.id}`, { importance: 'low' });
+      const waited = await Promise.race([patched.then(() => false), new Promise<boolean>((resolve) => setTimeout(() => resolve(true), 5000))]);
+      expect(waited, 'the PATCH waited for the lock on its organization').toBe(false);
+      expect((await patched).status).toBe(200);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      await holder.end();
+    }
+    expect((await eventsOf(a.orgId, message.id)).map((e) => e.type)).toContain('message.updated');
+  });
+
   it('queues the webhook deliveries of the events in the same statement', async () => {
     const [endpoint] = await t.database.db
       .insert(webhookEndpoints)
