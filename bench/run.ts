@@ -20,7 +20,7 @@ import { measure, probe, type Load, type LoadOptions, type Measurement } from '.
 import { freePort } from '../test/helpers/listen.js';
 import { rssSampler, startChild, stopChild, type Child } from './processes.js';
 import { printTable, writeJson, type Row } from './report.js';
-import { createMcpTokens, createTenant, sampleMessageIds, seedContacts, seedMessages, vacuumAnalyze, WORDS, type Tenant } from './seed.js';
+import { createMcpTokens, createTenant, sampleMessageIds, seedContacts, seedMessages, settleWrites, vacuumAnalyze, WORDS, type Tenant } from './seed.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const RESULTS = join(ROOT, 'bench', 'results', 'latest.json');
@@ -289,7 +289,7 @@ async function messageScenarios(database: string, service: Child, size: number, 
 const ATOMIC_MIN = 1.0;
 
 /** The write path (validation, transaction, event recording) against one lean statement each, when `lean` is given. */
-async function writeScenarios(database: string, service: Child, lean: Child | undefined, messageIds: string[], auth: Record<string, string>, min?: number) {
+async function writeScenarios(database: string, service: Child, lean: Child | undefined, messageIds: string[], auth: Record<string, string>, min?: number, settle?: () => Promise<void>) {
   const json = { 'content-type': 'application/json' };
   const scenarios: { name: string; requests: RequestSpec[] }[] = [
     { name: 'POST /v1/contacts', requests: [{ method: 'POST', path: '/v1/contacts', headers: json, body: JSON.stringify({ name: 'Bench contact' }) }] },
@@ -303,12 +303,15 @@ async function writeScenarios(database: string, service: Child, lean: Child | un
     },
   ];
   for (const scenario of scenarios) {
+    await settle?.();
     const row = await run({ database, name: scenario.name, origin: service.url, requests: scenario.requests, headers: auth });
     if (!lean) continue;
     const short = scenario.name.split(' ').slice(0, 2).join(' ');
+    await settle?.();
     const base = await run({ database, name: `  lean ${short}`, origin: lean.url, requests: scenario.requests });
     throughputTarget(row, base, 'lean', min);
     // The same write with its events (the ones the service records) in one transaction, bare: the share of the gap that atomicity costs.
+    await settle?.();
     const atomic = await run({ database, name: `  lean atomic ${short} (BEGIN, write, its events, COMMIT)`, origin: lean.url, requests: scenario.requests.map((r) => ({ ...r, path: `/atomic${r.path}` })) });
     throughputTarget(atomic, base, 'lean', undefined);
     const [m, a, b] = [measured(row), measured(atomic), measured(base)];
@@ -379,7 +382,7 @@ async function benchPostgres() {
 
   try {
     if (onlyWrites) {
-      await writeScenarios(db, service, lean, await sampleMessageIds(seed.db, tenant.orgId, 200), auth, 0.6);
+      await writeScenarios(db, service, lean, await sampleMessageIds(seed.db, tenant.orgId, 200), auth, 0.6, () => settleWrites(seed.db));
       const peak = rss.stop();
       rows.push({ database: db, scenario: 'service RSS, peak under load', status: 'measured', rssBytes: peak, target: '< 200 MB', pass: peak > 0 ? peak < 200 * 1024 * 1024 : undefined });
       return;
@@ -448,7 +451,7 @@ async function benchPostgres() {
     scalingRow(db, `GET message: ${scale}`, smallMessages.get, largeMessages.get, 1.5);
     scalingRow(db, `list incoming: ${scale}`, smallMessages.list, largeMessages.list, 1.5);
 
-    await writeScenarios(db, service, lean, smallIds, auth, 0.6);
+    await writeScenarios(db, service, lean, smallIds, auth, 0.6, () => settleWrites(seed.db));
 
     const peak = rss.stop();
     rows.push({ database: db, scenario: 'service RSS, peak under load', status: 'measured', rssBytes: peak, target: '< 200 MB', pass: peak > 0 ? peak < 200 * 1024 * 1024 : undefined });
