@@ -81,8 +81,9 @@ const RECORD_EVENT = `INSERT INTO events (organization_id, type, resource_id, da
                       SELECT $1, t.type, ($3::jsonb ->> 'id')::uuid, $3, 'api_key', 0, now() FROM unnest($2::text[]) AS t(type)`;
 /**
  * The least an atomic write with its events can do: BEGIN, the write, its events (the ones the service's
- * operation records, as one INSERT), COMMIT on one connection, four round trips. The service's writes are also measured against this, to tell the cost of atomicity
- * (what node-postgres, which does not pipeline, pays per round trip) from the service's own.
+ * operation records, as one INSERT), COMMIT on one connection, four round trips. The service's writes are
+ * also measured against this, to tell the cost of atomicity (what node-postgres, which does not pipeline,
+ * pays per round trip) from the service's own.
  */
 async function runAtomic(name: keyof typeof SQL, values: unknown[], eventTypes: string[]) {
   const client = await pool.connect();
