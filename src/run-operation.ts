@@ -153,7 +153,7 @@ class EventWriter {
       if (this.op.cost) columns.push(sql`CASE WHEN EXISTS (SELECT 1 FROM debit) THEN true ELSE ${refusal(NO_CREDITS, sql`(SELECT count(*)::text FROM debit)`)} END AS paid`);
       if (guards.length > 0) {
         const same = sql.join(
-          guards.map((key, i) => sql`coalesce(answer.data::jsonb -> ${key}, 'null'::jsonb) = ${sql.placeholder(`_guard_${i}`)}::jsonb`),
+          guards.map((key, i) => sql`coalesce((answer.data -> ${key})::jsonb, 'null'::jsonb) = ${sql.placeholder(`_guard_${i}`)}::jsonb`),
           sql` AND `,
         );
         columns.push(sql`CASE WHEN answer.data IS NULL OR (${same}) THEN true ELSE ${refusal(EVENT_GUARD, sql`(answer.data->>'id')`)} END AS predicted`);

@@ -14,6 +14,7 @@ import {
   customType,
   index,
   integer,
+  json,
   jsonb,
   numeric,
   pgTable,
@@ -594,7 +595,12 @@ export const events = pgTable(
     /** api_key, user, automation or system */
     actorType: text('actor_type').notNull(),
     actorId: uuid('actor_id'),
-    data: jsonb('data').$type<unknown>(),
+    /**
+     * The record as the write answered it, stored as JSON text (\`json\`, not \`jsonb\`): the write's statement
+     * builds it as JSON already, so storing it costs no parse per event, and it reads back with the keys in
+     * the record's own order. Nothing queries inside it in SQL.
+     */
+    data: json('data').$type<unknown>(),
     /** 0 for a write by a person or key; n for a write by an automation run of depth n. */
     depth: integer('depth').notNull().default(0),
     /** For an event written by an automation run: the origin of that run (see automation_executions.origin_id); null for a person's write. */

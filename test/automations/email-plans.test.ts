@@ -70,7 +70,7 @@ describe('email steps of the built-in vocabulary', () => {
       await t.database.db.update(messages).set({ channelId: channel.id }).where(eq(messages.id, message.id));
       await t.database.db
         .update(events)
-        .set({ data: sql`jsonb_set(${events.data}, '{channelId}', ${JSON.stringify(channel.id)}::jsonb)` })
+        .set({ data: sql`jsonb_set(${events.data}::jsonb, '{channelId}', ${JSON.stringify(channel.id)}::jsonb)::json` })
         .where(eq(events.resourceId, message.id));
     };
     await arrives('Invoice 42', 'Please find the invoice.');

@@ -22,7 +22,7 @@ export type ActorValues = { [K in keyof Actor]: Actor[K] | Placeholder };
 
 /**
  * The events of a write as two CTEs of the write's statement: `ev` inserts one event per row of `source`
- * (columns `organization_id uuid, type text, resource_id uuid, data jsonb`), `queued` queues their webhook
+ * (columns `organization_id uuid, type text, resource_id uuid, data json`), `queued` queues their webhook
  * deliveries (one per event and enabled endpoint whose types match). Being part of the write's statement,
  * they are written exactly when the write is: an acknowledged write has both, a failed one neither.
  *
@@ -88,7 +88,7 @@ export const committedOf = (row: Record<string, unknown> | undefined): Recorded 
  * row, carrying the row as its data.
  */
 export function answerEventsSource(orgId: string | Placeholder, typesJson: string | Placeholder): SQL {
-  return sql`SELECT ${orgId}::uuid AS organization_id, t.type, (answer.data->>'id')::uuid AS resource_id, answer.data::jsonb AS data
+  return sql`SELECT ${orgId}::uuid AS organization_id, t.type, (answer.data->>'id')::uuid AS resource_id, answer.data::json AS data
     FROM answer CROSS JOIN jsonb_array_elements_text(${typesJson}::jsonb) AS t(type)`;
 }
 
@@ -100,7 +100,7 @@ export function answerEventsSource(orgId: string | Placeholder, typesJson: strin
 export async function recordEvents(tx: DbOrTx, actor: Actor, list: NewEvent[]): Promise<Recorded> {
   if (list.length === 0) return nothingRecorded;
   const rows = list.map((e) => ({ organization_id: e.organizationId, type: e.type, resource_id: e.resourceId, data: e.data }));
-  const source = sql`SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(organization_id uuid, type text, resource_id uuid, data jsonb)`;
+  const source = sql`SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::json) AS r(organization_id uuid, type text, resource_id uuid, data json)`;
   const result = await tx.execute(sql`WITH ${sql.join(eventCtes(source, actor), sql`, `)} SELECT ${sql.join(committedColumns, sql`, `)}`);
   return committedOf(result.rows[0] as Record<string, unknown> | undefined);
 }
