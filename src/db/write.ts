@@ -109,15 +109,17 @@ export const placeholder = <T = string>(name: string) => sql.placeholder(name) a
 
 /**
  * The write as one statement: `WITH written AS (<statement>), also_n AS (…), answer AS (SELECT <answer>
- * AS data FROM written) <more CTEs> SELECT answer.data <more columns> FROM (SELECT 1) LEFT JOIN answer`.
+ * AS data, id FROM written) <more CTEs> SELECT answer.data <more columns> FROM (SELECT 1) LEFT JOIN answer`.
  * The outer join answers one row even when nothing was written, so the extra columns (checks that must
- * hold, counts) are always evaluated. `more` and `columns` may read `answer` (one row per written row).
+ * hold, counts) are always evaluated. `more` and `columns` may read `answer` (one row per written row; its
+ * `id` is the written row's, so that reading it needs no parse of the JSON).
  */
 export function composeWrite(spec: WriteSpec, more: SQL[] = [], columns: SQL[] = []): SQL {
+  const table = sql.identifier(getTableName(spec.table));
   const ctes = [
     sql`written AS (${spec.statement})`,
     ...(spec.also ?? []).map((statement, i) => sql`${sql.raw(`also_${i}`)} AS (${statement})`),
-    sql`answer AS (SELECT ${spec.answer} AS data FROM written AS ${sql.identifier(getTableName(spec.table))})`,
+    sql`answer AS (SELECT ${spec.answer} AS data, ${table}.id FROM written AS ${table})`,
     ...more,
   ];
   return sql`WITH ${sql.join(ctes, sql`, `)} SELECT answer.data${sql.join(

@@ -88,7 +88,7 @@ export const committedOf = (row: Record<string, unknown> | undefined): Recorded 
  * row, carrying the row as its data.
  */
 export function answerEventsSource(orgId: string | Placeholder, typesJson: string | Placeholder): SQL {
-  return sql`SELECT ${orgId}::uuid AS organization_id, t.type, (answer.data->>'id')::uuid AS resource_id, answer.data::json AS data
+  return sql`SELECT ${orgId}::uuid AS organization_id, t.type, answer.id AS resource_id, answer.data::json AS data
     FROM answer CROSS JOIN jsonb_array_elements_text(${typesJson}::jsonb) AS t(type)`;
 }
 
