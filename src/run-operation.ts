@@ -5,7 +5,7 @@ import { eventTypesOf, parseInput, type Actor, type Envelope, type Operation, ty
 import { paginationMeta, type PageInput } from './core/pagination.js';
 import type { Db, DbOrTx } from './db/client.js';
 import { LazyTransaction } from './db/lazy-transaction.js';
-import { composeWrite, executeRendered, failsWith, isWrite, refusal, renderWrite, runWrite, type Write } from './db/write.js';
+import { composeWrite, executeWrite, failsWith, isWrite, refusal, renderWrite, runWrite, type Write } from './db/write.js';
 import { isEventType, type EventType } from './modules/events/events.catalog.js';
 import { answerEventsSource, committedColumns, committedOf, eventCtes, nothingRecorded, recordEvents, type NewEvent, type Recorded } from './modules/events/events.recorder.js';
 import { notifyEventsCommitted } from './modules/events/events.signal.js';
@@ -123,7 +123,7 @@ class EventWriter {
       const rendered = renderWrite(tx, result.spec, `${this.op.id}:events`, () =>
         composeWrite(result.spec, eventCtes(answerEventsSource(P.org, P.types), P.actor), committedColumns),
       );
-      const [row] = await executeRendered(tx, rendered, { ...result.values, ...this.values(types) });
+      const [row] = await executeWrite(tx, result.spec, rendered, { ...result.values, ...this.values(types) });
       if (row?.data == null) throw notFound(result.spec.label);
       this.recorded = committedOf(row);
       this.types = types;
@@ -164,7 +164,7 @@ class EventWriter {
     prediction.reads.forEach(([, value], i) => (values[`_guard_${i}`] = JSON.stringify(value ?? null)));
     let row: Record<string, unknown> | undefined;
     try {
-      [row] = await executeRendered(db, rendered, values);
+      [row] = await executeWrite(db, spec, rendered, values);
     } catch (err) {
       if (failsWith(err, NO_CREDITS)) throw insufficientCredits(this.op.cost!);
       if (failsWith(err, EVENT_GUARD)) return this.inTransaction(db, write);

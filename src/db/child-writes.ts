@@ -1,8 +1,9 @@
 import { and, eq, getTableColumns, param, sql } from 'drizzle-orm';
 import type { PgColumn } from 'drizzle-orm/pg-core';
+import { fieldError } from '../core/errors.js';
 import { jsonRow } from './json.js';
 import { live, softDeleteLive, type ScopedTable } from './scoped.js';
-import { placeholder, Write, writeShapes } from './write.js';
+import { placeholder, Write, writeShapes, type WriteCheck } from './write.js';
 import type { DbOrTx } from './client.js';
 
 /** The placeholders every statement below shares. */
@@ -10,21 +11,53 @@ const orgId = placeholder('orgId');
 const id = placeholder('id');
 const parentId = placeholder('parentId');
 
+/** A column that names another record of the organization, which must be live (a transaction's business). */
+export interface Reference {
+  table: ScopedTable;
+  /** The field's error when it names no live record. */
+  message: string;
+}
+
+export interface ChildWritesSpec {
+  table: ScopedTable;
+  label: string;
+  parentColumn: PgColumn;
+  parent: ScopedTable;
+  parentLabel: string;
+  /** Columns a create takes from the parent's row when its values leave them out (a transaction's business: its customer's). */
+  fromParent?: Record<string, PgColumn>;
+  /** Columns naming other records, by field: each given one is checked in the write's statement (`WriteCheck`). */
+  references?: Record<string, Reference>;
+}
+
 /**
  * The writes of a resource that lives under a parent (a contact's emails), each one statement answering the
  * stored row as JSON (`jsonRow`), for the operation runner to compose with its events (`src/db/write.ts`):
  *
- * - `insert` stands only when the parent is live: `INSERT … SELECT <values> WHERE EXISTS (<the parent>)`,
- *   so no row (a 404 with the parent's label) when it is not, without a read before it;
- * - `update` and `softDelete` find only the parent's own live children (a 404 with the child's label).
+ * - `insert` stands only when the parent is live: `INSERT … SELECT <values> FROM <the parent> WHERE <live>`,
+ *   so no row (a 404 with the parent's label) when it is not, without a read before it; the values may take
+ *   columns of the parent's row (`fromParent`);
+ * - `update` and `softDelete` find only the parent's own live children (a 404 with the child's label);
+ * - a reference the values give (`references`) must name a live record of the organization, or the write
+ *   refuses as a whole with the field's error (checked after the 404: an unknown parent or child comes first).
  *
  * For resources whose answer is the stored row itself; the rest read and write through `scopedRepository`.
  */
-export function childWrites<Row, Insert extends Record<string, unknown>>(spec: { table: ScopedTable; label: string; parentColumn: PgColumn; parent: ScopedTable; parentLabel: string }) {
+export function childWrites<Row, Insert extends Record<string, unknown>>(spec: ChildWritesSpec) {
   const { table, parent } = spec;
   const columns = getTableColumns(table) as Record<string, PgColumn>;
   const answer = jsonRow(table);
   const ofParent = and(eq(table.id, id), eq(spec.parentColumn, parentId))!;
+
+  /** The checks of the references a shape gives (a null reference names nothing to check). */
+  const checks = (fields: Record<string, unknown>): WriteCheck[] =>
+    Object.entries(spec.references ?? {})
+      .filter(([key]) => fields[key] !== undefined && fields[key] !== null)
+      .map(([key, ref]) => ({
+        holds: sql`EXISTS (SELECT 1 FROM ${ref.table} WHERE ${live(ref.table, orgId, eq(ref.table.id, fields[key]))})`,
+        marker: `switchboard:no-such-${key}`,
+        error: () => fieldError(key, ref.message),
+      }));
 
   const insertShapes = writeShapes<Insert>((fields) => {
     const keys = Object.keys(fields);
@@ -34,14 +67,16 @@ export function childWrites<Row, Insert extends Record<string, unknown>>(spec: {
       const type = sql.raw(column.getSQLType());
       return fields[key] === null ? sql`NULL::${type}` : sql`${param(fields[key], column)}::${type}`;
     });
+    const inherited = Object.entries(spec.fromParent ?? {}).filter(([key]) => !(key in fields));
     return {
       statement: sql`INSERT INTO ${table} (${sql.join(
-        keys.map((key) => sql.identifier(columns[key]!.name)),
+        [...keys, ...inherited.map(([key]) => key)].map((key) => sql.identifier(columns[key]!.name)),
         sql`, `,
-      )}) SELECT ${sql.join(values, sql`, `)} WHERE EXISTS (SELECT 1 FROM ${parent} WHERE ${live(parent, orgId, eq(parent.id, parentId))}) RETURNING *`,
+      )}) SELECT ${sql.join([...values, ...inherited.map(([, column]) => sql`${column}`)], sql`, `)} FROM ${parent} WHERE ${live(parent, orgId, eq(parent.id, parentId))} RETURNING *`,
       table,
       answer,
       label: spec.parentLabel,
+      checks: checks(fields),
     };
   });
   const updateShapes = writeShapes<Partial<Insert>>((fields, db) => ({
@@ -54,6 +89,7 @@ export function childWrites<Row, Insert extends Record<string, unknown>>(spec: {
     table,
     answer,
     label: spec.label,
+    checks: checks(fields),
   }));
   const deleteShapes = writeShapes<Record<string, never>>((_fields, db) => ({
     statement: softDeleteLive(db, table, orgId, ofParent).returning().getSQL(),

@@ -19,7 +19,10 @@ export function jsonRow(table: PgTable, extra: Record<string, SQL> = {}, omit: s
 }
 
 function jsonValue(column: PgColumn): SQL {
-  return column.columnType === 'PgTimestamp' ? isoTimestamp(column) : sql`${column}`;
+  if (column.columnType === 'PgTimestamp') return isoTimestamp(column);
+  // A decimal as the text stored, as the driver reads it (a JSON number could lose its digits).
+  if (column.columnType === 'PgNumeric') return sql`${column}::text`;
+  return sql`${column}`;
 }
 
 export const isoTimestamp = (column: PgColumn | SQL) => sql`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;

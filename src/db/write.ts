@@ -27,6 +27,20 @@ export interface WriteSpec {
   answer: SQL;
   /** The resource's label for the 404 when no row was written. */
   label: string;
+  /** Conditions the written row must meet, checked in the same statement (a reference to another record). */
+  checks?: WriteCheck[];
+}
+
+/**
+ * A condition a write must meet, evaluated in its statement once the row is written (`answer` is in scope):
+ * when it does not hold, the statement refuses to stand (`refusal`), nothing is written, and the write
+ * answers `error`. Not evaluated when nothing was written: the 404 comes first.
+ */
+export interface WriteCheck {
+  holds: SQL;
+  /** The refusal's marker, unique to the check. */
+  marker: string;
+  error: () => Error;
 }
 
 export class Write<T> implements Promise<T> {
@@ -122,8 +136,12 @@ export function composeWrite(spec: WriteSpec, more: SQL[] = [], columns: SQL[] =
     sql`answer AS (SELECT ${spec.answer} AS data, ${table}.id FROM written AS ${table})`,
     ...more,
   ];
+  const checks = (spec.checks ?? []).map(
+    // The refusal's text reads the row, so that PostgreSQL cannot fold it into a constant (and refuse when planning).
+    (check, i) => sql`CASE WHEN answer.data IS NULL OR (${check.holds}) THEN true ELSE ${refusal(check.marker, sql`answer.id::text`)} END AS ${sql.raw(`check_${i}`)}`,
+  );
   return sql`WITH ${sql.join(ctes, sql`, `)} SELECT answer.data${sql.join(
-    columns.map((c) => sql`, ${c}`),
+    [...columns, ...checks].map((c) => sql`, ${c}`),
     sql``,
   )} FROM (SELECT 1) AS one LEFT JOIN answer ON true`;
 }
@@ -165,8 +183,18 @@ export async function executeRendered(db: DbOrTx, { query, name }: Rendered, val
   return result.rows;
 }
 
+/** Runs a rendered composition of `spec`; a check of the spec that refused becomes the check's error. */
+export async function executeWrite(db: DbOrTx, spec: WriteSpec, rendered: Rendered, values: Record<string, unknown>): Promise<Record<string, unknown>[]> {
+  try {
+    return await executeRendered(db, rendered, values);
+  } catch (err) {
+    const refused = spec.checks?.find((check) => failsWith(err, check.marker));
+    throw refused ? refused.error() : err;
+  }
+}
+
 export async function runWrite<T>(db: DbOrTx, write: Write<unknown>): Promise<T> {
-  const [row] = await executeRendered(db, renderWrite(db, write.spec, 'alone', () => composeWrite(write.spec)), write.values);
+  const [row] = await executeWrite(db, write.spec, renderWrite(db, write.spec, 'alone', () => composeWrite(write.spec)), write.values);
   if (row?.data == null) throw notFound(write.spec.label);
   return row.data as T;
 }

@@ -5,7 +5,7 @@ import type { Category } from '../core/categories.js';
 import { defineOperation, type Operation, type OperationContext, type Wire } from '../core/operation.js';
 import { Pagination } from '../core/pagination.js';
 import { IdParam } from '../core/schemas.js';
-import { childWrites } from '../db/child-writes.js';
+import { childWrites, type ChildWritesSpec } from '../db/child-writes.js';
 import type { ScopedRepository, ScopedTable } from '../db/scoped.js';
 
 type Id = ReturnType<typeof IdParam>;
@@ -64,6 +64,10 @@ export interface ChildResourceSpec<T extends ScopedTable, PT extends ScopedTable
    * id and whose `toInsert` and `toPatch` answer at once (no promise).
    */
   oneStatement?: true;
+  /** With `oneStatement`: columns a create takes from the parent's row when the body leaves them out. */
+  fromParent?: ChildWritesSpec['fromParent'];
+  /** With `oneStatement`: fields naming other records, checked in the write's statement. */
+  references?: ChildWritesSpec['references'];
   /** The list's description, when it has one. */
   listDescription?: string;
   deleteDescription?: string;
@@ -80,7 +84,15 @@ export function childResource<T extends ScopedTable, PT extends ScopedTable, P e
   const { rows, present } = spec;
   const ofParent = (parentId: string) => eq(spec.parentColumn, parentId);
   const writes = spec.oneStatement
-    ? childWrites<Wire<z.input<O>>, T['$inferInsert']>({ table: rows.table, label: rows.label, parentColumn: spec.parentColumn, parent: spec.parentRows.table, parentLabel: spec.parentRows.label })
+    ? childWrites<Wire<z.input<O>>, T['$inferInsert']>({
+        table: rows.table,
+        label: rows.label,
+        parentColumn: spec.parentColumn,
+        parent: spec.parentRows.table,
+        parentLabel: spec.parentRows.label,
+        ...(spec.fromParent ? { fromParent: spec.fromParent } : {}),
+        ...(spec.references ? { references: spec.references } : {}),
+      })
     : undefined;
   /** A value `oneStatement` promised would not be a promise. */
   const now = <V>(value: V | Promise<V>): V => {

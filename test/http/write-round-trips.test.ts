@@ -143,17 +143,46 @@ describe('round trips per write', () => {
     expect((await a.request('GET', `/v1/contacts/${contact.id}/emails/${email.id}`)).json.data.label).toBe('work');
   });
 
+  it("a customer's transaction is one round trip to create or update, its customer's business and the business it names checked in the same statement", async () => {
+    const business = (await a.request('POST', '/v1/businesses', { name: 'Acme Holdings' })).json.data as { id: string };
+    const customer = (await a.request('POST', '/v1/customers', { name: 'Acme Ltd', businessId: business.id })).json.data as { id: string };
+    const body = { amount: '12.50', currency: 'EUR', status: 'completed', type: 'payment' };
+    const warm = (await a.request('POST', `/v1/customers/${customer.id}/transactions`, body)).json.data as { id: string };
+    await a.request('PUT', `/v1/customers/${customer.id}/transactions/${warm.id}`, { businessId: business.id });
+
+    const created = await roundTrips(() => a.request('POST', `/v1/customers/${customer.id}/transactions`, body));
+    expect(created.value.status, created.value.body).toBe(201);
+    counts['customers.create_transaction'] = created.trips;
+    expect(created.trips, created.statements.join('\n')).toBe(1);
+    // The customer's business, as the default, and the amount as the text stored.
+    expect(created.value.json.data).toMatchObject({ ...body, businessId: business.id, customerId: customer.id });
+    const id = created.value.json.data.id as string;
+
+    const updated = await roundTrips(() => a.request('PUT', `/v1/customers/${customer.id}/transactions/${id}`, { businessId: business.id, status: 'refunded' }));
+    expect(updated.value.status, updated.value.body).toBe(200);
+    counts['customers.update_transaction (names a business)'] = updated.trips;
+    expect(updated.trips, updated.statements.join('\n')).toBe(1);
+    expect(updated.value.json.data).toEqual((await a.request('GET', `/v1/customers/${customer.id}/transactions/${id}`)).json.data);
+    expect((await eventsOf(a.orgId, id)).map((e) => e.type)).toEqual(['customer.transaction.created', 'customer.transaction.updated']);
+
+    // A business that is not the organization's: refused in the same round trip, nothing written.
+    const refused = await roundTrips(() => a.request('PUT', `/v1/customers/${customer.id}/transactions/${id}`, { businessId: '00000000-0000-4000-8000-000000000001', status: 'lost' }));
+    expect(refused.value.status).toBe(400);
+    expect(refused.trips).toBe(1);
+    expect((await a.request('GET', `/v1/customers/${customer.id}/transactions/${id}`)).json.data.status).toBe('refunded');
+    expect(await eventsOf(a.orgId, id)).toHaveLength(2);
+  });
+
   it('an operation with statements of its own runs them in one transaction with its events', async () => {
     const customer = (await a.request('POST', '/v1/customers', { name: 'Acme Ltd' })).json.data as { id: string };
-    const body = { amount: '12.50', currency: 'EUR', status: 'completed', type: 'payment' };
-    await a.request('POST', `/v1/customers/${customer.id}/transactions`, body);
-    const { value: res, trips } = await roundTrips(() => a.request('POST', `/v1/customers/${customer.id}/transactions`, body));
-    expect(res.status, res.body).toBe(201);
-    counts['customers.create_transaction (reads its customer first)'] = trips;
-    // BEGIN, the customer's read, the insert with its events, COMMIT.
+    await a.request('PATCH', `/v1/customers/${customer.id}`, { notes: 'warm' });
+    const { value: res, trips } = await roundTrips(() => a.request('PATCH', `/v1/customers/${customer.id}`, { notes: 'Pays on time' }));
+    expect(res.status, res.body).toBe(200);
+    counts['customers.update (reads its customer first)'] = trips;
+    // BEGIN, the customer's read, the update with its events, COMMIT.
     expect(trips).toBeGreaterThan(1);
     expect(trips).toBeLessThanOrEqual(5);
-    expect((await eventsOf(a.orgId, res.json.data.id)).map((e) => e.type)).toEqual(['customer.transaction.created']);
+    expect((await eventsOf(a.orgId, customer.id)).map((e) => e.type).sort()).toEqual(['customer.created', 'customer.updated', 'customer.updated']);
   });
 
   it('a write that fails leaves no event: a missing message is a 404 and nothing is recorded', async () => {

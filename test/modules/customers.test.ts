@@ -210,6 +210,8 @@ describe('customer transactions', () => {
     expect((await a.request('PUT', `/v1/customers/${c.id}/transactions/${tx.id}`, {})).json.data.amount).toBe('10');
 
     expect((await a.request('PUT', `/v1/customers/${c.id}/transactions/${UNKNOWN}`, { status: 'x' })).status).toBe(404);
+    // An unknown transaction is a 404 whatever the body names.
+    expect((await a.request('PUT', `/v1/customers/${c.id}/transactions/${UNKNOWN}`, { businessId: UNKNOWN })).status).toBe(404);
     // A transaction addressed under another customer is not found either.
     const c2 = await customer(a);
     expect((await a.request('PUT', `/v1/customers/${c2.id}/transactions/${tx.id}`, { status: 'x' })).status).toBe(404);
@@ -254,14 +256,22 @@ describe('customer transactions', () => {
     expect(missing.status).toBe(400);
     for (const field of ['amount', 'currency', 'status', 'type']) expect(fieldOf(missing, field), field).toHaveLength(1);
 
-    for (const id of [bizB.id, UNKNOWN]) {
+    const before = (await a.request('GET', `/v1/customers/${c.id}/transactions`)).json.meta.pagination.total;
+    const deadBiz = (await a.request('POST', '/v1/businesses', { name: 'Closed' })).json.data;
+    await a.request('DELETE', `/v1/businesses/${deadBiz.id}`);
+    for (const id of [bizB.id, deadBiz.id, UNKNOWN]) {
       const post = await a.request('POST', `/v1/customers/${c.id}/transactions`, { ...TX, businessId: id });
       expect(post.status).toBe(400);
-      expect(fieldOf(post, 'businessId')).toHaveLength(1);
-      const put = await a.request('PUT', `/v1/customers/${c.id}/transactions/${tx.id}`, { businessId: id });
+      expect(fieldOf(post, 'businessId')).toEqual(['No business with this id exists in the organization']);
+      const put = await a.request('PUT', `/v1/customers/${c.id}/transactions/${tx.id}`, { businessId: id, status: 'refused' });
       expect(put.status).toBe(400);
       expect(fieldOf(put, 'businessId')).toHaveLength(1);
     }
+    // A refused write wrote nothing: no transaction, no change, no event.
+    expect((await a.request('GET', `/v1/customers/${c.id}/transactions`)).json.meta.pagination.total).toBe(before);
+    expect((await a.request('GET', `/v1/customers/${c.id}/transactions/${tx.id}`)).json.data.status).not.toBe('refused');
+    const recorded = (await a.request('GET', '/v1/events?type=customer.transaction.updated&limit=100')).json.data as { resourceId: string }[];
+    expect(recorded.filter((e) => e.resourceId === tx.id)).toEqual([]);
     expect((await a.request('PUT', `/v1/customers/${c.id}/transactions/${tx.id}`, { customerId: c.id })).status).toBe(400);
     expect((await a.request('GET', `/v1/customers/${c.id}/transactions/not-a-uuid`)).status).toBe(400);
     expect((await a.request('GET', `/v1/customers/${c.id}/transactions/${tx.id}`)).json.data).toMatchObject(TX);
@@ -276,6 +286,8 @@ describe('customer transactions', () => {
     ] as const) {
       expect((await tenant.request('GET', `/v1/customers/${customerId}/transactions`)).status).toBe(404);
       expect((await tenant.request('POST', `/v1/customers/${customerId}/transactions`, TX)).status).toBe(404);
+      // The customer's 404 comes before the business the body names.
+      expect((await tenant.request('POST', `/v1/customers/${customerId}/transactions`, { ...TX, businessId: UNKNOWN })).status).toBe(404);
       expect((await tenant.request('GET', `/v1/customers/${customerId}/transactions/${tx.id}`)).status).toBe(404);
       expect((await tenant.request('PUT', `/v1/customers/${customerId}/transactions/${tx.id}`, { status: 'hacked' })).status).toBe(404);
       expect((await tenant.request('DELETE', `/v1/customers/${customerId}/transactions/${tx.id}`)).status).toBe(404);

@@ -1,11 +1,10 @@
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
-import { eq } from 'drizzle-orm';
 import { toDate } from '../../core/schemas.js';
-import { customerTransactions } from '../../db/schema.js';
+import { customers, customerTransactions } from '../../db/schema.js';
 import { definedOnly } from '../../db/scoped.js';
 import { childResource } from '../child-resource.js';
-import { assertRefs, createCustomer, customerRows, deleteCustomer, getCustomer, listCustomers, transactionRows, updateCustomer } from './customers.repository.js';
+import { businessReference, createCustomer, customerRows, deleteCustomer, getCustomer, listCustomers, transactionRows, updateCustomer } from './customers.repository.js';
 import {
   Customer,
   CustomerCreateInput,
@@ -72,7 +71,6 @@ const customerOperations: Operation[] = [
   }),
 ];
 
-const ofCustomer = (customerId: string) => eq(customerTransactions.customerId, customerId);
 /** A transaction's columns from a body: the date parsed, absent fields left out. */
 const transactionValues = <B extends { transactionDate?: string | null | undefined }>({ transactionDate, ...rest }: B) =>
   definedOnly({ ...rest, transactionDate: toDate(transactionDate) });
@@ -92,26 +90,31 @@ const transactionOperations = childResource({
   present: (row) => row,
   // The total is cheap here (one customer's rows, index `customer_transactions_customer`).
   listDescription: 'Newest first by default. `meta.pagination.total` is included.',
+  // Each write is one statement: the customer's liveness, its business as the default and the business a
+  // body names are checked in it; an unknown customer or transaction is a 404 whatever the body names.
+  oneStatement: true,
+  // Absent businessId: the customer's own business (a null in the body means "none").
+  fromParent: { businessId: customers.businessId },
+  references: { businessId: businessReference },
   create: {
     summary: 'Add a transaction to a customer',
     description: "`amount`, `currency`, `status` and `type` are required. `businessId` defaults to the customer's business.",
     fields: TransactionCreateFields,
-    toInsert: async (body, customer, ctx) => {
-      await assertRefs(ctx.db, ctx.orgId, body);
-      // Absent businessId: the customer's own business (a null in the body means "none").
-      return { businessId: customer.businessId, ...transactionValues(body), amount: body.amount, currency: body.currency, status: body.status, type: body.type, customerId: customer.id, organizationId: ctx.orgId };
-    },
+    toInsert: (body, customer, ctx) => ({
+      ...transactionValues(body),
+      amount: body.amount,
+      currency: body.currency,
+      status: body.status,
+      type: body.type,
+      customerId: customer.id,
+      organizationId: ctx.orgId,
+    }),
   },
   update: {
     method: 'PUT',
     description: 'Accepts partial bodies: only the fields present are changed, null clears `businessId`, `description` or `transactionDate`. 404 for an unknown transaction.',
     fields: TransactionUpdateFields,
-    toPatch: async (body, ctx, { parentId, childId }) => {
-      // The transaction first, so an unknown id is a 404 whatever the body names.
-      await transactionRows.get(ctx.db, ctx.orgId, childId, ofCustomer(parentId));
-      await assertRefs(ctx.db, ctx.orgId, body);
-      return transactionValues(body);
-    },
+    toPatch: (body) => transactionValues(body),
   },
   deleteDescription: 'Soft delete: the transaction gets `deletedAt` and disappears from lists and gets.',
 });
