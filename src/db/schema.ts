@@ -219,7 +219,11 @@ export const messages = pgTable(
       .on(t.organizationId, t.direction, t.createdAt, t.id)
       .where(sql`${t.deletedAt} IS NULL`),
     index('messages_snoozed').on(t.organizationId).where(sql`${t.deletedAt} IS NULL AND ${t.snoozedUntil} IS NOT NULL`),
-    index('messages_search').using('gin', t.searchVector),
+    // New rows wait in the index's pending list until it is merged, and every search through the index reads
+    // the whole list: at PostgreSQL's default (4 MB) a search of a rare or absent word took 1.2 ms after 4,000
+    // received messages instead of 0.03. Merged at 128 kB, a search reads at most 16 pending pages (0.1 ms);
+    // inserts cost the same (migration 0009).
+    index('messages_search').using('gin', t.searchVector).with({ gin_pending_list_limit: 128 }),
   ],
 );
 

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { useTestApp, type Tenant } from '../helpers/app.js';
 import { checkPagination, newestFirst } from '../helpers/pagination.js';
+import { testDbKind } from '../helpers/database.js';
 
 const { t, a, b } = useTestApp();
 
@@ -361,6 +362,7 @@ describe('search plans', () => {
       FROM generate_series(1, 2500) g`);
     const search = async (q: string, query = '') => (await owner.request('GET', `/v1/messages/search?q=${q}${query}`)).json as { data: { text: string }[] };
 
+
     expect((await search('fresh')).data.map((m) => m.text)).toEqual([2500, 2499, 2498, 2497, 2496, 2495, 2494, 2493, 2492, 2491].map((g) => `fresh note ${g}`));
     expect((await search('scarce')).data.map((m) => m.text)).toEqual(['scarce note 2300', 'scarce note 2250', 'scarce note 2200']);
     expect((await search('archaic')).data.map((m) => m.text)).toEqual([2100, 2099, 2098, 2097, 2096, 2095, 2094, 2093, 2092, 2091].map((g) => `archaic note ${g}`));
@@ -380,6 +382,17 @@ describe('search plans', () => {
       FROM generate_series(1, 2100) g`);
     expect((await search('scarce', '&limit=5')).data.map((m) => m.text)).toEqual(['scarce note 2300', 'scarce note 2250', 'scarce note 2200', 'scarce old 2100', 'scarce old 2099']);
     expect((await search('scarce', '&limit=2&sortOrder=asc')).data.map((m) => m.text)).toEqual(['scarce old 1', 'scarce old 2']);
+
+    // The full-text index merges the rows waiting in its pending list at 128 kB (every search through the
+    // index reads the whole list): after these 4,600 new rows it holds at most 16 pages, where PostgreSQL's
+    // default (4 MB) would hold them all (about 35).
+    const [index] = (await t.database.db.execute<{ options: string[] }>(sql`SELECT reloptions AS options FROM pg_class WHERE relname = 'messages_search'`)).rows;
+    expect(index!.options).toContain('gin_pending_list_limit=128');
+    if (testDbKind === 'postgres') {
+      await t.database.db.execute(sql`CREATE EXTENSION IF NOT EXISTS pgstattuple`);
+      const [gin] = (await t.database.db.execute<{ pending: number }>(sql`SELECT pending_pages AS pending FROM pgstatginindex('messages_search')`)).rows;
+      expect(gin!.pending).toBeLessThanOrEqual(17);
+    }
   });
 });
 
