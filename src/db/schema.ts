@@ -600,7 +600,7 @@ export const events = pgTable(
     actorType: text('actor_type').notNull(),
     actorId: uuid('actor_id'),
     /**
-     * The record as the write answered it, stored as JSON text (\`json\`, not \`jsonb\`): the write's statement
+     * The record as the write answered it, stored as JSON text (`json`, not `jsonb`): the write's statement
      * builds it as JSON already, so storing it costs no parse per event, and it reads back with the keys in
      * the record's own order. Nothing queries inside it in SQL.
      */

@@ -165,7 +165,7 @@ describe('round trips per write', () => {
     expect(updated.value.json.data).toEqual((await a.request('GET', `/v1/customers/${customer.id}/transactions/${id}`)).json.data);
     expect((await eventsOf(a.orgId, id)).map((e) => e.type)).toEqual(['customer.transaction.created', 'customer.transaction.updated']);
 
-    // A business that is not the organization's: refused in the same round trip, nothing written.
+    // A business the organization does not have: refused in the same round trip, nothing written.
     const refused = await roundTrips(() => a.request('PUT', `/v1/customers/${customer.id}/transactions/${id}`, { businessId: '00000000-0000-4000-8000-000000000001', status: 'lost' }));
     expect(refused.value.status).toBe(400);
     expect(refused.trips).toBe(1);

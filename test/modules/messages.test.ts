@@ -362,7 +362,6 @@ describe('search plans', () => {
       FROM generate_series(1, 2500) g`);
     const search = async (q: string, query = '') => (await owner.request('GET', `/v1/messages/search?q=${q}${query}`)).json as { data: { text: string }[] };
 
-
     expect((await search('fresh')).data.map((m) => m.text)).toEqual([2500, 2499, 2498, 2497, 2496, 2495, 2494, 2493, 2492, 2491].map((g) => `fresh note ${g}`));
     expect((await search('scarce')).data.map((m) => m.text)).toEqual(['scarce note 2300', 'scarce note 2250', 'scarce note 2200']);
     expect((await search('archaic')).data.map((m) => m.text)).toEqual([2100, 2099, 2098, 2097, 2096, 2095, 2094, 2093, 2092, 2091].map((g) => `archaic note ${g}`));

@@ -13,10 +13,10 @@ export const transactionRows = scopedRepository(customerTransactions, 'Customer 
 
 type Customer = typeof customers.$inferSelect;
 
-/** A reference in a body must name a live record of the caller's organization; otherwise it is the client's input error. */
 /** The reference to a business that customers and their transactions may hold (a live business of the organization). */
 export const businessReference = { table: businessRows.table, message: 'No business with this id exists in the organization' };
 
+/** A reference in a body must name a live record of the caller's organization; otherwise it is the client's input error. */
 export async function assertRefs(db: DbOrTx, orgId: string, refs: { businessId?: string | null | undefined; contactId?: string | null | undefined }) {
   if (refs.businessId && !(await businessRows.exists(db, orgId, refs.businessId))) {
     throw fieldError('businessId', businessReference.message);
