@@ -3,6 +3,10 @@ import { sql } from 'drizzle-orm';
 import { useTestApp, type Tenant } from '../helpers/app.js';
 import { checkPagination, newestFirst } from '../helpers/pagination.js';
 import { testDbKind } from '../helpers/database.js';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import pg from 'pg';
+import * as schema from '../../src/db/schema.js';
+import { searchMessages } from '../../src/modules/messages/messages.repository.js';
 
 const { t, a, b } = useTestApp();
 
@@ -391,6 +395,38 @@ describe('search plans', () => {
       await t.database.db.execute(sql`CREATE EXTENSION IF NOT EXISTS pgstattuple`);
       const [gin] = (await t.database.db.execute<{ pending: number }>(sql`SELECT pending_pages AS pending FROM pgstatginindex('messages_search')`)).rows;
       expect(gin!.pending).toBeLessThanOrEqual(17);
+    }
+  });
+});
+
+describe('search statements', () => {
+  // PostgreSQL only: the embedded database keeps no prepared statements.
+  it.runIf(testDbKind === 'postgres')('the window step keeps one plan whatever the words, instead of being planned at every call', async () => {
+    const owner = await t.tenant();
+    await t.database.db.execute(sql`
+      INSERT INTO messages (organization_id, type, direction, text, created_at)
+      SELECT ${owner.orgId}::uuid, 'email', 'incoming', 'Order ' || g || ' invoice ' || (g * 7 % 1000) || ' word' || (g % 5000) || ' meeting shipped regards',
+             timestamp '2026-01-01' + g * interval '1 second'
+      FROM generate_series(1, 20000) g`);
+    await t.database.db.execute(sql`ANALYZE messages`);
+    // One connection of its own, so that the statements' plan counts are read where they ran.
+    const client = new pg.Client({ connectionString: (t.database as unknown as { url: string }).url });
+    await client.connect();
+    try {
+      const db = drizzle(client, { schema });
+      const page = { limit: 10, offset: 0, sortOrder: 'desc' } as const;
+      for (let i = 0; i < 8; i++) {
+        expect((await searchMessages(db, owner.orgId, 'xylophone', page)).items).toEqual([]);
+        expect((await searchMessages(db, owner.orgId, 'regards', page)).items).toHaveLength(10);
+      }
+      const { rows } = await client.query<{ generic: number; custom: number }>(
+        `SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name = 'messages_search_window_desc'`,
+      );
+      // With its values in the planner's sight, the window step was planned again at every call (0 generic, 9 custom).
+      expect(rows[0]!.generic).toBeGreaterThan(0);
+      expect(rows[0]!.custom).toBeLessThanOrEqual(5);
+    } finally {
+      await client.end();
     }
   });
 });

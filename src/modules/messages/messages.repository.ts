@@ -87,6 +87,18 @@ export async function listMessages(db: DbOrTx, orgId: string, input: PageInput &
 /** The full-text condition of a search, on a row's `search_vector` ('simple' config: case-folded, unstemmed). */
 const matches = (vector: unknown, text: unknown) => sql`${vector} @@ websearch_to_tsquery('simple', ${text})`;
 
+/**
+ * A value of the window step (step 1) that the planner does not see: a one-row subquery (`(SELECT $n::type)`),
+ * evaluated once when the statement runs. Its plan is the same whatever the words, the organization and the
+ * page (a walk of the creation-date index); with the values in sight PostgreSQL estimated each call's plan
+ * cheaper than the generic one and planned every call again (no generic plan in `pg_prepared_statements`),
+ * reading the full-text statistics each time. Hidden, it keeps one generic plan after five calls. Step 2
+ * keeps its values in sight: its best plan depends on the organization's size (the full-text index alone,
+ * or with the organization's index), which only a plan made with the values can weigh.
+ */
+const unseen = (name: string, type: 'int' | 'uuid') => sql`(SELECT ${sql.placeholder(name)}::${sql.raw(type)})`;
+const unseenMatches = (vector: unknown) => sql`${vector} @@ (SELECT websearch_to_tsquery('simple', ${sql.placeholder('text')}::text))`;
+
 /** How many of the newest (or oldest) messages a search reads per row of the page before it changes plan. */
 const WINDOW_PER_ROW = 10;
 const MIN_WINDOW = 300;
@@ -102,17 +114,17 @@ const prepareWindow = (db: DbOrTx, dir: 'asc' | 'desc') => {
   const recent = db
     .select({ id: messages.id, createdAt: messages.createdAt, vector: messages.searchVector })
     .from(messages)
-    .where(and(eq(messages.organizationId, org), isNull(messages.deletedAt)))
+    .where(and(sql`${messages.organizationId} = ${unseen('orgId', 'uuid')}`, isNull(messages.deletedAt)))
     .orderBy(...pageOrder({ sortOrder: dir, limit: 1, offset: 0 }, messages.createdAt, messages.id))
-    .limit(sql.placeholder('window') as unknown as number)
+    .limit(unseen('window', 'int') as unknown as number)
     .as('recent');
   const hits = db
     .select({ id: recent.id, createdAt: recent.createdAt })
     .from(recent)
-    .where(matches(recent.vector, sql.placeholder('text')))
+    .where(unseenMatches(recent.vector))
     .orderBy(sql`${recent.createdAt} ${order}`, sql`${recent.id} ${order}`)
-    .limit(sql.placeholder('limit') as unknown as number)
-    .offset(sql.placeholder('offset') as unknown as number)
+    .limit(unseen('limit', 'int') as unknown as number)
+    .offset(unseen('offset', 'int') as unknown as number)
     .as('hits');
   return db
     .select({ m: messageJson })
