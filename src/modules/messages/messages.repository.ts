@@ -96,8 +96,7 @@ const matches = (vector: unknown, text: unknown) => sql`${vector} @@ websearch_t
  * keeps its values in sight: its best plan depends on the organization's size (the full-text index alone,
  * or with the organization's index), which only a plan made with the values can weigh.
  */
-const unseen = (name: string, type: 'int' | 'uuid') => sql`(SELECT ${sql.placeholder(name)}::${sql.raw(type)})`;
-const unseenMatches = (vector: unknown) => sql`${vector} @@ (SELECT websearch_to_tsquery('simple', ${sql.placeholder('text')}::text))`;
+const unseen = (name: string, type: 'int' | 'uuid' | 'text') => sql`(SELECT ${sql.placeholder(name)}::${sql.raw(type)})`;
 
 /** How many of the newest (or oldest) messages a search reads per row of the page before it changes plan. */
 const WINDOW_PER_ROW = 10;
@@ -121,7 +120,7 @@ const prepareWindow = (db: DbOrTx, dir: 'asc' | 'desc') => {
   const hits = db
     .select({ id: recent.id, createdAt: recent.createdAt })
     .from(recent)
-    .where(unseenMatches(recent.vector))
+    .where(matches(recent.vector, unseen('text', 'text')))
     .orderBy(sql`${recent.createdAt} ${order}`, sql`${recent.id} ${order}`)
     .limit(unseen('limit', 'int') as unknown as number)
     .offset(unseen('offset', 'int') as unknown as number)
