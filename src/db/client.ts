@@ -114,6 +114,12 @@ function openPostgres(url: string, poolSize: number, statementTimeoutMs: number 
  */
 export const PGLITE_SETTINGS = { shared_buffers: '32MB', work_mem: '4MB', maintenance_work_mem: '32MB', temp_buffers: '4MB' };
 
+/** The extensions the migrations create (`drizzle/0010`: btree_gin), loaded into the embedded database at every start. */
+async function pgliteExtensions() {
+  const { btree_gin } = await import('@electric-sql/pglite/contrib/btree_gin');
+  return { btree_gin };
+}
+
 /**
  * Creates a new data directory (initdb) in a short-lived child process: initdb grows the WebAssembly heap
  * to about 800 MB, which a process keeps for good; the service then opens the ready directory at about
@@ -137,7 +143,7 @@ export async function restorePglite(dataDir: string, backup: Uint8Array) {
     const lock = acquireDataDirLock(dataDir);
     try {
       const { PGlite } = await import('@electric-sql/pglite');
-      const client = await PGlite.create(pgdata, { loadDataDir: new Blob([backup]) });
+      const client = await PGlite.create(pgdata, { loadDataDir: new Blob([backup]), extensions: await pgliteExtensions() });
       await client.close();
       tightenPermissions(dataDir);
     } finally {
@@ -148,22 +154,24 @@ export async function restorePglite(dataDir: string, backup: Uint8Array) {
 
 async function openPglite(dataDir: string | undefined): Promise<Database> {
   // Loaded here, not at the top: a process on PostgreSQL never loads the embedded database's code.
-  const [{ PGlite }, { drizzle: drizzlePglite }, { migrate: migratePglite }] = await Promise.all([
+  const [{ PGlite }, { drizzle: drizzlePglite }, { migrate: migratePglite }, extensions] = await Promise.all([
     import('@electric-sql/pglite'),
     import('drizzle-orm/pglite'),
     import('drizzle-orm/pglite/migrator'),
+    pgliteExtensions(),
   ]);
   let lock: DataDirLock | undefined;
   const startParams = [...PGlite.defaultStartParams, ...Object.entries(PGLITE_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
+  const options = { relaxedDurability: false, startParams, extensions };
   const start = async () => {
-    if (!dataDir) return PGlite.create('memory://', { relaxedDurability: false, startParams });
+    if (!dataDir) return PGlite.create('memory://', options);
     // DATA_DIR is private (0700, checked like PostgreSQL checks its own), and what start-up and the
     // initialization child create in it is too.
     preparePrivateDataDir(dataDir);
     lock = acquireDataDirLock(dataDir);
     const pgdata = `${dataDir}/pgdata`;
     initPgliteDirectory(pgdata);
-    const created = await PGlite.create(pgdata, { relaxedDurability: false, startParams });
+    const created = await PGlite.create(pgdata, options);
     tightenPermissions(dataDir);
     return created;
   };

@@ -401,7 +401,7 @@ describe('search plans', () => {
 
 describe('search statements', () => {
   // PostgreSQL only: the embedded database keeps no prepared statements.
-  it.runIf(testDbKind === 'postgres')('the window step keeps one plan whatever the words, instead of being planned at every call', async () => {
+  it.runIf(testDbKind === 'postgres')('the window and rare-word steps keep one plan whatever the words, instead of being planned at every call', async () => {
     const owner = await t.tenant();
     await t.database.db.execute(sql`
       INSERT INTO messages (organization_id, type, direction, text, created_at)
@@ -419,12 +419,31 @@ describe('search statements', () => {
         expect((await searchMessages(db, owner.orgId, 'xylophone', page)).items).toEqual([]);
         expect((await searchMessages(db, owner.orgId, 'regards', page)).items).toHaveLength(10);
       }
-      const { rows } = await client.query<{ generic: number; custom: number }>(
-        `SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name = 'messages_search_window_desc'`,
-      );
+      const plans = async (name: string) =>
+        (await client.query<{ generic: number; custom: number }>(`SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name = $1`, [name])).rows[0]!;
       // With its values in the planner's sight, the window step was planned again at every call (0 generic, 9 custom).
-      expect(rows[0]!.generic).toBeGreaterThan(0);
-      expect(rows[0]!.custom).toBeLessThanOrEqual(5);
+      const window = await plans('messages_search_window_desc');
+      expect(window.generic).toBeGreaterThan(0);
+      expect(window.custom).toBeLessThanOrEqual(5);
+      // The absent word had no match in the window: the rare-word step answered it, with one plan, after the
+      // first five calls (its values in sight, 8 custom plans), a scan of the full-text index keyed by organization.
+      const rare = await plans('messages_search_rare_desc');
+      expect(rare.generic).toBeGreaterThan(0);
+      expect(rare.custom).toBeLessThanOrEqual(5);
+      // Its parameters: the organization, the words, the cap on matches, the page's limit and offset.
+      const { rows: plan } = await client.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) EXECUTE messages_search_rare_desc('${owner.orgId}', 'xylophone', 2000, 10, 0)`);
+      const scans: { 'Node Type': string; 'Index Name'?: string; 'Index Cond'?: string }[] = [];
+      const visit = (node: { Plans?: unknown[] } & (typeof scans)[number]) => {
+        if (node['Node Type'].includes('Scan') && node['Node Type'] !== 'CTE Scan' && node['Node Type'] !== 'Result') scans.push(node);
+        for (const child of node.Plans ?? []) visit(child as never);
+      };
+      visit((plan[0]!['QUERY PLAN'] as { Plan: never }[])[0]!.Plan);
+      // The matches come from one index scan that takes both conditions: no scan of the organization's
+      // rows (with the previous index: a bitmap of the organization's index ANDed with the words', or none).
+      const ofMessages = scans.filter((scan) => scan['Index Name'] !== 'messages_pkey');
+      expect(ofMessages.map((scan) => scan['Node Type'])).toEqual(['Bitmap Heap Scan', 'Bitmap Index Scan']);
+      expect(ofMessages[1]!['Index Name']).toBe('messages_search');
+      expect(ofMessages[1]!['Index Cond']).toMatch(/organization_id = .*search_vector @@/);
     } finally {
       await client.end();
     }
