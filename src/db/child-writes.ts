@@ -1,22 +1,12 @@
 import { and, eq, getTableColumns, param, sql } from 'drizzle-orm';
 import type { PgColumn } from 'drizzle-orm/pg-core';
-import { fieldError } from '../core/errors.js';
 import { jsonRow } from './json.js';
 import { live, softDeleteLive, type ScopedTable } from './scoped.js';
-import { placeholder, Write, writeShapes, type WriteCheck } from './write.js';
+import { id, orgId, referenceChecks, type Reference } from './scoped-writes.js';
+import { placeholder, Write, writeShapes } from './write.js';
 import type { DbOrTx } from './client.js';
 
-/** The placeholders every statement below shares. */
-const orgId = placeholder('orgId');
-const id = placeholder('id');
 const parentId = placeholder('parentId');
-
-/** A column that names another record of the organization, which must be live (a transaction's business). */
-export interface Reference {
-  table: ScopedTable;
-  /** The field's error when it names no live record. */
-  message: string;
-}
 
 export interface ChildWritesSpec {
   table: ScopedTable;
@@ -49,15 +39,7 @@ export function childWrites<Row, Insert extends Record<string, unknown>>(spec: C
   const answer = jsonRow(table);
   const ofParent = and(eq(table.id, id), eq(spec.parentColumn, parentId))!;
 
-  /** The checks of the references a shape gives (a null reference names nothing to check). */
-  const checks = (fields: Record<string, unknown>): WriteCheck[] =>
-    Object.entries(spec.references ?? {})
-      .filter(([key]) => fields[key] !== undefined && fields[key] !== null)
-      .map(([key, ref]) => ({
-        holds: sql`EXISTS (SELECT 1 FROM ${ref.table} WHERE ${live(ref.table, orgId, eq(ref.table.id, fields[key]))})`,
-        marker: `switchboard:no-such-${key}`,
-        error: () => fieldError(key, ref.message),
-      }));
+  const checks = (fields: Record<string, unknown>) => referenceChecks(spec.references, fields);
 
   const insertShapes = writeShapes<Insert>((fields) => {
     const keys = Object.keys(fields);

@@ -1,7 +1,7 @@
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { definedOnly } from '../../db/scoped.js';
-import { businessRows } from './businesses.repository.js';
+import { businessRows, businessWrites } from './businesses.repository.js';
 import { Business, BusinessCreateInput, BusinessId, BusinessUpdateInput } from './businesses.schemas.js';
 
 export const businessesOperations: Operation[] = [
@@ -25,7 +25,7 @@ export const businessesOperations: Operation[] = [
     description: '`name` is required. `createdBy` is the API key (or signed-in user) making the request.',
     input: BusinessCreateInput,
     output: Business,
-    handler: (input, ctx) => businessRows.insert(ctx.db, { ...definedOnly(input), name: input.name, organizationId: ctx.orgId, createdBy: ctx.actorId }),
+    handler: (input, ctx) => businessWrites.insert(ctx.db, ctx.orgId, { ...definedOnly(input), name: input.name, createdBy: ctx.actorId }),
   }),
   defineOperation({
     id: 'businesses.get',
@@ -45,7 +45,7 @@ export const businessesOperations: Operation[] = [
     description: 'Only the fields present in the body are changed; `data` is replaced as a whole.',
     input: BusinessUpdateInput,
     output: Business,
-    handler: ({ id, ...patch }, ctx) => businessRows.update(ctx.db, ctx.orgId, id, definedOnly(patch)),
+    handler: ({ id, ...patch }, ctx) => businessWrites.update(ctx.db, ctx.orgId, id, definedOnly(patch)),
   }),
   defineOperation({
     id: 'businesses.delete',
@@ -57,6 +57,6 @@ export const businessesOperations: Operation[] = [
       'Soft delete: the business gets `deletedAt` and disappears from lists and gets. Customers and transactions that name it keep their `businessId`.',
     input: BusinessId,
     output: Business,
-    handler: (input, ctx) => businessRows.softDelete(ctx.db, ctx.orgId, input.id),
+    handler: (input, ctx) => businessWrites.softDelete(ctx.db, ctx.orgId, input.id),
   }),
 ];

@@ -1,10 +1,10 @@
-import { eq } from 'drizzle-orm';
-import { fieldError } from '../../core/errors.js';
+import { sql } from 'drizzle-orm';
 import type { Page, PageInput } from '../../core/pagination.js';
 import { toDate } from '../../core/schemas.js';
 import type { DbOrTx } from '../../db/client.js';
 import { customers, customerTransactions } from '../../db/schema.js';
 import { definedOnly, scopedRepository, softDeleteLive } from '../../db/scoped.js';
+import { orgId, scopedWrites, type Reference } from '../../db/scoped-writes.js';
 import { businessRows } from '../businesses/businesses.repository.js';
 import { contactRows } from '../contacts/contacts.repository.js';
 
@@ -14,17 +14,8 @@ export const transactionRows = scopedRepository(customerTransactions, 'Customer 
 type Customer = typeof customers.$inferSelect;
 
 /** The reference to a business that customers and their transactions may hold (a live business of the organization). */
-export const businessReference = { table: businessRows.table, message: 'No business with this id exists in the organization' };
-
-/** A reference in a body must name a live record of the caller's organization; otherwise it is the client's input error. */
-export async function assertRefs(db: DbOrTx, orgId: string, refs: { businessId?: string | null | undefined; contactId?: string | null | undefined }) {
-  if (refs.businessId && !(await businessRows.exists(db, orgId, refs.businessId))) {
-    throw fieldError('businessId', businessReference.message);
-  }
-  if (refs.contactId && !(await contactRows.exists(db, orgId, refs.contactId))) {
-    throw fieldError('contactId', 'No contact with this id exists in the organization');
-  }
-}
+export const businessReference: Reference = { table: businessRows.table, message: 'No business with this id exists in the organization' };
+const contactReference: Reference = { table: contactRows.table, message: 'No contact with this id exists in the organization' };
 
 // ------------------------------------------------------------------ customers
 
@@ -47,23 +38,20 @@ export const listCustomers = (db: DbOrTx, orgId: string, page: PageInput): Promi
 
 export const getCustomer = (db: DbOrTx, orgId: string, id: string) => customerRows.get(db, orgId, id);
 
-export async function createCustomer(db: DbOrTx, orgId: string, body: CustomerBody) {
-  await assertRefs(db, orgId, body);
-  return customerRows.insert(db, { ...customerValues(body), organizationId: orgId });
-}
+/**
+ * One statement each: the business and the contact a body names are checked in it (an unknown customer is
+ * a 404 whatever the body names), and a delete takes the customer's transactions with it.
+ */
+const customerWrites = scopedWrites<Customer, Omit<typeof customers.$inferInsert, 'organizationId'>>({
+  table: customers,
+  label: 'Customer',
+  references: { businessId: businessReference, contactId: contactReference },
+  cascade: (db) => [softDeleteLive(db, customerTransactions, orgId, sql`${customerTransactions.customerId} IN (SELECT id FROM written)`).getSQL()],
+});
 
-export async function updateCustomer(db: DbOrTx, orgId: string, id: string, body: CustomerBody) {
-  // The customer first, so an unknown id is a 404 whatever the body names.
-  await customerRows.get(db, orgId, id);
-  await assertRefs(db, orgId, body);
-  return customerRows.update(db, orgId, id, customerValues(body));
-}
+export const createCustomer = (db: DbOrTx, org: string, body: CustomerBody) => customerWrites.insert(db, org, customerValues(body));
+
+export const updateCustomer = (db: DbOrTx, org: string, id: string, body: CustomerBody) => customerWrites.update(db, org, id, customerValues(body));
 
 /** Soft-deletes the customer and its transactions together. */
-export async function deleteCustomer(db: DbOrTx, orgId: string, id: string) {
-  return db.transaction(async (tx) => {
-    const deleted = await customerRows.softDelete(tx, orgId, id);
-    await softDeleteLive(tx, customerTransactions, orgId, eq(customerTransactions.customerId, id));
-    return deleted;
-  });
-}
+export const deleteCustomer = (db: DbOrTx, org: string, id: string) => customerWrites.softDelete(db, org, id);
