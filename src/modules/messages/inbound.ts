@@ -2,6 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { createHash, randomUUID } from 'node:crypto';
 import { promises as dns } from 'node:dns';
 import { hostname } from 'node:os';
+import { LRUCache } from 'lru-cache';
 import type { AuthenticateResult, DnsResolver } from 'mailauth';
 import type { AddressObject, ParsedMail } from 'mailparser';
 import { z } from 'zod';
@@ -141,8 +142,40 @@ const withTimeout = <T>(promise: Promise<T>, ms: number, what: string): Promise<
     );
   });
 
-/** The system resolver, each query bounded in time. */
-const systemResolver: DnsResolver = (name, rrtype) => withTimeout(dns.resolve(name, rrtype) as Promise<unknown>, DNS_TIMEOUT_MS, `DNS ${rrtype} ${name}`);
+/** Answers that say the name or the record does not exist: kept like records (negative caching, RFC 2308). */
+const ABSENT = new Set(['ENOTFOUND', 'ENODATA', 'NXDOMAIN']);
+
+/**
+ * A resolver that keeps `resolve`'s answers for `ttlMs`, records and absent answers alike, as a caching
+ * resolver would: a receiver asks the same few questions for every message of one sender (its domain's SPF
+ * and DMARC records, its address's PTR), and concurrent identical questions share one query. Timeouts and
+ * server failures are not kept. Each caller gets its own copy of the records. Written here because Node's
+ * resolver keeps nothing and caching lookups (cacheable-lookup) cover addresses only, not TXT or PTR.
+ */
+export function cachingResolver(resolve: DnsResolver, opts: { ttlMs?: number; max?: number } = {}): DnsResolver {
+  const cache = new LRUCache<string, { records: unknown } | { absent: Error }>({
+    max: opts.max ?? 5000,
+    ttl: opts.ttlMs ?? 60_000,
+    fetchMethod: async (key) => {
+      const space = key.indexOf(' ');
+      try {
+        return { records: await resolve(key.slice(space + 1), key.slice(0, space)) };
+      } catch (err) {
+        if (ABSENT.has((err as { code?: string }).code ?? '')) return { absent: err as Error };
+        throw err;
+      }
+    },
+  });
+  return async (name, rrtype) => {
+    const answer = await cache.fetch(`${rrtype} ${name.toLowerCase()}`);
+    if (!answer) throw new Error(`DNS ${rrtype} ${name}: no answer`);
+    if ('absent' in answer) throw answer.absent;
+    return structuredClone(answer.records);
+  };
+}
+
+/** The system resolver, each query bounded in time, its answers kept for a minute. */
+const systemResolver: DnsResolver = cachingResolver((name, rrtype) => withTimeout(dns.resolve(name, rrtype) as Promise<unknown>, DNS_TIMEOUT_MS, `DNS ${rrtype} ${name}`));
 
 export interface AuthenticationSummary {
   spf: string;
