@@ -2,7 +2,7 @@ import { scopedRepository } from '../../db/scoped.js';
 import { scopedWrites } from '../../db/scoped-writes.js';
 import { businesses } from '../../db/schema.js';
 
-/** Businesses need nothing beyond the scoped reads and writes. */
+/** Businesses need nothing beyond the scoped reads and the one-statement writes below. */
 export const businessRows = scopedRepository(businesses, 'Business');
 
 /** Each write one statement, composed with its events by the operation runner. */

@@ -142,8 +142,8 @@ const withTimeout = <T>(promise: Promise<T>, ms: number, what: string): Promise<
     );
   });
 
-/** Answers that say the name or the record does not exist: kept like records (negative caching, RFC 2308). */
-const ABSENT = new Set(['ENOTFOUND', 'ENODATA', 'NXDOMAIN']);
+/** Node's answers that the name or the record does not exist: kept like records (negative caching, RFC 2308). */
+const ABSENT = new Set(['ENOTFOUND', 'ENODATA']);
 
 /**
  * A resolver that keeps `resolve`'s answers for `ttlMs`, records and absent answers alike, as a caching
