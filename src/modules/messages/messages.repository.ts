@@ -61,7 +61,7 @@ const prepareList = (db: DbOrTx, key: ListKey) => {
 };
 type Statements = { get: ReturnType<typeof prepareGet> } & Partial<Record<ListKey, ReturnType<typeof prepareList>>> &
   Partial<Record<`window_${'asc' | 'desc'}`, ReturnType<typeof prepareWindow>>> &
-  Partial<Record<`${MatchesPlan}_${'asc' | 'desc'}`, ReturnType<typeof prepareFew>>>;
+  Partial<Record<`${MatchesPlan}_${'asc' | 'desc'}`, ReturnType<typeof prepareMatches>>>;
 const prepared = new WeakMap<DbOrTx, Statements>();
 function statements(db: DbOrTx): Statements {
   let found = prepared.get(db);
@@ -205,7 +205,7 @@ export async function searchMessages(db: DbOrTx, orgId: string, text: string, in
  * `rare` hides its values (`unseen`): one plan, a scan of the full-text index. `few` shows them: planned
  * per call with the words' statistics.
  */
-const prepareFew = (db: DbOrTx, kind: MatchesPlan, sortOrder: 'asc' | 'desc') => {
+const prepareMatches = (db: DbOrTx, kind: MatchesPlan, sortOrder: 'asc' | 'desc') => {
   const dir = sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
   const value = kind === 'rare' ? unseen : (name: string) => sql.placeholder(name);
   const hits = db.$with('hits').as(
@@ -235,7 +235,7 @@ const prepareFew = (db: DbOrTx, kind: MatchesPlan, sortOrder: 'asc' | 'desc') =>
 
 /** The page from all matches when there are fewer than FEW_MATCHES; undefined when there are as many or more. */
 async function allMatches(db: DbOrTx, kind: MatchesPlan, orgId: string, text: string, sortOrder: PageInput['sortOrder'], limit: number, offset: number): Promise<Page<MessageJson> | undefined> {
-  const statement = statements(db)[`${kind}_${sortOrder}`] ??= prepareFew(db, kind, sortOrder);
+  const statement = statements(db)[`${kind}_${sortOrder}`] ??= prepareMatches(db, kind, sortOrder);
   const rows = await statement.execute({ orgId, text, limit, offset });
   if ((rows[0]?.n ?? 0) >= FEW_MATCHES) return undefined;
   return { items: rows.flatMap((r) => (r.m === null ? [] : [r.m])) };
