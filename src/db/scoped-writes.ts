@@ -3,7 +3,7 @@ import { fieldError } from '../core/errors.js';
 import type { DbOrTx } from './client.js';
 import { jsonRow } from './json.js';
 import { live, softDeleteLive, type ScopedTable } from './scoped.js';
-import { placeholder, Write, writeShapes, type WriteCheck } from './write.js';
+import { placeholder, Write, writeShapes, type WriteCheck, type WriteSpec } from './write.js';
 
 /** The placeholders every statement of this module and of `childWrites` shares. */
 export const orgId = placeholder('orgId');
@@ -49,29 +49,30 @@ export function scopedWrites<Row, Insert extends Record<string, unknown>>(spec: 
   const { table, label } = spec;
   const answer = jsonRow(table);
 
-  const insertShapes = writeShapes<Insert>((fields, db) => ({
-    statement: db
-      .insert(table)
-      .values({ ...fields, organizationId: orgId } as never)
-      .returning()
-      .getSQL(),
-    table,
-    answer,
-    label,
-    checks: referenceChecks(spec.references, fields),
-  }));
-  const updateShapes = writeShapes<Partial<Insert>>((fields, db) => ({
-    statement: db
-      .update(table)
-      .set({ ...fields, updatedAt: sql`now()` } as never)
-      .where(live(table, orgId, eq(table.id, id)))
-      .returning()
-      .getSQL(),
-    table,
-    answer,
-    label,
-    checks: referenceChecks(spec.references, fields),
-  }));
+  /** A write of `fields` answering the row, with the checks of the references they give. */
+  const checked = (statement: SQL, fields: Record<string, unknown>): WriteSpec => ({ statement, table, answer, label, checks: referenceChecks(spec.references, fields) });
+
+  const insertShapes = writeShapes<Insert>((fields, db) =>
+    checked(
+      db
+        .insert(table)
+        .values({ ...fields, organizationId: orgId } as never)
+        .returning()
+        .getSQL(),
+      fields,
+    ),
+  );
+  const updateShapes = writeShapes<Partial<Insert>>((fields, db) =>
+    checked(
+      db
+        .update(table)
+        .set({ ...fields, updatedAt: sql`now()` } as never)
+        .where(live(table, orgId, eq(table.id, id)))
+        .returning()
+        .getSQL(),
+      fields,
+    ),
+  );
   const deleteShapes = writeShapes<Record<string, never>>((_fields, db) => ({
     statement: softDeleteLive(db, table, orgId, eq(table.id, id)).returning().getSQL(),
     table,
