@@ -5,7 +5,7 @@ import { eventTypesOf, parseInput, type Actor, type Envelope, type Operation, ty
 import { paginationMeta, type PageInput } from './core/pagination.js';
 import type { Db, DbOrTx } from './db/client.js';
 import { LazyTransaction } from './db/lazy-transaction.js';
-import { composeWrite, executeWrite, failsWith, isWrite, refusal, renderWrite, runWrite, type Write } from './db/write.js';
+import { composeWrite, executeWrite, failsWith, isWrite, refusal, renderWrite, runWrite, sentLater, type Write } from './db/write.js';
 import { isEventType, type EventType } from './modules/events/events.catalog.js';
 import { answerEventsSource, committedColumns, committedOf, eventCtes, nothingRecorded, recordEvents, type NewEvent, type Recorded } from './modules/events/events.recorder.js';
 import { notifyEventsCommitted } from './modules/events/events.signal.js';
@@ -83,10 +83,10 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
 
 /**
  * A handler's answer, or its `Write` left unsent: awaiting a `Write` (a thenable, so also returning it from
- * an async function) would send it.
+ * an async function) would send it; an async handler answers one wrapped (`unsent`).
  */
 async function settle(value: unknown): Promise<{ result: unknown }> {
-  return { result: isWrite(value) ? value : await value };
+  return { result: isWrite(value) ? value : sentLater(await value) };
 }
 
 const EVENT_GUARD = 'switchboard:event-types-changed';

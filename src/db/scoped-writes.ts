@@ -37,20 +37,30 @@ export interface ScopedWritesSpec {
   references?: Record<string, Reference>;
   /** What a soft delete takes with it (a customer's transactions): statements that may read `written`. */
   cascade?: (db: DbOrTx) => SQL[];
+  /** The answer over the written row, when it is more than the row (`jsonRow(table, extra)`); by default the row. */
+  answer?: SQL;
+  /** Further conditions of an update, by the fields it gives (a folder's move: not into its own subtree); they may read `orgId` and `id`. */
+  updateChecks?: (fields: Record<string, unknown>) => WriteCheck[];
 }
 
 /**
- * The writes of an organization's top-level resource whose answer is the stored row itself (a business, a
- * customer), each one statement answering the row as JSON (`jsonRow`), for the operation runner to compose
+ * The writes of an organization's top-level resource whose answer is the stored row (a business, a
+ * customer; a folder with its counts), each one statement answering it as JSON (`jsonRow`), for the operation runner to compose
  * with its events (`src/db/write.ts`); built once per shape of values, with placeholders. `update` and
  * `softDelete` find only the organization's live row (a 404 with the label, before any reference check).
  */
 export function scopedWrites<Row, Insert extends Record<string, unknown>>(spec: ScopedWritesSpec) {
   const { table, label } = spec;
-  const answer = jsonRow(table);
+  const answer = spec.answer ?? jsonRow(table);
 
-  /** A write of `fields` answering the row, with the checks of the references they give. */
-  const checked = (statement: SQL, fields: Record<string, unknown>): WriteSpec => ({ statement, table, answer, label, checks: referenceChecks(spec.references, fields) });
+  /** A write of `fields` answering the row, with the checks of the references they give (and `more`). */
+  const checked = (statement: SQL, fields: Record<string, unknown>, more: WriteCheck[] = []): WriteSpec => ({
+    statement,
+    table,
+    answer,
+    label,
+    checks: [...referenceChecks(spec.references, fields), ...more],
+  });
 
   const insertShapes = writeShapes<Insert>((fields, db) =>
     checked(
@@ -71,6 +81,7 @@ export function scopedWrites<Row, Insert extends Record<string, unknown>>(spec: 
         .returning()
         .getSQL(),
       fields,
+      spec.updateChecks?.(fields),
     ),
   );
   const deleteShapes = writeShapes<Record<string, never>>((_fields, db) => ({

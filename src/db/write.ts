@@ -77,6 +77,22 @@ export class Write<T> implements Promise<T> {
 
 export const isWrite = (value: unknown): value is Write<unknown> => value instanceof Write;
 
+/** A `Write` carried past the promise of an async handler (`unsent`). */
+class Unsent {
+  constructor(readonly write: Write<unknown>) {}
+}
+
+/**
+ * A `Write` that an async handler answers after statements of its own (a lock it must hold first): returned
+ * as is, the promise of the async function would send it on its own; wrapped, it reaches the operation
+ * runner unsent, which composes it with the events in the handler's transaction. For operation handlers
+ * only: the runner is what unwraps it (`sentLater`).
+ */
+export const unsent = <T>(write: Write<T>): T => new Unsent(write) as T;
+
+/** The `Write` an `unsent` wrapper carries, or the value itself. */
+export const sentLater = (value: unknown): unknown => (value instanceof Unsent ? value.write : value);
+
 /**
  * A write's field values as placeholders, for a statement built once per shape: a field absent stays
  * absent (the column's default, or unchanged), a null is part of the shape (Drizzle's encoders do not take

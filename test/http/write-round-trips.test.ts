@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineOperation } from '../../src/core/operation.js';
-import { contacts, events, organizations, webhookDeliveries, webhookEndpoints } from '../../src/db/schema.js';
+import { contacts, events, files, organizations, webhookDeliveries, webhookEndpoints } from '../../src/db/schema.js';
 import { Write } from '../../src/db/write.js';
 import { jsonRow } from '../../src/db/json.js';
 import { runOperation, type Caller } from '../../src/run-operation.js';
@@ -221,16 +221,44 @@ describe('round trips per write', () => {
     expect((await eventsOf(a.orgId, business.id)).map((e) => e.type).sort()).toEqual(['business.created', 'business.deleted', 'business.updated']);
   });
 
-  it('an operation with statements of its own runs them in one transaction with its events', async () => {
-    const folder = (await a.request('POST', '/v1/folders', { name: 'Invoices' })).json.data as { id: string };
-    await a.request('PATCH', `/v1/folders/${folder.id}`, { name: 'Warm' });
-    const { value: res, trips } = await roundTrips(() => a.request('PATCH', `/v1/folders/${folder.id}`, { name: 'Invoices 2026' }));
-    expect(res.status, res.body).toBe(200);
-    counts['folders.update (reads its folder back)'] = trips;
-    // BEGIN, the update, the folder's read, its events, COMMIT.
-    expect(trips).toBeGreaterThan(1);
-    expect(trips).toBeLessThanOrEqual(5);
-    expect((await eventsOf(a.orgId, folder.id)).map((e) => e.type).sort()).toEqual(['folder.created', 'folder.updated', 'folder.updated']);
+  it("a folder is one round trip to rename, and its move, delete or creation under a parent takes the tree's lock first: BEGIN, the lock, one statement, COMMIT", async () => {
+    const warm = (await a.request('POST', '/v1/folders', { name: 'Warm' })).json.data as { id: string };
+    await a.request('PATCH', `/v1/folders/${warm.id}`, { name: 'Warmer' });
+    const measure = async (kind: string, method: 'POST' | 'PATCH' | 'DELETE', url: string, body: unknown, status: number, expected: number) => {
+      const { value: res, trips, statements } = await roundTrips(() => a.request(method, url, body));
+      expect(res.status, `${kind}: ${res.body}`).toBe(status);
+      counts[kind] = trips;
+      expect(trips, `${kind} took ${trips} round trips:\n${statements.join('\n')}`).toBe(expected);
+      return res.json;
+    };
+    const top = (await measure('folders.create', 'POST', '/v1/folders', { name: 'Invoices', metadata: { color: 'blue' } }, 201, 1)).data;
+    expect(top).toMatchObject({ name: 'Invoices', metadata: { color: 'blue' }, parentFolderId: null, fileCount: 0, subfolderCount: 0, deletedAt: null });
+    const renamed = (await measure('folders.update (rename)', 'PATCH', `/v1/folders/${top.id}`, { name: 'Invoices 2026' }, 200, 1)).data;
+    expect(renamed).toEqual((await a.request('GET', `/v1/folders/${top.id}`)).json.data);
+    const child = (await measure('folders.create (under a parent)', 'POST', '/v1/folders', { name: 'Paid', parentFolderId: top.id }, 201, 4)).data;
+    const other = (await a.request('POST', '/v1/folders', { name: 'Archive' })).json.data as { id: string };
+    const moved = (await measure('folders.update (move)', 'PATCH', `/v1/folders/${child.id}`, { parentFolderId: other.id }, 200, 4)).data;
+    expect(moved).toEqual((await a.request('GET', `/v1/folders/${child.id}`)).json.data);
+    // A move into its own subtree is refused in the same statement: nothing written, no event.
+    const cycle = await measure('folders.update (a move into its own subtree)', 'PATCH', `/v1/folders/${other.id}`, { parentFolderId: child.id }, 400, 4);
+    expect(JSON.stringify(cycle.error)).toContain('itself or one of its subfolders');
+    expect((await a.request('GET', `/v1/folders/${other.id}`)).json.data.parentFolderId).toBeNull();
+
+    await t.database.db.insert(files).values([
+      { organizationId: a.orgId, folderId: other.id, name: 'a.pdf', createdBy: a.keyId },
+      { organizationId: a.orgId, folderId: child.id, name: 'b.pdf', createdBy: a.keyId },
+    ]);
+    const deleted = (await measure('folders.delete (with its subtree and their files)', 'DELETE', `/v1/folders/${other.id}`, undefined, 200, 4)).data;
+    expect(deleted).toMatchObject({ id: other.id, fileCount: 1, subfolderCount: 1 });
+    expect(deleted.deletedAt).toEqual(expect.any(String));
+    expect((await a.request('GET', `/v1/folders/${child.id}`)).status).toBe(404);
+    const left = (await t.database.db.execute<{ name: string; gone: boolean }>(sql`SELECT name, deleted_at IS NOT NULL AS gone FROM files WHERE organization_id = ${a.orgId} ORDER BY name`)).rows;
+    expect(left).toEqual([
+      { name: 'a.pdf', gone: true },
+      { name: 'b.pdf', gone: true },
+    ]);
+    expect((await eventsOf(a.orgId, other.id)).map((e) => e.type).sort()).toEqual(['folder.created', 'folder.deleted']);
+    expect((await eventsOf(a.orgId, child.id)).map((e) => e.type).sort()).toEqual(['folder.created', 'folder.updated']);
   });
 
   it('a write that fails leaves no event: a missing message is a 404 and nothing is recorded', async () => {
