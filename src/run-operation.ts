@@ -8,7 +8,7 @@ import { LazyTransaction } from './db/lazy-transaction.js';
 import { composeWrite, executeWrite, failsWith, isWrite, refusal, renderWrite, runWrite, sentLater, type Write } from './db/write.js';
 import { isEventType, type EventType } from './modules/events/events.catalog.js';
 import { answerEventsSource, committedColumns, committedOf, eventCtes, nothingRecorded, recordEvents, type NewEvent, type Recorded } from './modules/events/events.recorder.js';
-import { notifyEventsCommitted } from './modules/events/events.signal.js';
+import { notifyEventsCommitted, type Committed, type CommittedWork } from './modules/events/events.signal.js';
 
 /** Who runs an operation, as the adapters (REST, MCP) and the automation engine describe it. */
 export interface Caller {
@@ -33,9 +33,10 @@ export interface Caller {
  *
  * Handlers need not know which: any handler works through the second; a repository that returns a
  * `Write` makes its operations the first. `tx` lets the automation engine and the idempotency store run
- * operations in their own transaction (the same composition, inside it).
+ * operations in their own transaction (the same composition, inside it); the work it recorded goes to
+ * `committed`, which the transaction's owner announces after its commit.
  */
-export async function runOperation(op: Operation, raw: unknown, caller: Caller, tx?: DbOrTx): Promise<Envelope> {
+export async function runOperation(op: Operation, raw: unknown, caller: Caller, tx?: DbOrTx, committed?: CommittedWork): Promise<Envelope> {
   const input = parseInput(op, raw);
   const call = (db: DbOrTx): unknown => {
     const ctx: OperationContext = { orgId: caller.orgId, actorId: caller.actor.id ?? caller.orgId, actor: caller.actor, permissions: caller.permissions, db };
@@ -53,7 +54,9 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
     // Inside the caller's transaction: debit first, as ever; then the write with its events.
     if (op.cost) await debitCredits(tx, caller.orgId, op.cost);
     const { result } = await settle(call(tx));
-    return { data: await writer.finish(tx, result) };
+    const data = await writer.finish(tx, result);
+    committed?.add(writer.committed());
+    return { data };
   }
 
   const lazy = new LazyTransaction(caller.db, op.cost ? (t) => debitCredits(t, caller.orgId, op.cost!) : undefined);
@@ -64,21 +67,17 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
     await lazy.rollback();
     throw err;
   }
-  let answer: { data: unknown; recorded: Recorded };
+  let data: unknown;
   if (isWrite(result) && !lazy.opened) {
-    answer = await writer.alone(caller.db, result);
+    data = await writer.alone(caller.db, result);
   } else if (!lazy.opened && !op.cost) {
     // The handler sent nothing and nothing is debited: the events alone are one statement.
-    const data = await writer.finish(caller.db, result);
-    answer = { data, recorded: writer.recorded };
+    data = await writer.finish(caller.db, result);
   } else {
-    answer = await lazy.commit(async (t) => {
-      const data = await writer.finish(t, result);
-      return { data, recorded: writer.recorded };
-    });
+    data = await lazy.commit((t) => writer.finish(t, result));
   }
-  if (answer.recorded.events > 0) notifyEventsCommitted({ ...answer.recorded, types: writer.types, operation: op.id });
-  return { data: answer.data };
+  if (writer.recorded.events > 0) notifyEventsCommitted(writer.committed());
+  return { data };
 }
 
 /**
@@ -111,6 +110,11 @@ class EventWriter {
     private readonly input: Record<string, unknown>,
   ) {}
 
+  /** What this run recorded, for the workers' nudge after the commit. */
+  committed(): Committed {
+    return { ...this.recorded, types: this.types, operation: this.op.id };
+  }
+
   private values(types: readonly EventType[]): Record<string, unknown> {
     const { actor, orgId } = this.caller;
     return { _org: orgId, _types: JSON.stringify(types), _actor_type: actor.type, _actor_id: actor.id, _actor_depth: actor.depth, _cost: this.op.cost };
@@ -141,7 +145,7 @@ class EventWriter {
    * that depend on the answer are predicted from the input, and the statement refuses to stand when the
    * answer reads differently; the write then runs again in a transaction that records the events it answered.
    */
-  async alone(db: Db, write: Write<unknown>): Promise<{ data: unknown; recorded: Recorded }> {
+  async alone(db: Db, write: Write<unknown>): Promise<unknown> {
     const prediction = this.composable() ? this.predictTypes() : undefined;
     if (!prediction) return this.inTransaction(db, write);
     const { spec } = write;
@@ -172,7 +176,8 @@ class EventWriter {
     }
     if (row?.data == null) throw notFound(spec.label);
     this.types = prediction.types;
-    return { data: row.data, recorded: committedOf(row) };
+    this.recorded = committedOf(row);
+    return row.data;
   }
 
   private async inTransaction(db: Db, write: Write<unknown>) {
@@ -180,9 +185,9 @@ class EventWriter {
       if (this.op.cost) await debitCredits(t, this.caller.orgId, this.op.cost);
       const data = await runWrite(t, write);
       const list = eventsOf(this.op, this.caller.orgId, data);
-      const recorded = await recordEvents(t, this.caller.actor, list);
+      this.recorded = await recordEvents(t, this.caller.actor, list);
       this.types = list.map((e) => e.type);
-      return { data, recorded };
+      return data;
     });
   }
 

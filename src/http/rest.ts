@@ -1,4 +1,4 @@
-import { notifyEventsCommitted } from '../modules/events/events.signal.js';
+import { CommittedWork } from '../modules/events/events.signal.js';
 import { idempotencyKeyOf, requestHash, runIdempotent } from '../idempotency.js';
 import { useJsonBodyParser } from './json-body.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -114,8 +114,9 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
       const caller = { orgId: principal.orgId, actor: { type: 'api_key' as const, id: principal.keyId, depth: 0 }, permissions: principal.permissions, db: deps.db };
       if (!key) return { status, body: await runOperation(op, input, caller) };
       const scope = { callerId: principal.keyId, orgId: principal.orgId, key, hash: requestHash(op.method, req.url.split('?')[0]!, input) };
-      const answer = await runIdempotent(deps.db, scope, status, (tx) => runOperation(op, input, caller, tx));
-      if (!answer.replayed) notifyEventsCommitted(); // runOperation leaves the nudge to whoever owns the transaction
+      const committed = new CommittedWork(); // a replay runs nothing and announces nothing
+      const answer = await runIdempotent(deps.db, scope, status, (tx) => runOperation(op, input, caller, tx, committed));
+      committed.announce();
       return answer;
     };
     // A write is bound by the database's statement timeout, so that a 503 always means "not written"; a

@@ -1,5 +1,5 @@
 import { idempotencyArgument, requestHash, runIdempotent } from '../idempotency.js';
-import { notifyEventsCommitted } from '../modules/events/events.signal.js';
+import { CommittedWork } from '../modules/events/events.signal.js';
 import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@modelcontextprotocol/server';
 import type { FastifyBaseLogger } from 'fastify';
 import { fieldError, logServerError, toAppError } from '../core/errors.js';
@@ -118,8 +118,9 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
         envelope = await (readsOnly(op) ? withDeadline(running, deps.readTimeoutMs) : running);
       } else {
         const scope = { callerId: g.id, orgId: g.organizationId, key, hash: requestHash('TOOL', `${name}.${String(method)}`, args) };
-        envelope = (await runIdempotent(deps.db, scope, successStatus(op), (tx) => runOperation(op, args, caller, tx))).body;
-        notifyEventsCommitted();
+        const committed = new CommittedWork();
+        envelope = (await runIdempotent(deps.db, scope, successStatus(op), (tx) => runOperation(op, args, caller, tx, committed))).body;
+        committed.announce();
       }
       // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST).
       return { ok: true, text: JSON.stringify(envelope) };

@@ -21,7 +21,7 @@ import { renderTemplates, usesDigest, type TemplateContext } from '../modules/au
 import { AutomaticMailRefused } from '../modules/messages/sending.repository.js';
 import type { EventRecord } from '../modules/events/events.recorder.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
-import { notifyEventsCommitted, onEventsCommitted, type Committed } from '../modules/events/events.signal.js';
+import { CommittedWork, onEventsCommitted, type Committed } from '../modules/events/events.signal.js';
 import { operationById } from '../operations.js';
 import { runOperation } from '../run-operation.js';
 import { createWorkerLoop } from './loop.js';
@@ -81,12 +81,13 @@ export function lastTick(cron: string, timezone: string | null, at: Date): Date 
 const json = (value: unknown) => JSON.parse(JSON.stringify(value)) as unknown;
 
 /** Records `automation.updated` for the engine's own status moves, in the move's transaction. */
-async function recordEngineMoves(tx: DbOrTx, rows: AutomationRow[]) {
-  await recordEvents(
+async function recordEngineMoves(tx: DbOrTx, rows: AutomationRow[], work: CommittedWork) {
+  const recorded = await recordEvents(
     tx,
     SYSTEM,
     rows.map((row) => ({ type: 'automation.updated' as const, organizationId: row.organizationId, resourceId: row.id, data: json(toAutomation(row)) })),
   );
+  work.add({ ...recorded, types: ['automation.updated'] });
 }
 
 function canEngineMove(from: string, to: AutomationStatus) {
@@ -177,6 +178,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
   }
 
   async function applyEvaluation(id: string, lease: Date, outcome: EvaluationOutcome) {
+    const work = new CommittedWork();
     await db.transaction(async (tx) => {
       // Still ours? New instructions (a PATCH) or a deletion since the claim make this outcome stale.
       const [row] = await tx
@@ -211,15 +213,16 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         });
       }
       const [updated] = await tx.update(automations).set(changes).where(eq(automations.id, id)).returning();
-      await recordEngineMoves(tx, [updated!]);
+      await recordEngineMoves(tx, [updated!], work);
     });
-    notifyEventsCommitted();
+    work.announce();
   }
 
   // ------------------------------------------------------------------ expiry
 
   async function expireDue(): Promise<number> {
     const now = clock();
+    const work = new CommittedWork();
     const expired = await db.transaction(async (tx) => {
       const rows = await tx
         .update(automations)
@@ -233,10 +236,10 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
           ),
         )
         .returning();
-      await recordEngineMoves(tx, rows);
+      await recordEngineMoves(tx, rows, work);
       return rows.length;
     });
-    if (expired) notifyEventsCommitted();
+    work.announce();
     return expired;
   }
 
@@ -396,7 +399,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
   }
 
   /** Runs the plan's steps in a savepoint of `tx`: all of them take effect, or none. */
-  async function runSteps(tx: DbOrTx, a: AutomationRow, permissions: readonly string[], depth: number, event: EventRecord | null, now: Date): Promise<ExecutionStepRecord[]> {
+  async function runSteps(tx: DbOrTx, a: AutomationRow, permissions: readonly string[], depth: number, event: EventRecord | null, now: Date, work: CommittedWork): Promise<ExecutionStepRecord[]> {
     const allowed = ((a.permissions ?? {}) as { operations?: unknown }).operations;
     const actor: Actor = { type: 'automation', id: a.id, depth };
     const touched: ExecutionStepRecord[] = [];
@@ -415,7 +418,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         if (!Array.isArray(allowed) || !allowed.includes(op.id)) throw new PlanError(`The plan's permissions do not include "${op.id}"`);
         const needed = operationPermission(op);
         if (!hasPermission(permissions, needed)) throw new PlanError(`The credential the automation acts for lacks the "${needed}" permission`);
-        const envelope = await runOperation(op, renderTemplates(step.input, ctx), { orgId: a.organizationId, actor, permissions, db }, sp);
+        const envelope = await runOperation(op, renderTemplates(step.input, ctx), { orgId: a.organizationId, actor, permissions, db }, sp, work);
         ctx.steps.push(json(envelope.data));
         const id = (envelope.data as { id?: unknown } | null)?.id;
         touched.push({ operation: op.id, resourceId: typeof id === 'string' ? id : null });
@@ -426,7 +429,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
 
   async function executeNext(): Promise<boolean> {
     const now = clock();
-    let wrote = false;
+    const work = new CommittedWork();
     const found = await db.transaction(async (tx) => {
       const [run] = await tx
         .select()
@@ -455,8 +458,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
           })
           .where(eq(automations.id, a.id))
           .returning();
-        await recordEngineMoves(tx, [paused!]);
-        wrote = true;
+        await recordEngineMoves(tx, [paused!], work);
         return true;
       }
       const event = run.eventId ? ((await tx.select().from(events).where(eq(events.id, run.eventId)))[0] ?? null) : null;
@@ -466,7 +468,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
       // newsletters an automation must not answer do not count towards switching it off.
       let refused: string | null = null;
       try {
-        steps = await runSteps(tx, a, authority.permissions, run.depth, event, now);
+        steps = await runSteps(tx, a, authority.permissions, run.depth, event, now, work);
         // The events the steps recorded carry the run's origin, so the runs they trigger count against its cap.
         // The automation's row is locked: no other run of it is writing events now.
         await tx
@@ -502,11 +504,10 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
       const moved = changes.status !== undefined;
       if (moved) changes.updatedAt = finishedAt;
       const [updated] = await tx.update(automations).set(changes).where(eq(automations.id, a.id)).returning();
-      if (moved) await recordEngineMoves(tx, [updated!]);
-      wrote = moved || steps.length > 0;
+      if (moved) await recordEngineMoves(tx, [updated!], work);
       return true;
     });
-    if (wrote) notifyEventsCommitted();
+    work.announce();
     return found;
   }
 

@@ -8,7 +8,7 @@ import type { Db, DbOrTx } from '../db/client.js';
 import { channels, channelSyncStates } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, imapOptions } from '../modules/channels/channels.connect.js';
 import { loadChannelCredentials, recordChannelOutcome, type ChannelCredentials } from '../modules/channels/channels.repository.js';
-import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
+import { onEventsCommitted } from '../modules/events/events.signal.js';
 import { receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
@@ -323,8 +323,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
       const canIdle = client.capabilities.has('IDLE');
       while (!signal.aborted) {
         pending = false;
-        const outcome = await syncMailbox(client, creds, signal);
-        if (outcome.received > 0) notifyEventsCommitted();
+        await syncMailbox(client, creds, signal);
         await recordChannelOutcome(db, creds.id, { ok: true, at: clock() });
         connected();
         if (!client.usable) throw new Error('The IMAP connection closed');
@@ -419,7 +418,6 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
           await client?.logout().catch(() => client?.close());
         }
       }
-      if (total.received > 0) notifyEventsCommitted();
       return total;
     },
   };

@@ -11,7 +11,7 @@ import { assertMailHostAllowed, describeError } from '../modules/channels/channe
 import { loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
-import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
+import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
 import { getMessage } from '../modules/messages/messages.repository.js';
 import { composeMail, envelopeRecipients } from '../modules/messages/outgoing-mail.js';
 import { sendingOperations } from '../modules/messages/sending.operations.js';
@@ -85,30 +85,33 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
 
   const mine = (row: OutboxRow) => and(eq(mailOutbox.id, row.id), eq(mailOutbox.status, 'sending'), eq(mailOutbox.attempt, row.attempt));
 
-  /** Records the message's new status and its event (the sender's actor), in `tx`. */
-  async function settleMessage(tx: DbOrTx, row: OutboxRow, status: 'sent' | 'failed', reason: string | null, now: Date) {
+  /** Records the message's new status and its event (the sender's actor), in `tx`; the event goes to `work`. */
+  async function settleMessage(tx: DbOrTx, row: OutboxRow, status: 'sent' | 'failed', reason: string | null, now: Date, work: CommittedWork) {
     await tx
       .update(messages)
       .set({ status, statusReason: reason, updatedAt: now, ...(status === 'sent' ? { providerMessageId: row.mail.messageId } : {}) })
       .where(eq(messages.id, row.messageId));
     const data = await getMessage(tx, row.organizationId, row.messageId).catch(() => null);
-    if (!data) return 0; // deleted meanwhile: no event for a message nobody can read
-    return (await recordEvents(tx, { type: row.actorType as ActorType, id: row.actorId, depth: row.depth }, [
-      { type: status === 'sent' ? 'message.sent' : 'message.failed', organizationId: row.organizationId, resourceId: row.messageId, data },
-    ])).events;
+    if (!data) return; // deleted meanwhile: no event for a message nobody can read
+    const type = status === 'sent' ? 'message.sent' : 'message.failed';
+    const recorded = await recordEvents(tx, { type: row.actorType as ActorType, id: row.actorId, depth: row.depth }, [
+      { type, organizationId: row.organizationId, resourceId: row.messageId, data },
+    ]);
+    work.add({ ...recorded, types: [type] });
   }
 
   async function fail(row: OutboxRow, error: string, where = mine(row)) {
     const now = clock();
-    const recorded = await db.transaction(async (tx) => {
+    const work = new CommittedWork();
+    await db.transaction(async (tx) => {
       const [updated] = await tx
         .update(mailOutbox)
         .set({ status: 'failed', lastError: error, leaseUntil: null, updatedAt: now })
         .where(where)
         .returning({ id: mailOutbox.id });
-      return updated ? settleMessage(tx, row, 'failed', error, now) : 0;
+      if (updated) await settleMessage(tx, row, 'failed', error, now, work);
     });
-    if (recorded) notifyEventsCommitted();
+    work.announce();
   }
 
   /**
@@ -276,15 +279,16 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     await showOnChannel(channel, outcome);
     if (outcome.kind === 'sent') {
       const refused = outcome.rejected.length ? `Refused by the relay for ${outcome.rejected.join(', ')}` : null;
-      const recorded = await db.transaction(async (tx) => {
+      const work = new CommittedWork();
+      await db.transaction(async (tx) => {
         const [updated] = await tx
           .update(mailOutbox)
           .set({ status: 'sent', sentAt: now, leaseUntil: null, lastError: refused, updatedAt: now })
           .where(mine(row))
           .returning({ id: mailOutbox.id });
-        return updated ? settleMessage(tx, row, 'sent', refused, now) : 0;
+        if (updated) await settleMessage(tx, row, 'sent', refused, now, work);
       });
-      if (recorded) notifyEventsCommitted();
+      work.announce();
       return;
     }
     if (outcome.kind === 'failed') return fail(row, outcome.error);

@@ -1,6 +1,7 @@
 import { and, eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { contacts, idempotencyKeys, organizations } from '../../src/db/schema.js';
+import { onEventsCommitted, type Committed } from '../../src/modules/events/events.signal.js';
 import { useTestApp } from '../helpers/app.js';
 
 /** Idempotency-Key on REST POSTs, with Stripe's semantics. */
@@ -60,6 +61,31 @@ describe('Idempotency-Key', () => {
     const good = await post(a, '/v1/contacts', { name: 'Fixed' }, 'fails-first');
     expect(good.status).toBe(201);
     expect(good.headers['idempotent-replayed']).toBeUndefined();
+  });
+
+  it("announces what the write recorded after its commit, so that only the workers it concerns wake; a replay announces nothing", async () => {
+    const heard: (Committed | 'everyone')[] = [];
+    // `wants` sees what each announcement says; an announcement that says nothing wakes every worker.
+    let said: Committed | undefined;
+    const off = onEventsCommitted(
+      () => {
+        heard.push(said ?? 'everyone');
+        said = undefined;
+      },
+      (what) => {
+        said = what;
+        return true;
+      },
+    );
+    try {
+      expect((await post(a, '/v1/contacts', { name: 'Announced' }, 'announce-1')).status).toBe(201);
+      expect(heard).toEqual([expect.objectContaining({ events: 1, undispatched: 0, deliveries: 0, types: ['contact.created'], operation: 'contacts.create' })]);
+      heard.length = 0;
+      expect((await post(a, '/v1/contacts', { name: 'Announced' }, 'announce-1')).headers['idempotent-replayed']).toBe('true');
+      expect(heard).toEqual([]);
+    } finally {
+      off();
+    }
   });
 
   it('a malformed key is a 400', async () => {

@@ -22,6 +22,23 @@ signal.setMaxListeners(0);
 
 export const notifyEventsCommitted = (what?: Committed) => void signal.emit('committed', what);
 
+/**
+ * What the writes inside one transaction recorded (`runOperation`'s `committed`, or an owner's own events),
+ * for its owner to announce after the commit (`announce`): each worker then wakes for its own work only.
+ */
+export class CommittedWork {
+  private readonly list: Committed[] = [];
+
+  add(what: Committed) {
+    if (what.events > 0) this.list.push(what);
+  }
+
+  /** After the commit: the nudges, once. */
+  announce() {
+    for (const what of this.list.splice(0)) notifyEventsCommitted(what);
+  }
+}
+
 /** Calls `listener` after commits whose work `wants` (by default: every commit). Returns the unsubscribe. */
 export function onEventsCommitted(listener: () => void, wants?: (what: Committed) => boolean): () => void {
   const heard = (what: Committed | undefined) => {
