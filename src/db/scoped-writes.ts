@@ -39,15 +39,16 @@ export interface ScopedWritesSpec {
   cascade?: (db: DbOrTx) => SQL[];
   /** The answer over the written row, when it is more than the row (`jsonRow(table, extra)`); by default the row. */
   answer?: SQL;
-  /** Further conditions of an update, by the fields it gives (a folder's move: not into its own subtree); they may read `orgId` and `id`. */
+  /** Further conditions of an update, by the fields it gives (a folder's move: not into its own subtree); may read `orgId`, `id`. */
   updateChecks?: (fields: Record<string, unknown>) => WriteCheck[];
 }
 
 /**
  * The writes of an organization's top-level resource whose answer is the stored row (a business, a
- * customer; a folder with its counts), each one statement answering it as JSON (`jsonRow`), for the operation runner to compose
- * with its events (`src/db/write.ts`); built once per shape of values, with placeholders. `update` and
- * `softDelete` find only the organization's live row (a 404 with the label, before any reference check).
+ * customer; a folder, with its counts), each one statement answering it as JSON (`jsonRow`), for the
+ * operation runner to compose with its events (`src/db/write.ts`); built once per shape of values, with
+ * placeholders. `update` and `softDelete` find only the organization's live row (a 404 with the label,
+ * before any reference check).
  */
 export function scopedWrites<Row, Insert extends Record<string, unknown>>(spec: ScopedWritesSpec) {
   const { table, label } = spec;

@@ -8,7 +8,6 @@ import { live, softDeleteLive } from '../../db/scoped.js';
 import { id, orgId, scopedWrites } from '../../db/scoped-writes.js';
 import { unsent } from '../../db/write.js';
 
-
 type FolderRow = typeof folders.$inferSelect;
 export type FolderWithCounts = FolderRow & { fileCount: number; subfolderCount: number };
 
@@ -17,13 +16,13 @@ export type FolderWithCounts = FolderRow & { fileCount: number; subfolderCount: 
  * each is answered by a partial index (`files_folder`, `folders_parent`). In a write's answer they read the
  * statement's snapshot: the counts as they stood before it (a deleted folder answers what it held).
  */
+// Written out in full: Drizzle leaves columns unqualified in single-table selects, which a subquery would misread.
 const counts = {
   fileCount: sql<number>`(SELECT count(*)::int FROM "files" AS "f" WHERE "f"."folder_id" = "folders"."id"
     AND "f"."organization_id" = "folders"."organization_id" AND "f"."deleted_at" IS NULL)`,
   subfolderCount: sql<number>`(SELECT count(*)::int FROM "folders" AS "sub" WHERE "sub"."parent_folder_id" = "folders"."id"
     AND "sub"."organization_id" = "folders"."organization_id" AND "sub"."deleted_at" IS NULL)`,
 };
-// Written out in full: Drizzle leaves columns unqualified in single-table selects, which a subquery would misread.
 const withCounts = { ...getTableColumns(folders), fileCount: counts.fileCount.mapWith(Number), subfolderCount: counts.subfolderCount.mapWith(Number) };
 
 /**
@@ -48,7 +47,7 @@ function subtree(org: string, root: string): SQL {
     SELECT id FROM tree)`;
 }
 
-type FolderInsert = typeof folders.$inferInsert;
+type FolderInsert = Omit<typeof folders.$inferInsert, 'organizationId'>;
 
 /**
  * Each write one statement answering the folder with its counts: the parent a body names is checked in it,
@@ -107,7 +106,7 @@ export function createFolder(
   actorId: string,
   input: { name: string; parentFolderId?: string | null | undefined; metadata?: Record<string, unknown> | undefined },
 ): Promise<FolderWithCounts> {
-  const write = folderWrites.insert(db, orgId, { ...input, organizationId: orgId, createdBy: actorId });
+  const write = folderWrites.insert(db, orgId, { ...input, createdBy: actorId });
   return input.parentFolderId ? lockTree(db, orgId).then(() => unsent(write)) : write;
 }
 
