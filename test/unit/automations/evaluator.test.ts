@@ -3,8 +3,8 @@ import { builtinEvaluator } from '../../../src/workers/evaluator/deterministic.j
 import { evaluateAutomation, evaluatorFromConfig } from '../../../src/workers/evaluator/index.js';
 import { validatePlan } from '../../../src/workers/evaluator/validate.js';
 import type { Condition, EvaluationRequest, Plan, PlanStep } from '../../../src/modules/automations/plan.js';
+import { all, archive, digest, email, eq, NOW, onEvent, opsOf, read, scheduled, update, words } from '../../helpers/plans.js';
 
-const NOW = new Date('2030-01-07T08:00:00Z');
 const ALL = ['*'];
 
 const request = (instructions: string, given: EvaluationRequest['given'] = {}): EvaluationRequest => ({ name: 'Test', description: null, instructions, given, now: NOW });
@@ -12,41 +12,11 @@ const evaluate = (instructions: string, given: EvaluationRequest['given'] = {}, 
   evaluateAutomation(builtinEvaluator, request(instructions, given), { creatorPermissions });
 
 // Building blocks of the expected plans.
-const eq = (field: string, value: unknown): Condition => ({ field, operator: 'equals', value });
-const email = eq('type', 'email');
-const words = (...ws: string[]): Condition => ({ any: ws.flatMap((w) => [{ field: 'text', operator: 'contains', value: w }, { field: 'summary', operator: 'contains', value: w }]) as Condition[] });
-const all = (...cs: Condition[]): Condition => ({ all: cs });
-const update = (patch: Record<string, unknown>): PlanStep => ({ operation: 'messages.update', input: { id: '{{event.resourceId}}', ...patch } });
-const read = update({ readAt: '{{now}}' });
-const archive = update({ archivedAt: '{{now}}' });
-const digest: PlanStep = {
-  operation: 'messages.create',
-  input: { direction: 'incoming', type: 'note', sender: 'Switchboard automations', summary: 'Digest of the messages since {{lastRunAt}}', text: '{{digest}}' },
-};
 const contactEmail = (index: number): PlanStep[] => [
   { operation: 'contacts.create', input: { name: '{{sender.name}}' } },
   { operation: 'contacts.create_email', input: { id: `{{steps.${index}.id}}`, email: '{{sender.address}}' } },
 ];
 
-const opsOf = (actions: PlanStep[]) => ({ operations: [...new Set(actions.map((a) => a.operation))] });
-const onEvent = (triggerEvent: string, condition: Condition | null, actions: PlanStep[], timezone: string | null = null): Plan => ({
-  triggerType: 'event',
-  triggerEvent,
-  cronExpression: null,
-  timezone,
-  condition,
-  actions,
-  permissions: opsOf(actions),
-});
-const scheduled = (cronExpression: string, actions: PlanStep[] = [digest], timezone: string | null = null): Plan => ({
-  triggerType: 'scheduled',
-  triggerEvent: 'schedule.tick',
-  cronExpression,
-  timezone,
-  condition: null,
-  actions,
-  permissions: opsOf(actions),
-});
 
 const PLANNED: [string, Plan][] = [
   // Message triggers and their conditions

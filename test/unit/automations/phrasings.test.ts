@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { builtinEvaluator } from '../../../src/workers/evaluator/deterministic.js';
 import { evaluateAutomation } from '../../../src/workers/evaluator/index.js';
 import type { Condition, EvaluationRequest, Plan, PlanStep } from '../../../src/modules/automations/plan.js';
+import { all, archive, days, digest, email, eq, not, NOW, onEvent, read, scheduled, snooze, time, update } from '../../helpers/plans.js';
 
 /**
  * The table of phrasings: what the built-in evaluator makes of each, run on every test run. A plan is
@@ -9,44 +10,11 @@ import type { Condition, EvaluationRequest, Plan, PlanStep } from '../../../src/
  * understood or says why, and shows a phrasing that works.
  */
 
-const NOW = new Date('2030-01-07T08:00:00Z');
 const evaluate = (instructions: string) =>
   evaluateAutomation(builtinEvaluator, { name: 'T', description: null, instructions, given: {}, now: NOW } satisfies EvaluationRequest, { creatorPermissions: ['*'] });
 
-const eq = (field: string, value: unknown): Condition => ({ field, operator: 'equals', value });
-const all = (...cs: Condition[]): Condition => ({ all: cs });
-const not = (c: Condition): Condition => ({ not: c });
-const email = eq('type', 'email');
-const time = (from: string, to: string): Condition => ({ timeOfDay: { from, to } });
-const days = (...d: number[]): Condition => ({ dayOfWeek: d });
+const cron = (cronExpression: string, timezone: string | null = null, actions: PlanStep[] = [digest]): Plan => scheduled(cronExpression, actions, timezone);
 const businessHours = all(days(1, 2, 3, 4, 5), time('09:00', '17:00'));
-const update = (patch: Record<string, unknown>): PlanStep => ({ operation: 'messages.update', input: { id: '{{event.resourceId}}', ...patch } });
-const read = update({ readAt: '{{now}}' });
-const archive = update({ archivedAt: '{{now}}' });
-const snooze = (until: string) => update({ snoozedUntil: until });
-const digest: PlanStep = {
-  operation: 'messages.create',
-  input: { direction: 'incoming', type: 'note', sender: 'Switchboard automations', summary: 'Digest of the messages since {{lastRunAt}}', text: '{{digest}}' },
-};
-const ops = (actions: PlanStep[]) => ({ operations: [...new Set(actions.map((a) => a.operation))] });
-const onEvent = (triggerEvent: string, condition: Condition | null, actions: PlanStep[], timezone: string | null = null): Plan => ({
-  triggerType: 'event',
-  triggerEvent,
-  cronExpression: null,
-  timezone,
-  condition,
-  actions,
-  permissions: ops(actions),
-});
-const cron = (cronExpression: string, timezone: string | null = null, actions: PlanStep[] = [digest]): Plan => ({
-  triggerType: 'scheduled',
-  triggerEvent: 'schedule.tick',
-  cronExpression,
-  timezone,
-  condition: null,
-  actions,
-  permissions: ops(actions),
-});
 
 const PLANNED: [string, Plan][] = [
   // The wrong plans of the past, now right.
