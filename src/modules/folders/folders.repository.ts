@@ -6,7 +6,7 @@ import { files, folders } from '../../db/schema.js';
 import { jsonRow } from '../../db/json.js';
 import { live, softDeleteLive } from '../../db/scoped.js';
 import { id, orgId, scopedWrites } from '../../db/scoped-writes.js';
-import { unsent } from '../../db/write.js';
+import { unsent, type Write } from '../../db/write.js';
 
 type FolderRow = typeof folders.$inferSelect;
 export type FolderWithCounts = FolderRow & { fileCount: number; subfolderCount: number };
@@ -26,13 +26,15 @@ const counts = {
 const withCounts = { ...getTableColumns(folders), fileCount: counts.fileCount.mapWith(Number), subfolderCount: counts.subfolderCount.mapWith(Number) };
 
 /**
- * Moves, deletes and creations under a parent of one organization run one at a time, so two concurrent
- * moves cannot build a cycle and a folder cannot be created inside a subtree being deleted. Taken in its
- * own statement, before the write: a statement sees what committed before it began, so a lock taken inside
- * the write could not make it see the move or delete it waited for.
+ * `write` under the organization's tree lock: moves, deletes and creations under a parent of one
+ * organization run one at a time, so two concurrent moves cannot build a cycle and a folder cannot be
+ * created inside a subtree being deleted. The lock is taken in its own statement, before the write: a
+ * statement sees what committed before it began, so a lock taken inside the write could not make it see
+ * the move or delete it waited for. The write goes to the runner unsent, to be composed with its events.
  */
-async function lockTree(tx: DbOrTx, orgId: string) {
-  await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`folders:${orgId}`}, 0))`);
+async function underTreeLock<T>(db: DbOrTx, orgId: string, write: Write<T>): Promise<T> {
+  await db.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`folders:${orgId}`}, 0))`);
+  return unsent(write);
 }
 
 /** `SELECT id` of the folder and of every live folder below it (recursive CTE over `folders_parent`). */
@@ -107,7 +109,7 @@ export function createFolder(
   input: { name: string; parentFolderId?: string | null | undefined; metadata?: Record<string, unknown> | undefined },
 ): Promise<FolderWithCounts> {
   const write = folderWrites.insert(db, orgId, { ...input, createdBy: actorId });
-  return input.parentFolderId ? lockTree(db, orgId).then(() => unsent(write)) : write;
+  return input.parentFolderId ? underTreeLock(db, orgId, write) : write;
 }
 
 /** A rename or a change of metadata is one statement; a move holds the tree's lock first. */
@@ -118,7 +120,7 @@ export function updateFolder(
   patch: { name?: string | undefined; parentFolderId?: string | null | undefined; metadata?: Record<string, unknown> | undefined },
 ): Promise<FolderWithCounts> {
   const write = folderWrites.update(db, orgId, id, patch);
-  return patch.parentFolderId === undefined ? write : lockTree(db, orgId).then(() => unsent(write));
+  return patch.parentFolderId === undefined ? write : underTreeLock(db, orgId, write);
 }
 
 /**
@@ -126,5 +128,5 @@ export function updateFolder(
  * under the tree's lock; the answer is the folder as it was (counts before the delete) with `deletedAt` set.
  */
 export function deleteFolder(db: DbOrTx, orgId: string, id: string): Promise<FolderWithCounts> {
-  return lockTree(db, orgId).then(() => unsent(folderWrites.softDelete(db, orgId, id)));
+  return underTreeLock(db, orgId, folderWrites.softDelete(db, orgId, id));
 }
