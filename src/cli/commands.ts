@@ -211,7 +211,7 @@ export const COMMANDS: Command[] = [
     flags: { out: flag(textFlag(4096), 'FILE', 'Where to write the backup (a gzipped tarball; written with mode 0600)') },
     note: (r) => `Wrote ${String(r.bytes)} bytes to ${String(r.out)}. Restore with: switchboard restore --in ${String(r.out)} (into an empty DATA_DIR).`,
     run: async (input, ctx) => {
-      if (!ctx.backup) throw new AppError('BAD_REQUEST', 'With PostgreSQL, back up with pg_dump (see the README); backup covers the embedded database');
+      if (!ctx.backup) throw new AppError('BAD_REQUEST', 'With PostgreSQL, back up with pg_dump (see docs/cli.md); backup covers the embedded database');
       const out = resolvePath((input as { out: string }).out);
       const bytes = await ctx.backup();
       // Written next to the target, then renamed: a crash never leaves a half-written backup under its name.

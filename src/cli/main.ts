@@ -100,7 +100,7 @@ function absolutePaths(argv: readonly string[]): string[] {
 async function restore(invocation: Run, config: Config): Promise<Outcome> {
   const file = resolvePath((invocation.input as { in: string }).in);
   try {
-    if (config.databaseUrl) throw new AppError('BAD_REQUEST', 'With PostgreSQL, restore with pg_restore or psql (see the README); restore fills the embedded database only');
+    if (config.databaseUrl) throw new AppError('BAD_REQUEST', 'With PostgreSQL, restore with pg_restore or psql (see docs/cli.md); restore fills the embedded database only');
     const holder = dataDirHolder(config.dataDir);
     if (holder !== undefined) throw new AppError('BAD_REQUEST', `A server (pid ${holder}) holds ${config.dataDir}: stop it and restore into an empty DATA_DIR`);
     const { restorePglite, openDatabase } = await import('../db/client.js');

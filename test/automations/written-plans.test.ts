@@ -215,7 +215,7 @@ describe('a dry run: POST /automations/{id}/preview', () => {
 });
 
 describe('expiresAt on approval', () => {
-  it('null means never: approving succeeds; a past expiresAt is refused; the README says the same', async () => {
+  it('null means never: approving succeeds; a past expiresAt is refused; docs/automations.md says the same', async () => {
     const never = await create({ name: 'Forever', instructions: 'When a new email arrives, mark it as read', expiresAt: null });
     await engine.runOnce();
     expect(await ok(await a.request('POST', `/v1/automations/${never.id}/approve`))).toMatchObject({ status: 'active', expiresAt: null });
@@ -227,7 +227,7 @@ describe('expiresAt on approval', () => {
     expect(refused.status).toBe(400);
     expect(refused.json.error.details.properties.status.errors[0]).toMatch(/null or a future time/);
 
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const readme = readFileSync(new URL('../../docs/automations.md', import.meta.url), 'utf8');
     expect(readme).toContain('A move to `active` needs a plan and an `expiresAt` that is null (never expires) or in the future');
   });
 });

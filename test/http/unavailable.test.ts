@@ -60,7 +60,7 @@ class TcpProxy {
 
 const pgUrl = process.env.SB_TEST_PG_URL;
 const config = loadConfig({ PUBLIC_URL: 'http://127.0.0.1:3999', LOG_LEVEL: 'silent', API_KEY_CACHE_MS: '0', MCP_API_KEYS: 'true' });
-/** The bounds the README promises. */
+/** The bounds docs/operating.md promises. */
 const READ_BOUND_MS = 2000;
 const WRITE_BOUND_MS = 5000;
 

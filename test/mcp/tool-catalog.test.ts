@@ -93,8 +93,8 @@ describe('the tool catalog', () => {
     expect(() => buildToolCatalog([...operations, extra('nowhere.list', 'GET')])).toThrow(/belongs to no category/);
   });
 
-  it('has one example call per tool in the README, each valid for its method', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  it('has one example call per tool in docs/mcp.md, each valid for its method', () => {
+    const readme = readFileSync(new URL('../../docs/mcp.md', import.meta.url), 'utf8');
     const rows = [...readme.matchAll(/^\| `(\w+)` \| ([^|]+) \| `(\{.*\})` \|$/gm)];
     expect(rows.map((row) => row[1])).toEqual([...catalog.keys()]);
     for (const [, tool, methods, example] of rows) {

@@ -5,7 +5,7 @@ export type AutomationStatus = (typeof AUTOMATION_STATUSES)[number];
 
 /**
  * The moves a client may make (PATCH `status`, or approve / pause / resume / archive). The one table of
- * the lifecycle: the README prints it. Staying in the same status is always allowed.
+ * the lifecycle: docs/automations.md prints it. Staying in the same status is always allowed.
  */
 export const CLIENT_TRANSITIONS: Readonly<Record<AutomationStatus, readonly AutomationStatus[]>> = {
   draft: ['pending_evaluation', 'archived'],

@@ -63,7 +63,7 @@ export const eventReadPermission = (type: string): `${Category}:read` | '*' => {
   return area ? `${area}:read` : '*';
 };
 
-/** One line per event type: what happened. Used by the README, the OpenAPI document and the MCP tool docs. */
+/** One line per event type: what happened. Used by docs/automations.md, the OpenAPI document and the MCP tool docs. */
 export function describeEventType(type: EventType): string {
   if (type === 'message.received') return 'A new incoming message was recorded (alongside message.created)';
   if (type === 'message.sent') return 'An outgoing message was sent: recorded as sent (alongside message.created), or an email accepted by its channel\'s relay';
