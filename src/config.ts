@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { DATABASE_URL_FORM, namesDatabase } from './db/describe.js';
 
 /**
  * Environment, parsed once at start-up. Every setting the service reads is here, each with its meaning in
@@ -13,7 +14,8 @@ export const Env = z.object({
   DATA_DIR: z.string().min(1).default('./data').describe('Where the embedded database (and the command line\'s local socket) live; the command line must be given the same one as the server.'),
   DATABASE_URL: z
     .string()
-    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .regex(/^postgres(ql)?:\/\//, { message: `must be a postgres:// or postgresql:// URL: ${DATABASE_URL_FORM}`, abort: true })
+    .refine(namesDatabase, `must name the database (without one PostgreSQL would use the user's own): ${DATABASE_URL_FORM}`)
     .optional()
     .or(z.literal('').transform(() => undefined))
     .meta({ typeText: 'URL `postgres://user:password@host:5432/database`', description: '`postgres://…` selects PostgreSQL (the URL must name the database); unset selects the embedded database in `DATA_DIR`.' }),
