@@ -1,5 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { packagePath } from '../../src/core/paths.js';
 import { createWebhookDelivery } from '../../src/workers/webhook-delivery.js';
 import { createImapSync } from '../../src/workers/imap-sync.js';
 import { root } from '../helpers/cli.js';
@@ -55,6 +58,15 @@ function runExample(file: string, env: Record<string, string>): Running {
   };
 }
 
+/** Runs a docs snippet with bash (`set -eo pipefail`) and `env`; answers its stdout, or throws with what it printed. */
+function bash(script: string, env: Record<string, string>): Promise<string> {
+  return new Promise((done, fail) => {
+    execFile('bash', ['-c', `set -eo pipefail\n${script}`], { cwd: root, env: { ...process.env, ...env }, timeout: 60_000 }, (err, stdout, stderr) =>
+      err ? fail(new Error(`${err.message}\n${stdout}\n${stderr}`)) : done(stdout),
+    );
+  });
+}
+
 let t: LiveApp;
 let tenant: Tenant;
 const running: Running[] = [];
@@ -62,7 +74,8 @@ const started = (r: Running) => (running.push(r), r);
 
 beforeAll(async () => {
   // What the docs tell a developer to start the server with for these recipes.
-  t = await startLiveApp({ env: { WEBHOOK_ALLOW_INSECURE: 'true', CHANNELS_ALLOW_PRIVATE: 'true' } });
+  // SECRETS_KEY: with PostgreSQL, storing the IMAP password needs it (the embedded database makes a key file).
+  t = await startLiveApp({ env: { WEBHOOK_ALLOW_INSECURE: 'true', CHANNELS_ALLOW_PRIVATE: 'true', SECRETS_KEY: randomBytes(32).toString('base64') } });
   tenant = await t.tenant();
 });
 afterAll(async () => {
@@ -71,20 +84,26 @@ afterAll(async () => {
 });
 
 describe('examples/', () => {
-  test('webhook-receiver.mjs verifies what the server signs, and refuses what it did not', async () => {
-    // First run without the secret (as the docs' first step), to learn the URL to register.
+  test('webhook-receiver.mjs, as docs/webhooks.md runs it: verifies what the server signs, refuses what it did not', async () => {
+    const page = readFileSync(packagePath('docs/webhooks.md'), 'utf8');
+    const blocks = [...page.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+    const register = blocks.find((b) => b.includes('SECRET=$(curl'))!;
+    const createContact = blocks.find((b) => b.includes('/v1/contacts'))!;
+    expect(blocks.some((b) => /^WEBHOOK_ALLOW_INSECURE=true npm start/m.test(b))).toBe(true);
+
+    // Terminal 2, first without the secret (on a free port instead of 8080).
     const receiver = started(runExample('examples/webhook-receiver.mjs', { RECEIVER_PORT: '0', SWITCHBOARD_WEBHOOK_SECRET: '' }));
     const [, url] = await receiver.line(/listening on (http:\S+)/);
-    const created = await tenant.request('POST', '/v1/webhooks', { url, eventTypes: ['contact.created'] });
-    expect(created.status, created.body).toBe(201);
-    await receiver.stop();
-
-    // Restarted with the secret the answer showed, on the same port.
     const port = new URL(url!).port;
-    const verified = started(runExample('examples/webhook-receiver.mjs', { RECEIVER_PORT: port, SWITCHBOARD_WEBHOOK_SECRET: created.json.data.secret }));
+    // Terminal 3: register it; the line printed is what to run in terminal 2.
+    const registered = await bash(register.replace(/\b8080\b/g, port), { BASE: t.origin, KEY: tenant.key });
+    const [, secret] = registered.match(/^SWITCHBOARD_WEBHOOK_SECRET=(whsec_\S+) node examples\/webhook-receiver\.mjs/m) ?? [];
+    expect(secret, registered).toBeDefined();
+    await receiver.stop();
+    const verified = started(runExample('examples/webhook-receiver.mjs', { RECEIVER_PORT: port, SWITCHBOARD_WEBHOOK_SECRET: secret! }));
     await verified.line(/listening on/);
-    const contact = await tenant.request('POST', '/v1/contacts', { firstName: 'Ada' });
-    expect(contact.status).toBe(201);
+
+    await bash(createContact, { BASE: t.origin, KEY: tenant.key });
     const delivery = createWebhookDelivery({ db: t.database.db, clock: () => new Date(), log: silent, allowInsecure: true });
     delivery.start();
     try {
