@@ -82,7 +82,9 @@ export type Config = ReturnType<typeof fromEnv>;
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = Env.safeParse(env);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    // `X.or(z.literal(''))` fails as a union: its first branch (the setting's own schema) says what is wrong.
+    const message = (i: z.core.$ZodIssue): string => (i.code === 'invalid_union' && i.errors[0]?.[0] ? message(i.errors[0][0]) : i.message);
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${message(i)}`);
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
   }
   return fromEnv(parsed.data);

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { z } from 'zod';
-import { Env } from '../../src/config.js';
+import { Env, loadConfig } from '../../src/config.js';
 import { configurationTable, envVariables, withConfigurationTable } from '../../src/config-docs.js';
 import { packagePath } from '../../src/core/paths.js';
 
@@ -67,6 +67,14 @@ describe('docs/configuration.md', () => {
     expect(table).toContain('| `SMS_MAX` | integer 1–10 | `3` | At most this many. |');
     // A variable without a description is named in the table, so the page test fails loudly.
     expect(configurationTable(Env.extend({ NEW_ONE: z.string().optional() }))).toContain('| `NEW_ONE` | text | unset | **no description');
+  });
+
+  test('an invalid value is refused with what the setting wants, not a union\'s "Invalid input"', () => {
+    expect(() => loadConfig({ DATABASE_URL: 'mysql://x/db', PUBLIC_URL: 'nope' })).toThrow(
+      /DATABASE_URL: must be a postgres:\/\/ or postgresql:\/\/ URL: postgres:\/\/user:password@host:5432\/database\n {2}PUBLIC_URL: Invalid URL/,
+    );
+    expect(() => loadConfig({ DATABASE_URL: 'postgres://u:secret@db.internal:5432' })).toThrow(/DATABASE_URL: must name the database/);
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@db.internal/sb' }).databaseUrl).toBe('postgres://u@db.internal/sb');
   });
 
   test('the hand-written prose around the table is kept', () => {
