@@ -40,7 +40,7 @@ export async function serve(config: Config = loadConfig()) {
 }
 
 async function start(config: Config, signals: ReturnType<typeof watchStartupSignals>, opened: (() => Promise<unknown> | void)[]) {
-  process.stderr.write(`Starting Switchboard on ${config.databaseUrl ? `the ${describePostgres(config.databaseUrl)} (DATABASE_URL)` : `the embedded database in ${config.dataDir}`}…\n`);
+  process.stderr.write(`Starting Switchboard with ${config.databaseUrl ? `the ${describePostgres(config.databaseUrl)} (DATABASE_URL)` : `the embedded database in ${config.dataDir}`}…\n`);
   const database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir, statementTimeoutMs: config.dbStatementTimeoutMs });
   opened.push(() => database.close());
   signals.check();
