@@ -58,7 +58,7 @@ describe('every command says which database it used', () => {
     expect(second.code, second.stderr).toBe(0);
     expect(second.stderr).toContain(`database: the embedded database in ${dir}, opened by this command`);
     expect(second.stderr).not.toMatch(/created a new/);
-  });
+  }, 180_000);
 
   test.runIf(testDbKind === 'postgres')('PostgreSQL: host and database name, never the password', async () => {
     const r = await cli(['org', 'create', '--name', 'Acme'], dbEnv());
@@ -66,7 +66,7 @@ describe('every command says which database it used', () => {
     const name = new URL(database!.url!).pathname.slice(1);
     expect(r.stderr).toMatch(new RegExp(`switchboard: database: PostgreSQL database "${name}" on [^ ]+:\\d+ \\(DATABASE_URL\\)`));
     expect(r.stderr + r.stdout).not.toContain(PASSWORD);
-  });
+  }, 180_000);
 });
 
 describe('start-up', () => {
@@ -88,7 +88,7 @@ describe('start-up', () => {
     expect(server.log()).not.toMatch(/EADDRINUSE|\n\s+at /);
     // The database was closed on the way out: the data directory is free again.
     if (testDbKind === 'pglite') expect(dataDirHolder(dbEnv().DATA_DIR!)).toBeUndefined();
-  });
+  }, 180_000);
 
   test('a database nobody listens on: one line naming DATABASE_URL without its password', async () => {
     const port = await freePort();
@@ -100,7 +100,7 @@ describe('start-up', () => {
       `Cannot reach the database of DATABASE_URL (postgres://switchboard@127.0.0.1:${port}/switchboard): nothing accepts connections on 127.0.0.1:${port} (is PostgreSQL running there?).`,
     ]);
     expect(server.log()).not.toContain(PASSWORD);
-  });
+  }, 120_000);
 
   test.runIf(testDbKind === 'postgres')('a login the database refuses, and a database that does not exist: one line each', async () => {
     const refused = spawnServer({ DATABASE_URL: variant(database!.url!, { user: 'no_such_role_sb' }), PORT: '0', HOST: '127.0.0.1' });
@@ -115,7 +115,7 @@ describe('start-up', () => {
       expect.stringMatching(/^The database of DATABASE_URL \(postgres:\/\/postgres@[^)]+\/sb_no_such_database\) does not exist/),
     ]);
     expect(refused.log() + missing.log()).not.toContain(PASSWORD);
-  });
+  }, 120_000);
 
   test('a DATABASE_URL without a database name is refused with the form to use, by the server and the command line', async () => {
     const url = `postgres://postgres:${PASSWORD}@127.0.0.1:5432`;
@@ -126,7 +126,7 @@ describe('start-up', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/DATABASE_URL: must name the database .*postgres:\/\/user:password@host:5432\/database/);
     expect(server.log() + r.stderr).not.toContain(PASSWORD);
-  });
+  }, 120_000);
 
   test('Ctrl-C during start: start-up says it was interrupted, and the next start finds everything whole', async () => {
     const env = testDbKind === 'pglite' ? { DATA_DIR: join(dataDir, 'interrupted') } : dbEnv();
@@ -146,5 +146,5 @@ describe('start-up', () => {
     }
     const after = await cli(['migrate'], env);
     expect(after.code, after.stderr).toBe(0);
-  }, 120_000);
+  }, 180_000);
 });

@@ -114,7 +114,7 @@ describe('examples/', () => {
     const forged = await fetch(url!, { method: 'POST', headers: { 'webhook-id': 'msg_x', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' }, body: '{"type":"contact.created"}' });
     expect(forged.status).toBe(400);
     await verified.line(/refused: /);
-  });
+  }, 120_000);
 
   test('typed-client.ts creates, pages and reads an error with BASE and KEY', async () => {
     const client = runExample('examples/typed-client.ts', { BASE: t.origin, KEY: tenant.key });
@@ -122,7 +122,7 @@ describe('examples/', () => {
     expect(client.output()).toMatch(/created contact \S+ Ada Lovelace/);
     expect(client.output()).toMatch(/found it again among the contacts/);
     expect(client.output()).toMatch(/an unknown contact is 404 NOT_FOUND \(request \S+\)/);
-  });
+  }, 120_000);
 
   test('mcp-client.mjs prints the authorization URL, gets consent through its callback, lists tools and calls one', async () => {
     const person = await tenant.user();
@@ -135,7 +135,7 @@ describe('examples/', () => {
     await client.line(/tools: contacts_read, contacts_write, contacts_delete/);
     await client.line(/contacts_read: \{"data":\[/);
     expect(await client.exited, client.output()).toBe(0);
-  });
+  }, 120_000);
 
   test.skipIf(skipWithoutDovecot())('local-dovecot.ts prints a channel body that works as pasted', async () => {
     expect(DOVECOT).toBeDefined();
@@ -158,5 +158,5 @@ describe('examples/', () => {
     }
     await dovecot.stop();
     expect(await dovecot.exited).toBe(0);
-  });
+  }, 120_000);
 });
