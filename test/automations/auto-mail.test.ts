@@ -131,7 +131,7 @@ async function exchange(kind: Kind, deskA: Json, deskB: Json, ids: string[]) {
     const [toB, toA] = [mails.filter((m) => m.channelId === deskB.id), mails.filter((m) => m.channelId === deskA.id)];
     expect(toB).toHaveLength(1);
     expect(toA).toHaveLength(1);
-    expect((toA[0]!.metadata as Json).email.autoSubmitted).toBe(kind === 'reply' ? 'auto-replied' : 'auto-generated');
+    expect((toA[0]!.metadata as Json).email).toMatchObject({ autoSubmitted: kind === 'reply' ? 'auto-replied' : 'auto-generated', autoResponseSuppress: 'All' });
     const [runA] = await runsOf(ids[0]!);
     expect(runA).toMatchObject({ status: 'skipped' });
     expect(runA!.error).toMatch(/itself automatic \(Auto-Submitted: auto-/);

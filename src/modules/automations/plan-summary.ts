@@ -7,7 +7,8 @@ import { triggerEventTypes } from './plan.js';
  * plan itself (never from the instructions), so that whoever approves an automation reads what will
  * actually run. Every part of the plan appears: the trigger or schedule with its time zone, the
  * condition, and each step; what has no wording of its own is shown as it is stored (a cron expression,
- * an operation with its input) rather than left out.
+ * an operation with its input) rather than left out. A condition that tests the sender without requiring
+ * it to be verified (DMARC) adds a sentence saying that the From header is not authenticated.
  */
 
 const DAY_NAMES = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
