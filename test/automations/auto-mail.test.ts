@@ -2,12 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { and, eq, inArray } from 'drizzle-orm';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { automationExecutions, messages } from '../../src/db/schema.js';
+import { openDatabase, type Database } from '../../src/db/client.js';
+import { automaticMails, automationExecutions, messages } from '../../src/db/schema.js';
+import { AutomaticMailRefused, claimAutomaticMail } from '../../src/modules/automations/auto-mail.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createMailSender } from '../../src/workers/mail-sender.js';
 import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
+import { testDbKind } from '../helpers/database.js';
 import { startTestReceiver } from '../helpers/smtp-receiver.js';
 
 /**
@@ -275,5 +278,38 @@ describe('the organization\'s rate of automatic mail', () => {
     expect(runs.map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'skipped']);
     expect(runs[2]!.error).toMatch(/already mailed 2 recipients in the last hour; at most 2 an hour \(AUTOMATIC_MAIL_PER_HOUR\)/);
     await ok(await c.request('DELETE', `/v1/automations/${id}`));
+  });
+});
+
+describe('several processes', () => {
+  it('count against the daily cap and the hourly rate one after the other: concurrent claims never both pass', async () => {
+    const second = testDbKind === 'postgres' ? await openDatabase({ url: (t.database as Database & { url: string }).url, poolSize: 2 }) : undefined;
+    try {
+      const c = await t.tenant({ credits: 10 });
+      const id = await automation(c, 'send');
+      const dbs = [t.database.db, (second ?? t.database).db];
+      const claim = (recipients: string[], perHour = 100) => ({ orgId: c.orgId, automationId: id, messageId: null, recipients, now: new Date(), perHour });
+      // Each transaction holds its claim a moment before it commits, so that the other one runs into it.
+      const attempt = (i: number, recipients: string[], perHour?: number) =>
+        dbs[i]!.transaction(async (tx) => {
+          await claimAutomaticMail(tx, claim(recipients, perHour));
+          await new Promise((r) => setTimeout(r, 300));
+        });
+
+      const same = await Promise.allSettled([attempt(0, ['dana@customer.example']), attempt(1, ['dana@customer.example'])]);
+      expect(same.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      const refused = same.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+      expect(refused.reason).toBeInstanceOf(AutomaticMailRefused);
+      expect(String(refused.reason.message)).toMatch(/already mailed dana@customer\.example today/);
+
+      // One mail left this hour (perHour 2, one counted): of two recipients claimed at once, one passes.
+      const rate = await Promise.allSettled([attempt(0, ['erin@customer.example'], 2), attempt(1, ['frank@customer.example'], 2)]);
+      expect(rate.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+      expect(String((rate.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason.message)).toMatch(/at most 2 an hour/);
+      expect(await t.database.db.select().from(automaticMails).where(eq(automaticMails.organizationId, c.orgId))).toHaveLength(2);
+      await ok(await c.request('DELETE', `/v1/automations/${id}`));
+    } finally {
+      await second?.close();
+    }
   });
 });
