@@ -23,7 +23,7 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 
 const silent = { error: () => {}, warn: () => {} };
 const clock = () => new Date();
-const { t, a, b } = useTestApp({ credits: 1000, app: { env: { SECRETS_KEY: randomBytes(32).toString('base64'), CHANNELS_ALLOW_PRIVATE: 'true' } } });
+const { t, a, b } = useTestApp({ credits: 1000, app: { env: { SECRETS_KEY: randomBytes(32).toString('base64'), CHANNELS_ALLOW_PRIVATE: 'true', MCP_API_KEYS: 'true' } } });
 let receiver: SmtpReceiver;
 let port = 0;
 let engine: AutomationEngine;
@@ -249,6 +249,16 @@ describe('recipients', () => {
     expect(person.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { properties: { id: { errors: [expect.stringMatching(/100 addresses .* at most 50/)] } } } });
     const everyone = await a.request('POST', `/v1/messages/${incoming!.id}/reply`, { text: 'To everyone', replyAll: true });
     expect(everyone.status, everyone.body).toBe(400);
+    // The same bound through MCP (the API key as the bearer token).
+    const viaMcp = await t.app.inject({
+      method: 'POST',
+      url: '/mcp',
+      headers: { authorization: `Bearer ${a.key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+      payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'messages_write', arguments: { method: 'reply', id: incoming!.id, text: 'To everyone' } } },
+    });
+    const rpc = JSON.parse(viaMcp.body.split('\n').find((l) => l.startsWith('data: '))?.slice(6) ?? viaMcp.body) as Json;
+    expect(rpc.result, viaMcp.body).toMatchObject({ isError: true });
+    expect(JSON.stringify(rpc.result.content)).toMatch(/100 addresses .* at most 50/);
   });
 
   it('sending and forwarding take at most 50 recipients', async () => {
