@@ -3,7 +3,7 @@ CREATE TABLE "automatic_mails" (
 	"organization_id" uuid NOT NULL,
 	"automation_id" uuid NOT NULL,
 	"recipient" text NOT NULL,
-	"day" text NOT NULL,
+	"day" text,
 	"message_id" uuid,
 	"created_at" timestamp (3) with time zone DEFAULT now() NOT NULL
 );

@@ -36,8 +36,8 @@ const Env = z.object({
   AUTOMATION_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(500),
   /**
    * Recipients of automatic mail (the send, reply and forward steps of automations) one organization may
-   * have in any hour; past it a step is skipped with the reason. Each automation also mails a recipient at
-   * most once a day.
+   * have in any hour; past it a step is skipped with the reason. In runs an event triggered, each automation
+   * also mails a recipient at most once a day.
    */
   AUTOMATIC_MAIL_PER_HOUR: z.coerce.number().int().min(1).max(1_000_000).default(300),
   /** Days events are kept (for GET /events and the automations); older ones are removed by the hourly cleanup. */

@@ -587,9 +587,9 @@ export const automationExecutions = pgTable(
 );
 
 /**
- * Automatic mail an automation sent: one row per (automation, recipient, UTC day), written in the run's
- * transaction beside the queued message. The unique key holds an automation to one mail per recipient per
- * day across processes (RFC 3834 §2); the rows of the last hour are the organization's automatic-mail rate.
+ * Automatic mail an automation sent: one row per recipient, written in the run's transaction beside the
+ * queued message. The unique key holds an automation to one mail per recipient per UTC day across processes
+ * (RFC 3834 §2) in runs an event triggered; the rows of the last hour are the organization's automatic-mail rate.
  * Kept two days, then removed by the cleanup.
  */
 export const automaticMails = pgTable(
@@ -602,8 +602,8 @@ export const automaticMails = pgTable(
       .references(() => automations.id),
     /** The recipient's address, lower-cased. */
     recipient: text('recipient').notNull(),
-    /** The UTC day, `YYYY-MM-DD`. */
-    day: text('day').notNull(),
+    /** The UTC day, `YYYY-MM-DD`; null for the mail of a scheduled run, which its schedule bounds instead (nulls never conflict). */
+    day: text('day'),
     messageId: uuid('message_id'),
     createdAt: ts('created_at').notNull().defaultNow(),
   },

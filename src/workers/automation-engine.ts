@@ -434,7 +434,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         const envelope = await runOperation(op, input, { orgId: a.organizationId, actor, permissions, db }, sp, work);
         if (mails) {
           const queued = envelope.data as { id?: string } | null;
-          await claimAutomaticMail(sp, { orgId: a.organizationId, automationId: a.id, messageId: queued?.id ?? null, recipients: recipientsOf(queued), now, perHour: limits.automaticMailPerHour });
+          await claimAutomaticMail(sp, { orgId: a.organizationId, automationId: a.id, messageId: queued?.id ?? null, recipients: recipientsOf(queued), now, perHour: limits.automaticMailPerHour, oncePerDay: event !== null });
         }
         ctx.steps.push(json(envelope.data));
         const id = (envelope.data as { id?: unknown } | null)?.id;

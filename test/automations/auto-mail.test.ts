@@ -291,6 +291,34 @@ describe('the organization\'s rate of automatic mail', () => {
   });
 });
 
+describe('a scheduled automation', () => {
+  it('mails as often as its schedule says (no answer to anything, so not held to once a day), within the hourly rate', async () => {
+    const c = await t.tenant({ credits: 10 });
+    const desk = await channel(c, 'schedule.example');
+    const created = await ok(
+      await c.request('POST', '/v1/automations', {
+        name: 'Status every minute',
+        instructions: 'Mail the status every minute',
+        cronExpression: '* * * * *',
+        actions: [{ operation: 'messages.send', input: { channelId: desk.id, to: ['ops@elsewhere.example'], subject: 'Status', text: 'All well' } }],
+        status: 'active',
+      }),
+      201,
+    );
+    let at = Date.now();
+    const ticking = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock: () => new Date(at), log: silent, limits: { automaticMailPerHour: 2 } });
+    await ticking.runOnce(); // evaluates, then sets the first tick
+    for (let i = 0; i < 4; i++) {
+      at += 61_000;
+      await ticking.runOnce();
+    }
+    const runs = (await runsOf(created.id)).sort((x, y) => x.createdAt.getTime() - y.createdAt.getTime());
+    expect(runs.map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'skipped', 'skipped']);
+    expect(runs[2]!.error).toMatch(/at most 2 an hour/);
+    await ok(await c.request('DELETE', `/v1/automations/${created.id}`));
+  });
+});
+
 describe('several processes', () => {
   it('count against the daily cap and the hourly rate one after the other: concurrent claims never both pass', async () => {
     const second = testDbKind === 'postgres' ? await openDatabase({ url: (t.database as Database & { url: string }).url, poolSize: 2 }) : undefined;
@@ -298,7 +326,7 @@ describe('several processes', () => {
       const c = await t.tenant({ credits: 10 });
       const id = await automation(c, 'send');
       const dbs = [t.database.db, (second ?? t.database).db];
-      const claim = (recipients: string[], perHour = 100) => ({ orgId: c.orgId, automationId: id, messageId: null, recipients, now: new Date(), perHour });
+      const claim = (recipients: string[], perHour = 100) => ({ orgId: c.orgId, automationId: id, messageId: null, recipients, now: new Date(), perHour, oncePerDay: true });
       // Each transaction holds its claim a moment before it commits, so that the other one runs into it.
       const attempt = (i: number, recipients: string[], perHour?: number) =>
         dbs[i]!.transaction(async (tx) => {

@@ -127,11 +127,16 @@ export interface AutomaticMailClaim {
   now: Date;
   /** Recipients of automatic mail the organization may have in any hour. */
   perHour: number;
+  /**
+   * Whether the step is held to one mail per recipient per day: in runs an event triggered (an answer to
+   * what arrived, the loops RFC 3834 is about). A scheduled run mails as often as its schedule says.
+   */
+  oncePerDay: boolean;
 }
 
 /**
  * Counts a step's automatic mail against the caps, in the run's transaction: one mail per (automation,
- * recipient) per UTC day (a unique key, so concurrent processes cannot both send) and `perHour` recipients
+ * recipient) per UTC day when `oncePerDay` (a unique key, so concurrent processes cannot both send) and `perHour` recipients
  * per organization (counted under a transaction-scoped advisory lock of the organization, so processes
  * count one after the other). Throws `AutomaticMailRefused` past a cap: the run's savepoint, and with it the
  * queued message, is rolled back.
@@ -150,7 +155,7 @@ export async function claimAutomaticMail(tx: DbOrTx, claim: AutomaticMailClaim):
       `the organization's automations already mailed ${sent} recipients in the last hour; at most ${claim.perHour} an hour (AUTOMATIC_MAIL_PER_HOUR)`,
     );
   }
-  const day = claim.now.toISOString().slice(0, 10);
+  const day = claim.oncePerDay ? claim.now.toISOString().slice(0, 10) : null;
   const written = await tx
     .insert(automaticMails)
     .values(claim.recipients.map((recipient) => ({ organizationId: claim.orgId, automationId: claim.automationId, recipient, day, messageId: claim.messageId, createdAt: claim.now })))
