@@ -1,4 +1,5 @@
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import nodemailer from 'nodemailer';
 import { and, eq, inArray } from 'drizzle-orm';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -348,6 +349,68 @@ describe('several processes', () => {
       await ok(await c.request('DELETE', `/v1/automations/${id}`));
     } finally {
       await second?.close();
+    }
+  });
+});
+
+describe('a sender that must be verified', () => {
+  it('"from ada@… (verified)" acts only on mail whose From domain passed DMARC, and the summary says which tests trust the From as written', async () => {
+    const keys = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const dns: Record<string, string[][]> = {
+      'TXT sender.example': [['v=spf1 ip4:127.0.0.1 -all']],
+      'TXT sel._domainkey.sender.example': [[`v=DKIM1; k=rsa; p=${keys.publicKey.export({ type: 'spki', format: 'der' }).toString('base64')}`]],
+      'TXT _dmarc.sender.example': [['v=DMARC1; p=reject']],
+    };
+    const resolver = async (name: string, rrtype: string) => {
+      const found = dns[`${rrtype} ${name.toLowerCase()}`];
+      if (found) return found;
+      throw Object.assign(new Error(`ENOTFOUND ${name}`), { code: 'ENOTFOUND' });
+    };
+    const authenticating = await startTestReceiver(t.database.db, { resolver });
+    try {
+      const desk = await channel(a, 'verified.example');
+      const create = async (instructions: string) => ok(await a.request('POST', '/v1/automations', { name: instructions.slice(0, 60), instructions, status: 'active' }), 201);
+      const verified = await create('When an email from ada@sender.example (verified) arrives, mark it as read');
+      const trusting = await create('When an email from ada@sender.example arrives, archive it');
+      await engine.runOnce();
+      const [v, u] = [await ok(await a.request('GET', `/v1/automations/${verified.id}`)), await ok(await a.request('GET', `/v1/automations/${trusting.id}`))];
+      expect(v.condition).toEqual({
+        all: [
+          { field: 'type', operator: 'equals', value: 'email' },
+          { field: 'sender', operator: 'equals', value: 'ada@sender.example' },
+          { field: 'sender.verified', operator: 'equals', value: true },
+        ],
+      });
+      expect(v.planSummary).toBe(
+        'Runs when a message is received, only if its type is "email" and its sender is "ada@sender.example" and its sender is verified (its From domain passed DMARC). It marks the message as read.',
+      );
+      expect(u.planSummary).toMatch(/The sender is the From header as written, which is not authenticated \(anyone can forge it\)/);
+
+      const transport = nodemailer.createTransport({ host: '127.0.0.1', port: authenticating.port, secure: false, ignoreTLS: true, connectionTimeout: 5000 });
+      await transport.sendMail({
+        from: 'ada@sender.example',
+        to: desk.address,
+        subject: 'Signed',
+        text: 'from ada, signed',
+        dkim: { domainName: 'sender.example', keySelector: 'sel', privateKey: keys.privateKey.export({ type: 'pkcs1', format: 'pem' }).toString() },
+      });
+      // Forged: the same From, neither signed by sender.example nor sent from its servers.
+      await transport.sendMail({ from: 'ada@sender.example', to: desk.address, subject: 'Forged', text: 'from "ada", forged', envelope: { from: 'x@forger.example', to: [desk.address] } });
+      await engine.runOnce();
+      await engine.runOnce();
+      const got = await t.database.db.select().from(messages).where(eq(messages.channelId, desk.id));
+      const signed = got.find((m) => m.text === 'from ada, signed')!;
+      const forged = got.find((m) => m.text === 'from "ada", forged')!;
+      expect((signed.metadata as Json).email.authentication.dmarc).toBe('pass');
+      expect((forged.metadata as Json).email.authentication.dmarc).toBe('fail');
+      expect(signed.readAt).not.toBeNull();
+      expect(forged.readAt).toBeNull();
+      // The automation that trusts the From as written acted on both.
+      expect(signed.archivedAt).not.toBeNull();
+      expect(forged.archivedAt).not.toBeNull();
+      for (const id of [verified.id, trusting.id]) await ok(await a.request('DELETE', `/v1/automations/${id}`));
+    } finally {
+      await authenticating.receiver.stop();
     }
   });
 });
