@@ -1,4 +1,5 @@
 import { runCli } from './cli/main.js';
+import { StartupError } from './startup.js';
 
 /** `switchboard …` (bin/switchboard.js). Commands are in src/cli/commands.ts. */
 runCli(process.argv.slice(2)).then(
@@ -8,6 +9,6 @@ runCli(process.argv.slice(2)).then(
   },
   (err: unknown) => {
     console.error(err instanceof Error ? err.message : err);
-    process.exit(1);
+    process.exit(err instanceof StartupError ? err.exitCode : 1);
   },
 );

@@ -1,91 +1,73 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { DATABASE_URL_FORM, namesDatabase } from './db/describe.js';
 
-/** Environment, parsed once at start-up. Every setting the service reads is here. */
-const Env = z.object({
-  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
-  HOST: z.string().min(1).default('0.0.0.0'),
-  DATA_DIR: z.string().min(1).default('./data'),
+/**
+ * Environment, parsed once at start-up. Every setting the service reads is here, each with its meaning in
+ * `.describe()` (shown in `docs/configuration.md`, which `npm run docs:config` generates from this schema;
+ * `.meta({ typeText, defaultText })` overrides how a type or default reads there). A test fails when the code reads a
+ * variable not declared here, when one has no description, or when the page differs from the schema.
+ */
+export const Env = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000).describe('Port to listen on (`0` picks a free port).'),
+  HOST: z.string().min(1).default('0.0.0.0').describe('Interface to listen on.'),
+  DATA_DIR: z.string().min(1).default('./data').describe('Where the embedded database (and the command line\'s local socket) live; the command line must be given the same one as the server.'),
   DATABASE_URL: z
     .string()
-    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .regex(/^postgres(ql)?:\/\//, { message: `must be a postgres:// or postgresql:// URL: ${DATABASE_URL_FORM}`, abort: true })
+    .refine(namesDatabase, `must name the database (without one PostgreSQL would use the user's own): ${DATABASE_URL_FORM}`)
     .optional()
-    .or(z.literal('').transform(() => undefined)),
-  PUBLIC_URL: z.url().optional().or(z.literal('').transform(() => undefined)),
-  REDIS_URL: z.string().optional().or(z.literal('').transform(() => undefined)),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  /** REST requests allowed per API key per minute; 0 turns the limit off. */
-  REST_RATE_LIMIT: z.coerce.number().int().min(0).default(6000),
-  /** MCP transport requests allowed per (user, client) per minute (the spec's limit); 0 turns the limit off. */
-  MCP_RATE_LIMIT: z.coerce.number().int().min(0).default(100),
-  /**
-   * Whether to believe X-Forwarded-For / X-Forwarded-Proto: `true` behind a reverse proxy you run, a hop
-   * count, or a comma-separated list of proxy addresses. Off by default, so a client cannot choose the
-   * address that per-IP limits count.
-   */
-  TRUST_PROXY: z.string().default('false'),
-  /** How long a verified API key is trusted from memory before it is looked up again (ms). */
-  API_KEY_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(5000),
-  /** OpenAI-compatible chat-completions endpoint that evaluates automation instructions; unset uses the built-in English vocabulary. */
-  AUTOMATION_LLM_URL: z.url().optional().or(z.literal('').transform(() => undefined)),
-  AUTOMATION_LLM_MODEL: z.string().optional().or(z.literal('').transform(() => undefined)),
-  AUTOMATION_LLM_API_KEY: z.string().optional().or(z.literal('').transform(() => undefined)),
-  /** Whether this process runs the automation engine (evaluation, dispatch, schedules, executions). Several processes may. */
-  AUTOMATION_WORKER: z.enum(['true', 'false']).default('true'),
-  /** How often the engine looks for work written by other processes (ms); its own writes wake it at once. */
-  AUTOMATION_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(500),
-  /**
-   * Recipients of automatic mail (the send, reply and forward steps of automations) one organization may
-   * have in any hour; past it a step is skipped with the reason. In runs an event triggered, each automation
-   * also mails a recipient at most once a day.
-   */
-  AUTOMATIC_MAIL_PER_HOUR: z.coerce.number().int().min(1).max(1_000_000).default(300),
-  /** Days events are kept (for GET /events and the automations); older ones are removed by the hourly cleanup. */
-  EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
-  /** PostgreSQL: how long a statement may run or wait for a lock before the request answers 503 (ms); bounds writes. */
-  DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(4000),
-  /** How long a read (a GET operation, and its authentication) may wait for the database before it answers 503 (ms). */
-  DB_READ_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(1500),
-  /** Whether /mcp and /sse also accept a REST API key as the bearer token (its permissions decide the tools). */
-  MCP_API_KEYS: z.enum(['true', 'false']).default('false'),
-  /** Development and tests only: webhook endpoints may be http on a loopback host and reach private addresses. */
-  WEBHOOK_ALLOW_INSECURE: z.enum(['true', 'false']).default('false'),
-  /** Whether a client may use the https URL of its Client ID Metadata Document as its client_id. */
-  OAUTH_CLIENT_METADATA_DOCUMENTS: z.enum(['true', 'false']).default('true'),
-  /** Development and tests only: client metadata documents may be http on a loopback host and on private addresses. */
-  OAUTH_CLIENT_METADATA_ALLOW_INSECURE: z.enum(['true', 'false']).default('false'),
-  /** Key of stored secrets (mail server passwords), 32 bytes as base64 or hex; unset: a key file generated in DATA_DIR (embedded database only). */
-  SECRETS_KEY: z.string().optional().transform((v) => v?.trim() || undefined).refine((v) => v === undefined || keyProblem(v) === undefined, { message: 'must be 32 bytes, as base64 (44 characters) or hex (64 characters)' }),
-  /** Older secrets keys, comma-separated: still decrypt, and what they encrypted is re-encrypted under SECRETS_KEY at start-up. */
-  SECRETS_KEY_PREVIOUS: z.string().default(''),
-  /** Self-hosting on a LAN and tests: channels may reach mail servers on private and loopback addresses. */
-  CHANNELS_ALLOW_PRIVATE: z.enum(['true', 'false']).default('false'),
-  /** Port of the built-in SMTP receiver; unset: no receiver. 0 picks a free port. */
-  SMTP_PORT: z.coerce.number().int().min(0).max(65535).optional().or(z.literal('').transform(() => undefined)),
-  /** Address the SMTP receiver listens on; default HOST. */
-  SMTP_HOST: z.string().optional().or(z.literal('').transform(() => undefined)),
-  /** Largest message the SMTP receiver accepts (bytes). */
-  SMTP_MAX_BYTES: z.coerce.number().int().min(1024).max(200 * 1024 * 1024).default(25 * 1024 * 1024),
-  /** PEM files of the certificate and key the SMTP receiver offers STARTTLS with; both or neither. */
-  SMTP_TLS_CERT: z.string().optional().or(z.literal('').transform(() => undefined)),
-  SMTP_TLS_KEY: z.string().optional().or(z.literal('').transform(() => undefined)),
-  /** Simultaneous SMTP connections, in all and from one IP address. */
-  SMTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(200),
-  SMTP_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).max(10_000).default(20),
-  /** Messages one IP address may deliver per minute; 0 turns the limit off. */
-  SMTP_RATE_LIMIT: z.coerce.number().int().min(0).default(120),
-  /** Attachment content kept per received message (bytes); past it the content is dropped with a note, names and sizes are kept. */
-  EMAIL_ATTACHMENT_MAX_BYTES: z.coerce.number().int().min(0).max(100 * 1024 * 1024).default(10 * 1024 * 1024),
-  /** Whether this process runs the IMAP sync of inbound-IMAP channels. Several processes may: each channel is synced by one at a time. */
-  IMAP_SYNC_WORKER: z.enum(['true', 'false']).default('true'),
-  /** The first sync of an IMAP mailbox takes the messages of this many last days. */
-  IMAP_INITIAL_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
-  /** Where the IMAP server has no IDLE, how often a mailbox is looked at; with IDLE, the longest wait before a look anyway (ms). */
-  IMAP_POLL_MS: z.coerce.number().int().min(1000).max(3_600_000).default(60_000),
-  /** Inbound-IMAP channels one process syncs at most (one IMAP connection each). */
-  IMAP_MAX_CHANNELS: z.coerce.number().int().min(1).max(10_000).default(100),
-  /** The longest one attempt to send an email through a channel's relay may take (ms); a crashed attempt is taken over after twice this. */
-  MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000),
+    .or(z.literal('').transform(() => undefined))
+    .meta({ typeText: 'URL `postgres://user:password@host:5432/database`', description: '`postgres://…` selects PostgreSQL (the URL must name the database); unset selects the embedded database in `DATA_DIR`.' }),
+  PUBLIC_URL: z
+    .url()
+    .optional()
+    .or(z.literal('').transform(() => undefined))
+    .meta({ defaultText: '`http://localhost:$PORT`', description: 'External origin, used in OAuth metadata, the OpenAPI `servers` entry and redirects.' }),
+  REDIS_URL: z.string().optional().or(z.literal('').transform(() => undefined)).meta({ typeText: 'URL `redis://…`', description: 'Shared rate limits (and cross-instance transport sessions) for several instances.' }),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('pino log level.'),
+  REST_RATE_LIMIT: z.coerce.number().int().min(0).default(6000).describe('REST requests allowed per API key per minute; `0` turns the limit off.'),
+  MCP_RATE_LIMIT: z.coerce.number().int().min(0).default(100).describe('MCP transport requests allowed per (user, client) per minute, the specification\'s limit; `0` turns it off (load tests only).'),
+  TRUST_PROXY: z
+    .string()
+    .default('false')
+    .meta({ typeText: '`true`, `false`, a hop count, or addresses', description: 'Whether to believe `X-Forwarded-For` / `X-Forwarded-Proto`: `true` behind a reverse proxy you run, a hop count, or a comma-separated list of proxy addresses. Off by default, so a client cannot choose the address that per-IP limits count.' }),
+  API_KEY_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(5000).describe('How long a verified API key is trusted from memory before it is looked up again (ms). Revocation through the command line is immediate on the server that handles it; elsewhere it takes effect within this time.'),
+  AUTOMATION_LLM_URL: z.url().optional().or(z.literal('').transform(() => undefined)).describe('OpenAI-compatible chat-completions endpoint that evaluates automation instructions; unset uses the built-in English vocabulary.'),
+  AUTOMATION_LLM_MODEL: z.string().optional().or(z.literal('').transform(() => undefined)).describe('Model name sent to `AUTOMATION_LLM_URL`.'),
+  AUTOMATION_LLM_API_KEY: z.string().optional().or(z.literal('').transform(() => undefined)).describe('Bearer token sent to `AUTOMATION_LLM_URL`.'),
+  AUTOMATION_WORKER: z.enum(['true', 'false']).default('true').describe('Whether this process runs the automation engine (evaluation, dispatch, schedules, executions); any number of processes may.'),
+  AUTOMATION_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(500).describe('How often the engine looks for work written by other processes (ms); its own process\'s writes wake it at once.'),
+  AUTOMATIC_MAIL_PER_HOUR: z.coerce.number().int().min(1).max(1_000_000).default(300).describe('Recipients of automatic mail (the `messages.send`, `messages.reply` and `messages.forward` steps of automations) one organization may have in any hour; a step past it is skipped with the reason. In runs an event triggered, each automation also mails a recipient at most once a UTC day (see [automations](automations.md#automatic-mail)).'),
+  EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30).describe('Days events are kept (for `GET /events` and the automations). An hourly cleanup (safe with several processes) removes older ones, along with expired OAuth codes, tokens and sessions (a day after expiry; refresh tokens live 90 days), grants revoked more than 30 days ago, and registered OAuth clients that no user approved within 24 hours.'),
+  DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(4000).describe('PostgreSQL: a statement that runs or waits for a lock longer is cancelled and the request answers 503 `SERVICE_UNAVAILABLE` with `Retry-After` (ms); a database that stops answering is given up 0.5 s later (migrations have no limit). Bounds writes, which are never abandoned half-way: a write\'s 503 means it was not written.'),
+  DB_READ_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(1500).describe('A read (a GET, or a read-only MCP tool, with its API key or token check) and `/readyz` answer 503 `SERVICE_UNAVAILABLE` when the database has not answered by then (ms).'),
+  MCP_API_KEYS: z.enum(['true', 'false']).default('false').describe('`true` lets `/mcp` and `/sse` also accept a REST API key as the bearer token, for scripts and editors without OAuth: the key\'s permissions decide the tools (`contacts:read` alone gives the read tools of contacts), writes are recorded as the key, the rate limit counts per key; any other token still gets the same 401.'),
+  WEBHOOK_ALLOW_INSECURE: z.enum(['true', 'false']).default('false').describe('Development and tests only: `true` lets webhook endpoints use http on a loopback host and reach private addresses (what a receiver on your own machine, `examples/webhook-receiver.mjs`, needs).'),
+  OAUTH_CLIENT_METADATA_DOCUMENTS: z.enum(['true', 'false']).default('true').describe('Whether a client may use the https URL of its Client ID Metadata Document as its `client_id`.'),
+  OAUTH_CLIENT_METADATA_ALLOW_INSECURE: z.enum(['true', 'false']).default('false').describe('Development and tests only: `true` lets client metadata documents be http on a loopback host and on private addresses.'),
+  SECRETS_KEY: z
+    .string()
+    .optional()
+    .transform((v) => v?.trim() || undefined)
+    .refine((v) => v === undefined || keyProblem(v) === undefined, { message: 'must be 32 bytes, as base64 (44 characters) or hex (64 characters)' })
+    .meta({ typeText: '32 bytes, base64 or hex', description: 'Key of stored secrets (mail server passwords). Unset: a key file generated in `DATA_DIR` (embedded database only); required with `DATABASE_URL` to store a password.' }),
+  SECRETS_KEY_PREVIOUS: z.string().default('').meta({ typeText: 'keys, comma-separated', defaultText: 'unset', description: 'Older secrets keys: they still decrypt, and what they encrypted is re-encrypted under `SECRETS_KEY` at start-up (key rotation).' }),
+  CHANNELS_ALLOW_PRIVATE: z.enum(['true', 'false']).default('false').describe('Self-hosting on a LAN and tests: `true` lets channels reach mail servers on private and loopback addresses.'),
+  SMTP_PORT: z.coerce.number().int().min(0).max(65535).optional().or(z.literal('').transform(() => undefined)).describe('Port of the built-in SMTP receiver; unset: no receiver. `0` picks a free port.'),
+  SMTP_HOST: z.string().optional().or(z.literal('').transform(() => undefined)).meta({ defaultText: '`HOST`', description: 'Interface the SMTP receiver listens on.' }),
+  SMTP_MAX_BYTES: z.coerce.number().int().min(1024).max(200 * 1024 * 1024).default(25 * 1024 * 1024).describe('Largest message the SMTP receiver accepts (bytes; 552 beyond; the size is announced in EHLO).'),
+  SMTP_TLS_CERT: z.string().optional().or(z.literal('').transform(() => undefined)).meta({ typeText: 'file path', description: 'PEM file of the certificate the SMTP receiver offers STARTTLS with; set with `SMTP_TLS_KEY` (both or neither).' }),
+  SMTP_TLS_KEY: z.string().optional().or(z.literal('').transform(() => undefined)).meta({ typeText: 'file path', description: 'PEM file of the private key of `SMTP_TLS_CERT`.' }),
+  SMTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(200).describe('Simultaneous SMTP connections, in all.'),
+  SMTP_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).max(10_000).default(20).describe('Simultaneous SMTP connections from one IP address.'),
+  SMTP_RATE_LIMIT: z.coerce.number().int().min(0).default(120).describe('Messages one IP address may deliver per minute; `0` turns the limit off.'),
+  EMAIL_ATTACHMENT_MAX_BYTES: z.coerce.number().int().min(0).max(100 * 1024 * 1024).default(10 * 1024 * 1024).describe('Attachment content kept per received message (bytes); past it the content is dropped with a note, names and sizes are kept.'),
+  IMAP_SYNC_WORKER: z.enum(['true', 'false']).default('true').describe('Whether this process runs the IMAP sync of inbound-IMAP channels; any number of processes may, each channel is synced by one at a time.'),
+  IMAP_INITIAL_DAYS: z.coerce.number().int().min(0).max(36_500).default(30).describe('The first sync of an IMAP mailbox takes the mail of this many last days (IMAP counts whole days: `0` takes today\'s mail).'),
+  IMAP_POLL_MS: z.coerce.number().int().min(1000).max(3_600_000).default(60_000).describe('Where the IMAP server has no IDLE, how often a mailbox is looked at; with IDLE, the longest wait before a look anyway (ms).'),
+  IMAP_MAX_CHANNELS: z.coerce.number().int().min(1).max(10_000).default(100).describe('Inbound-IMAP channels one process syncs at most (one IMAP connection each).'),
+  MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000).describe('The longest one attempt to send an email through a channel\'s relay may take (connection, login, transfer, answer; ms); an attempt a crashed process held is taken over after twice this.'),
 });
 
 function keyProblem(value: string): string | undefined {
@@ -101,7 +83,9 @@ export type Config = ReturnType<typeof fromEnv>;
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = Env.safeParse(env);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    // `X.or(z.literal(''))` fails as a union: its first branch (the setting's own schema) says what is wrong.
+    const message = (i: z.core.$ZodIssue): string => (i.code === 'invalid_union' && i.errors[0]?.[0] ? message(i.errors[0][0]) : i.message);
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${message(i)}`);
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
   }
   return fromEnv(parsed.data);

@@ -1,5 +1,6 @@
 import { setFlagsFromString } from 'node:v8';
 import { serve } from './server.js';
+import { StartupError } from './startup.js';
 
 /**
  * The old generation's next collection comes when it has grown 30% past what the last one kept, instead of
@@ -11,6 +12,7 @@ import { serve } from './server.js';
 setFlagsFromString('--heap-growing-percent=30');
 
 serve().catch((err: unknown) => {
+  // A StartupError is one line saying what to do; anything else is printed as it came.
   console.error(err instanceof Error ? err.message : err);
-  process.exit(1);
+  process.exit(err instanceof StartupError ? err.exitCode : 1);
 });

@@ -4,6 +4,8 @@ import { buildApp } from './app.js';
 import { loadConfig, type Config } from './config.js';
 import { startCommandSocket, type CommandSocket } from './cli/command-socket.js';
 import { openDatabase } from './db/client.js';
+import { describePostgres } from './db/describe.js';
+import { databaseProblem, interruptedError, listenProblem, watchStartupSignals } from './startup.js';
 import { mailHostname } from './modules/domains/dkim.js';
 import { evaluatorFromConfig } from './workers/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
@@ -20,11 +22,36 @@ import { reencryptChannelSecrets } from './modules/channels/channels.repository.
  * SIGTERM and SIGINT stop accepting connections, let in-flight requests finish, then exit 0.
  */
 export async function serve(config: Config = loadConfig()) {
+  // Until the server's own shutdown takes over, a signal ends start-up at its next step, and whatever
+  // start-up fails on closes what it opened (in reverse) before it says, in one line, what to do.
+  const signals = watchStartupSignals();
+  const opened: (() => Promise<unknown> | void)[] = [];
+  const undo = async () => {
+    for (const close of opened.reverse()) await Promise.resolve().then(close).catch(() => {});
+  };
+  try {
+    return await start(config, signals, opened);
+  } catch (err) {
+    await undo();
+    throw signals.interrupted ? interruptedError(signals.interrupted) : databaseProblem(err, config.databaseUrl);
+  } finally {
+    signals.stop();
+  }
+}
+
+async function start(config: Config, signals: ReturnType<typeof watchStartupSignals>, opened: (() => Promise<unknown> | void)[]) {
+  process.stderr.write(`Starting Switchboard with ${config.databaseUrl ? `the ${describePostgres(config.databaseUrl)} (DATABASE_URL)` : `the embedded database in ${config.dataDir}`}…\n`);
   const database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir, statementTimeoutMs: config.dbStatementTimeoutMs });
+  opened.push(() => database.close());
+  signals.check();
   await database.migrate();
+  signals.check();
   const redis = config.redisUrl ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
   redis?.on('error', () => {}); // rate limits fall back to memory while Redis is away
+  if (redis) opened.push(() => redis.disconnect());
   const app = await buildApp({ config, database, redis, logger: { level: config.logLevel } });
+  opened.push(() => app.close());
+  signals.check();
   // The embedded database is this process's alone: the CLI hands its commands over this socket instead.
   let commandSocket: CommandSocket | undefined;
   if (database.kind === 'pglite') {
@@ -43,6 +70,7 @@ export async function serve(config: Config = loadConfig()) {
     } catch (err) {
       app.log.warn({ err }, 'command socket unavailable: the CLI cannot reach this server while it runs');
     }
+    if (commandSocket) opened.push(() => commandSocket!.close());
   }
 
   // Background work: claimed in the database, so every process may run it.
@@ -114,6 +142,9 @@ export async function serve(config: Config = loadConfig()) {
     );
   }
 
+  signals.check();
+  signals.stop(); // from here on a signal is a shutdown, handled below
+
   // On SIGTERM or SIGINT (or an error nothing caught): close in order, then exit 0 (1 after an error);
   // a second signal, or 25 s without an end, exits at once.
   closeWithGrace({ delay: 25_000, logger: { error: (msg: string) => app.log.error(msg) } }, async ({ signal, err }) => {
@@ -127,10 +158,17 @@ export async function serve(config: Config = loadConfig()) {
     redis?.disconnect();
   });
 
-  await app.listen({ port: config.port, host: config.host });
+  await app.listen({ port: config.port, host: config.host }).catch((err: unknown) => {
+    throw listenProblem(err, config.port, config.host) ?? err;
+  });
   for (const w of workers) w.start();
+  opened.push(() => Promise.all(workers.map((w) => w.stop())));
   if (smtpReceiver) {
-    const bound = await smtpReceiver.listen();
+    const receiver = smtpReceiver;
+    const bound = await receiver.listen().catch((err: unknown) => {
+      throw listenProblem(err, config.smtp.port!, config.smtp.host, 'SMTP_PORT') ?? err;
+    });
+    opened.push(() => receiver.stop());
     app.log.info(`SMTP receiver listening on ${bound.address} port ${bound.port}${config.smtp.tlsCert ? ' (STARTTLS offered)' : ''}`);
   }
   app.log.info(`Switchboard listening on ${config.publicUrl} (REST ${config.publicUrl}/v1, MCP ${config.publicUrl}/mcp) with ${database.kind === 'pglite' ? `the embedded database in ${config.dataDir}` : 'PostgreSQL'}`);

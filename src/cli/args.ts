@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { Env } from '../config.js';
 import { AppError, type ErrorTree } from '../core/errors.js';
 import { COMMANDS, findCommand, GROUPS, type Command } from './commands.js';
 
@@ -52,11 +53,18 @@ function overviewHelp(commands: Command[] = COMMANDS): Invocation {
     ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
     'Run `switchboard <command> --help` for its options.',
+    '',
+    'Environment (the server\'s settings; every one is in docs/configuration.md):',
+    ...CLI_SETTINGS.map((name) => `  ${name.padEnd(12)}  ${Env.shape[name].description ?? ''}`),
+    '',
     'Every command prints one JSON object on stdout (errors as {"error":{"code","message"}}) and messages on stderr.',
     'Exit status: 0 success, 1 the command failed, 2 the command line is invalid.',
   ].join('\n');
   return { kind: 'help', text, body: { usage: 'switchboard <command> [options]', commands: commands.map((c) => ({ command: c.name, summary: c.summary })) } };
 }
+
+/** The settings that choose which database a command works on: the server's own, from its configuration schema. */
+const CLI_SETTINGS = ['DATA_DIR', 'DATABASE_URL'] as const;
 
 const isHelp = (token: string | undefined) => token === '--help' || token === '-h' || token === 'help';
 

@@ -4,6 +4,7 @@ import { open, rename, rm } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { addCredits, createApiKey, createOrganization, createUser, findUserByEmail, revokeApiKey, setUserDisabled, setUserPassword } from '../accounts/accounts.js';
+import { CATEGORY_IDS } from '../core/categories.js';
 import { systemClock } from '../core/clock.js';
 import { AppError, notFound } from '../core/errors.js';
 import { DEFAULT_CREDITS } from '../core/secrets.js';
@@ -186,7 +187,7 @@ export const COMMANDS: Command[] = [
       permissions: flag(
         listFlag().optional(),
         'P1,P2',
-        'Comma-separated permissions: `*` (all, the default) or `<area>:read` / `<area>:write` for contacts, messages, customers, businesses, folders, automations, domains',
+        `Comma-separated permissions: \`*\` (all, the default) or \`<area>:read\` / \`<area>:write\`, where the areas are the server's: ${CATEGORY_IDS.join(', ')}`,
       ),
     },
     note: () => 'The key is shown only this once; store it now (send it as "Authorization: Bearer <key>").',

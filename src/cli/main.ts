@@ -3,6 +3,7 @@ import { resolve as resolvePath } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig, type Config } from '../config.js';
 import { AppError } from '../core/errors.js';
+import { connectionProblem, describePostgres, holdsEmbeddedDatabase } from '../db/describe.js';
 import { DataDirBusyError, dataDirHolder } from '../db/lock.js';
 import { parseCommandLine, type Invocation } from './args.js';
 import { commandSocketPath, sendCommand } from './command-socket.js';
@@ -45,23 +46,33 @@ export async function runCli(argv: readonly string[], env: NodeJS.ProcessEnv = p
   if (invocation.command.name === 'restore') return emit(await restore(invocation, config));
 
   const bar = progressBar();
+  const used: string[] = [];
   // A running server may handle the command in its own working directory: file paths go as absolute paths.
-  const outcome = await dispatch(invocation, config, absolutePaths(argv), bar.update);
+  const outcome = await dispatch(invocation, config, absolutePaths(argv), bar.update, used);
   bar.stop();
-  return emit(outcome);
+  const code = emit(outcome);
+  // Last, where a person looks: which database the command worked on, and how it got there.
+  for (const line of used) process.stderr.write(`switchboard: ${line}\n`);
+  return code;
 }
 
-async function dispatch(invocation: Run, config: Config, argv: readonly string[], progress: Progress): Promise<Outcome> {
+/**
+ * Runs the command where the data is: handed to the server that holds DATA_DIR, or on a database this
+ * process opens. `used` receives the lines that say which database that was.
+ */
+async function dispatch(invocation: Run, config: Config, argv: readonly string[], progress: Progress, used: string[]): Promise<Outcome> {
   // Twice at most: a server may start or stop between looking at the lock and acting on it.
   for (let attempt = 0; ; attempt++) {
+    used.length = 0;
     const holder = config.databaseUrl ? undefined : dataDirHolder(config.dataDir);
     if (holder !== undefined && holder !== process.pid) {
       const outcome = await forward(config.dataDir, holder, argv, progress);
+      if (outcome) used.push(`database: the embedded database in ${config.dataDir}, handled by the running server (pid ${holder})`);
       if (outcome || attempt > 0) return outcome ?? serverGone(config.dataDir, holder);
       continue; // the server went away: open the directory ourselves
     }
     try {
-      return await runDirect(invocation, config, progress);
+      return await runDirect(invocation, config, progress, used);
     } catch (err) {
       if (err instanceof DataDirBusyError && attempt === 0) continue; // a server took it just now
       return errorOutcome(err);
@@ -69,10 +80,22 @@ async function dispatch(invocation: Run, config: Config, argv: readonly string[]
   }
 }
 
-async function runDirect(invocation: Run, config: Config, progress: Progress): Promise<Outcome> {
+async function runDirect(invocation: Run, config: Config, progress: Progress, used: string[]): Promise<Outcome> {
   const { openDatabase } = await import('../db/client.js');
-  const database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
+  const url = config.databaseUrl;
+  const created = !url && !holdsEmbeddedDatabase(config.dataDir);
+  const database = await openDatabase({ url, dataDir: config.dataDir, poolSize: 2 });
+  if (url) used.push(`database: ${describePostgres(url)} (DATABASE_URL), connected to by this command (with PostgreSQL the command line never goes through a server)`);
+  else used.push(`database: the embedded database in ${config.dataDir}, opened by this command (no server holds it)`);
+  if (created) used.push(newDatabaseNotice(config.dataDir));
   try {
+    if (url) {
+      // Connected and logged in, or one line that names DATABASE_URL and what failed.
+      await database.ping().catch((err: unknown) => {
+        const problem = connectionProblem(err, url);
+        throw problem ? new AppError('SERVICE_UNAVAILABLE', problem) : err;
+      });
+    }
     // Every command needs the tables; migrating an up-to-date database is a cheap no-op.
     if (invocation.command.name !== 'migrate') await database.migrate();
     return await runInvocation(invocation, {
@@ -86,6 +109,15 @@ async function runDirect(invocation: Run, config: Config, progress: Progress): P
     await database.close();
   }
 }
+
+/**
+ * A command on a directory no server has used works on a new, empty database: usually the command was run
+ * without the server's DATA_DIR (another working directory, or another terminal's settings).
+ */
+const newDatabaseNotice = (dataDir: string) =>
+  `${dataDir} held no database, so this command created a new, empty one there. ` +
+  `If a server runs elsewhere, point the command at its data: run it with the server's DATA_DIR ` +
+  `(DATA_DIR=/path/to/data npm run -s cli -- …) or, with PostgreSQL, its DATABASE_URL.`;
 
 /** `--out FILE` / `--in FILE` with FILE made absolute. */
 function absolutePaths(argv: readonly string[]): string[] {
@@ -122,9 +154,7 @@ async function forward(dataDir: string, holder: number, argv: readonly string[],
   let waiting = false;
   for (;;) {
     try {
-      const outcome = await sendCommand(path, argv, progress);
-      process.stderr.write(`switchboard: handled by the running server (pid ${holder})\n`);
-      return outcome;
+      return await sendCommand(path, argv, progress);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (dataDirHolder(dataDir) === undefined) return undefined;

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, renameSync, rmdirSync, rmSync } from 'node:fs';
 import type { PGlite } from '@electric-sql/pglite';
 import { drizzle as drizzlePg, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
@@ -127,8 +127,15 @@ async function pgliteExtensions() {
  */
 function initPgliteDirectory(pgdata: string) {
   if (existsSync(`${pgdata}/PG_VERSION`)) return;
+  // Created beside its place and renamed into it once whole: an initialization cut short (Ctrl-C, a crash)
+  // leaves no half-made database behind, only this scratch directory, which the next start replaces.
+  const partial = `${pgdata}.partial`;
+  rmSync(partial, { recursive: true, force: true });
   const script = `const { PGlite } = await import(process.argv[1]); const db = await PGlite.create(process.argv[2]); await db.close();`;
-  execFileSync(process.execPath, ['--input-type=module', '-e', script, import.meta.resolve('@electric-sql/pglite'), pgdata], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(process.execPath, ['--input-type=module', '-e', script, import.meta.resolve('@electric-sql/pglite'), partial], { stdio: ['ignore', 'ignore', 'inherit'] });
+  // An empty pgdata (made by hand, or by an older version cut short) gives way; one with files never does.
+  if (existsSync(pgdata) && readdirSync(pgdata).length === 0) rmdirSync(pgdata);
+  renameSync(partial, pgdata);
 }
 
 /**

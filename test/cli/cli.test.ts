@@ -1,8 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { and, count, eq, isNull, sql } from 'drizzle-orm';
 import { isValidPhoneNumber } from 'libphonenumber-js/max';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -10,82 +8,12 @@ import { openDatabase, type Database } from '../../src/db/client.js';
 import { DataDirBusyError } from '../../src/db/lock.js';
 import * as schema from '../../src/db/schema.js';
 import { openTestDatabase, testDbKind } from '../helpers/database.js';
-import { freePort } from '../helpers/listen.js';
+import { cli, startServer } from '../helpers/cli.js';
 
 /**
  * The real command line, spawned as a user runs it (through tsx, so no build is needed), against a
  * temporary DATA_DIR (embedded database) or a fresh PostgreSQL database.
  */
-
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  json: any;
-}
-
-function baseEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'warn', ...extra };
-  if (!extra.DATABASE_URL) delete env.DATABASE_URL;
-  return env;
-}
-
-function cli(args: string[], env: Record<string, string>): Promise<CliResult> {
-  return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', fail);
-    child.on('close', (code) => {
-      let json: unknown;
-      try {
-        json = JSON.parse(stdout);
-      } catch {
-        json = undefined;
-      }
-      done({ code, stdout, stderr, json });
-    });
-  });
-}
-
-
-/** `npm start`'s entry on its own port; resolves once /healthz answers. */
-async function startServer(env: Record<string, string>) {
-  const port = await freePort();
-  const origin = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: root,
-    env: baseEnv({ PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: origin, ...env }),
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let log = '';
-  child.stderr!.on('data', (d) => (log += d));
-  const until = Date.now() + 90_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${origin}/healthz`)).ok) break;
-    } catch {
-      /* not up yet */
-    }
-    if (child.exitCode !== null || Date.now() > until) throw new Error(`server did not start: ${log}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  const rest = (path: string, key: string) => fetch(`${origin}/v1${path}`, { headers: { authorization: `Bearer ${key}` } });
-  return { child, origin, rest, stop: () => stopServer(child) };
-}
-
-function stopServer(child: ChildProcess): Promise<number | null> {
-  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((done) => {
-    child.once('exit', (code) => done(code));
-    child.kill('SIGTERM');
-  });
-}
 
 async function countRows(db: Database['db'], orgId: string) {
   const n = async (table: typeof schema.contacts | typeof schema.messages | typeof schema.customers | typeof schema.customerTransactions | typeof schema.businesses | typeof schema.folders | typeof schema.domains) => {
@@ -217,7 +145,7 @@ describe.runIf(testDbKind === 'pglite')('command line on the embedded database',
       const org = await cli(['org', 'create', '--name', 'Through the server'], env);
       expect(org.code, org.stderr).toBe(0);
       expect(org.json).toEqual({ id: expect.any(String), name: 'Through the server', credits: 100 });
-      expect(org.stderr).toContain(`handled by the running server (pid ${server.child.pid})`);
+      expect(org.stderr).toContain(`database: the embedded database in ${dataDir}, handled by the running server (pid ${server.child.pid})`);
 
       const [credits, tooMuch, user, some, badPermission] = await Promise.all([
         cli(['org', 'credits', '--org', org.json.id, '--add', '-30'], env),
@@ -329,6 +257,7 @@ describe.runIf(testDbKind === 'postgres')('command line on PostgreSQL', () => {
     const r = await cli(['org', 'create', '--name', 'Nowhere'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', DATA_DIR: dataDir });
     expect(r.code).toBe(1);
     expect(r.json.error.code).toBe('SERVICE_UNAVAILABLE');
-    expect(r.stderr).toMatch(/database is unreachable/);
+    // One line naming DATABASE_URL and what failed.
+    expect(r.stderr).toContain('switchboard: error: Cannot reach the database of DATABASE_URL (postgres://postgres@127.0.0.1:1/none): nothing accepts connections on 127.0.0.1:1');
   }, 60_000);
 });

@@ -217,3 +217,21 @@ export async function obtainTokens(
   if (tokens.status !== 200) throw new Error(`token exchange failed: ${tokens.status} ${JSON.stringify(tokens.json)}`);
   return { client, tokens: tokens.json as { access_token: string; refresh_token?: string; expires_in: number; scope: string; token_type: string } };
 }
+
+/**
+ * The person in the browser: opens an authorization URL a client produced, signs in, ticks the categories
+ * and approves. Answers the callback URL the browser is sent to (code, state, iss).
+ */
+export async function approveInBrowser(app: FastifyInstance, authorizationUrl: URL, user: { email: string; password: string }, categories: string[]): Promise<URL> {
+  const jar = new CookieJar();
+  const page = await app.inject({ method: 'GET', url: `${authorizationUrl.pathname}${authorizationUrl.search}` });
+  if (page.statusCode !== 200) throw new Error(`authorization page: ${page.statusCode} ${page.body.slice(0, 500)}`);
+  jar.store(page);
+  const form = (url: string, fields: Record<string, string | string[]>) =>
+    app.inject({ method: 'POST', url, headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: jar.header() }, payload: formBody(fields) });
+  const consent = await form('/oauth/authorize/sign-in', { ...hiddenFields(page.body, '/oauth/authorize/sign-in'), email: user.email, password: user.password });
+  jar.store(consent);
+  const answer = await form('/oauth/authorize/consent', { ...hiddenFields(consent.body, '/oauth/authorize/consent'), categories, decision: 'approve' });
+  if (answer.statusCode !== 303) throw new Error(`consent: ${answer.statusCode} ${answer.body.slice(0, 500)}`);
+  return new URL(String(answer.headers.location));
+}

@@ -4,7 +4,7 @@ import { globalAgent, createServer as createHttpsServer, type Server } from 'nod
 import type { AddressInfo } from 'node:net';
 import { Client, StreamableHTTPClientTransport, UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CookieJar, formBody, hiddenFields } from '../helpers/oauth-flow.js';
+import { approveInBrowser } from '../helpers/oauth-flow.js';
 import { startLiveApp, type LiveApp } from './helpers.js';
 
 /**
@@ -88,29 +88,13 @@ class MemoryProvider implements OAuthClientProvider {
   }
 }
 
-/** The person: opens the authorization URL, signs in, ticks the categories, approves; returns the callback URL. */
-async function approveInBrowser(authorizationUrl: URL, categories: string[]): Promise<URL> {
-  const jar = new CookieJar();
-  const path = `${authorizationUrl.pathname}${authorizationUrl.search}`;
-  const page = await t.app.inject({ method: 'GET', url: path });
-  expect(page.statusCode, page.body.slice(0, 500)).toBe(200);
-  jar.store(page);
-  const form = (url: string, fields: Record<string, string | string[]>) =>
-    t.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: jar.header() }, payload: formBody(fields) });
-  const consent = await form('/oauth/authorize/sign-in', { ...hiddenFields(page.body, '/oauth/authorize/sign-in'), email: user.email, password: user.password });
-  jar.store(consent);
-  const answer = await form('/oauth/authorize/consent', { ...hiddenFields(consent.body, '/oauth/authorize/consent'), categories, decision: 'approve' });
-  expect(answer.statusCode).toBe(303);
-  return new URL(String(answer.headers.location));
-}
-
 /** Connects as an assistant does: the first attempt asks for authorization, the second is signed in. */
 async function connect(provider: MemoryProvider, categories: string[], path = '/mcp'): Promise<Client> {
   const url = new URL(`${t.origin}${path}`);
   const first = new StreamableHTTPClientTransport(url, { authProvider: provider });
   await expect(new Client({ name: 'sdk-oauth-test', version: '1.0.0' }).connect(first)).rejects.toBeInstanceOf(UnauthorizedError);
   expect(provider.authorizationUrl?.href).toMatch(`${t.origin}/oauth/authorize?`);
-  const callback = await approveInBrowser(provider.authorizationUrl!, categories);
+  const callback = await approveInBrowser(t.app, provider.authorizationUrl!, user, categories);
   expect(callback.searchParams.get('iss')).toBe(t.origin);
   await first.finishAuth(callback.searchParams);
   const client = new Client({ name: 'sdk-oauth-test', version: '1.0.0' });
