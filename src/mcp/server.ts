@@ -36,7 +36,9 @@ const INSTRUCTIONS =
   'Every method is one REST operation of the service: same input fields, same `{ data, meta? }` result, same error codes ' +
   '(an error result carries `{ "error": { "code", "message", "details"? } }`). List methods take `limit` (10 by default), `offset` and `sortOrder`; `meta.pagination` says whether more pages follow. ' +
   'Records carry every field of their type (null when unset). Creating methods take an optional `idempotencyKey`: a retry with the same key ' +
-  'and arguments (within 24 hours) returns the first result; the same key with other arguments is an IDEMPOTENCY_KEY_REUSED error.';
+  'and arguments (within 24 hours) returns the first result; the same key with other arguments is an IDEMPOTENCY_KEY_REUSED error. ' +
+  'Methods that send email or text messages need the send consent: the person ticked "Send email and text messages on your behalf" when connecting you (else FORBIDDEN; they can add it at /account/apps). ' +
+  'You cannot make an automation active: `approve`, `resume` or `status: "active"` answer `approvalUrl`, a page where a person of the organization reviews and approves it; give them the link.';
 
 /** What the grant may do: read and write in its categories (or read only), or an API key's own permissions. */
 const permissionsOf = (g: Grant) => g.apiKey?.permissions ?? categoryPermissions(g.categories, g.readOnly, g.send);

@@ -206,8 +206,8 @@ const INTROS: Record<ToolKind, (category: string) => string> = {
   delete: (c) => `Deletes ${c} or changes them for good; answers \`{ data }\` as \`${c}_read\` does.`,
 };
 
-/** Said of every method that sends: an OAuth grant needs the person's consent to it. */
-const SENDS = ' Sends outside the service; needs the consent "Send email and text messages on your behalf" (403 FORBIDDEN without it).';
+/** Said of every method that sends: an OAuth grant needs the person's consent to it (the server's instructions say which). */
+const SENDS = ' Needs the send consent.';
 
 /** The method's arguments as the tool description names them: required ones marked with `*`. */
 function argumentList(op: Operation, withIdempotency: boolean): string {
