@@ -172,7 +172,9 @@ export async function createAutomation(ctx: OperationContext, input: CreateInput
       throw fieldError('triggerEvent', 'Required with `actions`: the event that runs the plan (or give cronExpression for a schedule)');
     }
   }
-  const status = input.status ?? DEFAULT_STATUS;
+  // Created "active" through an OAuth token, it is evaluated like any other and then waits for a person.
+  const asks = input.status === 'active' && !activatesDirectly(ctx.actor);
+  const status = asks ? DEFAULT_STATUS : (input.status ?? DEFAULT_STATUS);
   const row = await automationRows.insert(ctx.db, {
     ...input,
     actions: written as never,
@@ -187,10 +189,11 @@ export async function createAutomation(ctx: OperationContext, input: CreateInput
     creatorPermissions: [...ctx.permissions],
     ...actsForColumns(await credentialOf(ctx.db, ctx.actor)),
     createdVia: (await whoIs(ctx.db, ctx.actor)) as never,
+    ...(asks ? await approvalAsked(ctx) : {}),
     explicitTrigger: explicitTrigger({}, input),
     evaluateAfter: evaluationFor(status) as never,
   });
-  return toAutomation(row);
+  return asks ? { ...toAutomation(row), approvalUrl: approvalUrl(ctx, row.id) } : toAutomation(row);
 }
 
 export async function getAutomation(db: DbOrTx, orgId: string, id: string) {

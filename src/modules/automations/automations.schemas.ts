@@ -115,7 +115,7 @@ const fields = {
     .enum(AUTOMATION_STATUSES)
     .optional()
     .describe(
-      `Lifecycle status (default "${DEFAULT_STATUS}": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step`,
+      `Lifecycle status (default "${DEFAULT_STATUS}": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step (with an API key; through an OAuth token it is evaluated and then waits for a person, and the answer carries \`approvalUrl\`)`,
     ),
 };
 
@@ -184,7 +184,7 @@ export const Automation = z.object({
     .url()
     .optional()
     .describe(
-      'Only in the answer to `approve`, `resume` or `PATCH status: "active"` made with an OAuth access token (an assistant over MCP): such a call never activates; a person of the organization approves on this page (`$PUBLIC_URL/account/automations/{id}`), and the automation keeps its status until then',
+      'Only in the answer to `approve`, `resume`, `PATCH status: "active"` or a create with `status: "active"` made with an OAuth access token (an assistant over MCP): such a call never activates; a person of the organization approves on this page (`$PUBLIC_URL/account/automations/{id}`), and the automation keeps its status until then',
     ),
 });
 
