@@ -1,6 +1,7 @@
 import { and, eq } from 'drizzle-orm';
+import { Client as ClientV2, SSEClientTransport as SseTransportV2 } from '@modelcontextprotocol/client';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { automations, events, oauthSessions } from '../../src/db/schema.js';
+import { automations, events, oauthGrants, oauthSessions } from '../../src/db/schema.js';
 import { setGrantCategories } from '../../src/oauth/grants.js';
 import type { AutomationEngine } from '../../src/workers/automation-engine.js';
 import type { Tenant } from '../helpers/app.js';
@@ -111,6 +112,30 @@ describe('an OAuth token alone never makes an automation active', () => {
     const resumed = await call(minted, 'automations_write', { method: 'resume', id: au.id });
     expect(resumed.structuredContent!.data).toMatchObject({ status: 'paused', approvalUrl: link });
     expect(await deleterRan()).toBe(false);
+  });
+
+  it('a client that declares URL-mode elicitation on an /sse session is also asked to open the page; one that does not is not', async () => {
+    const { minted } = await assistant();
+    const au = await pending(minted);
+    const asked: Json[] = [];
+    const connectSse = async (capabilities: Json) => {
+      const client = new ClientV2({ name: 'elicitation-test', version: '1.0.0' }, { capabilities });
+      if (capabilities.elicitation) client.setRequestHandler('elicitation/create', async (req) => (asked.push(req.params as Json), { action: 'accept' }));
+      await client.connect(new SseTransportV2(new URL('/sse', t.origin), { requestInit: { headers: { Authorization: `Bearer ${minted.token}` } } }));
+      return client;
+    };
+    const plain = await connectSse({});
+    const before = (await plain.callTool({ name: 'automations_write', arguments: { method: 'approve', id: au.id } })) as { structuredContent?: Json };
+    expect(before.structuredContent!.data).toMatchObject({ status: 'pending_approval', approvalUrl: `${t.origin}/account/automations/${au.id}` });
+    await plain.close();
+    expect(asked).toEqual([]);
+
+    const eliciting = await connectSse({ elicitation: { url: {} } });
+    await eliciting.callTool({ name: 'automations_write', arguments: { method: 'approve', id: au.id } });
+    await expect.poll(() => asked.length, { timeout: 5000 }).toBe(1);
+    expect(asked[0]).toMatchObject({ mode: 'url', url: `${t.origin}/account/automations/${au.id}`, elicitationId: expect.any(String) });
+    await eliciting.close();
+    expect((await get(au.id)).status).toBe('pending_approval');
   });
 
   it('an API key approves directly and is named as the approver', async () => {
@@ -250,6 +275,23 @@ describe('sending is a consent of its own', () => {
     await setGrantCategories(t.database.db, minted.grant.id, minted.grant.categories, () => new Date(), false, true);
     const res = await call(minted, 'messages_write', { method: 'forward', id, to: ['x@elsewhere.example'] });
     expect(res.content[0]!.text).not.toContain('Send email and text messages on your behalf');
+  });
+
+  it('/account/apps shows the consent and gives or takes it back; it counts only with messages, read and change', async () => {
+    const { person, minted } = await assistant();
+    const browser = new AccountBrowser(t.app);
+    let page = await browser.signIn('/account/apps', person);
+    const box = new RegExp(`<input type="checkbox" id="send-${minted.grant.id}" name="send" value="yes"( checked)?`);
+    expect(box.exec(page.body)?.[1]).toBeUndefined();
+    expect(page.body).toContain('Send email and text messages on your behalf');
+    const action = `/account/apps/${minted.grant.id}/categories`;
+    const grantRow = async () => (await t.database.db.select().from(oauthGrants).where(eq(oauthGrants.id, minted.grant.id)))[0]!;
+    expect((await browser.submit(page, action, { categories: 'messages', access: 'write', send: 'yes' })).statusCode).toBe(303);
+    expect((await grantRow()).send).toBe(true);
+    page = await browser.get('/account/apps');
+    expect(box.exec(page.body)?.[1]).toBe(' checked');
+    expect((await browser.submit(page, action, { categories: 'messages', access: 'read', send: 'yes' })).statusCode).toBe(303);
+    expect((await grantRow()).send).toBe(false);
   });
 
   it('an automation that forwards needs the consent of the person who approves it; the external address is marked', async () => {
