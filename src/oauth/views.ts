@@ -20,7 +20,7 @@ legend{font-weight:600;padding:0 .3rem}
 .category{display:grid;grid-template-columns:auto 1fr;column-gap:.6rem;align-items:start;margin:.6rem 0}
 .category input{margin-top:.3rem;width:1.1rem;height:1.1rem}
 .category p{grid-column:2;margin:0;font-size:.9rem;opacity:.8}
-.category.sub{margin-left:1.7rem}
+.category .sub{grid-column:2;display:grid;grid-template-columns:auto 1fr;column-gap:.5rem;align-items:start;margin-top:.3rem}
 .actions{display:flex;gap:.75rem}
 button{font:inherit;font-weight:600;padding:.55rem 1.3rem;border-radius:.4rem;border:1px solid GrayText;background:ButtonFace;color:ButtonText;cursor:pointer}
 button.primary{background:#1d4ed8;border-color:#1d4ed8;color:#fff}
@@ -170,8 +170,8 @@ export function consentPage(
     (c) => `<div class="category">
 <input type="checkbox" id="category-${c.id}" name="categories" value="${c.id}" aria-describedby="category-${c.id}-description">
 <label for="category-${c.id}">${c.id}</label>
-<p id="category-${c.id}-description">${escapeHtml(c.description)}</p>
-</div>${c.id === 'messages' ? sendChoice('send', false) : ''}`,
+<p id="category-${c.id}-description">${escapeHtml(c.description)}</p>${c.id === 'messages' ? sendChoice('send', false, 'send-help') : ''}
+</div>`,
   ).join('\n');
   const hidden = hiddenFields({ ...opts.params, csrf: opts.csrf });
   const body = `<h1>Allow access?</h1>
@@ -188,6 +188,7 @@ ${categories}
 <div>
 ${accessChoice('access', false)}
 <p class="muted">With no category ticked the application is connected but sees no tools. You can change the categories later at <code>/account/apps</code>.</p>
+<p class="muted" id="send-help">Sending is a consent of its own: without it the application cannot send, reply or forward, and automations that send need it from whoever approves them.</p>
 <div class="actions">
 <button class="primary" type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button>
@@ -215,13 +216,15 @@ export const SEND_CONSENT_LABEL = 'Send email and text messages on your behalf';
  * The sending consent, its own line under `messages` (unchecked unless given before): without it the app
  * reads and writes messages but every send, reply and forward is refused.
  */
-function sendChoice(id: string, checked: boolean) {
-  return `<div class="category sub">
-<input type="checkbox" id="${id}" name="send" value="yes"${checked ? ' checked' : ''} aria-describedby="${id}-description">
-<label for="${id}">${SEND_CONSENT_LABEL}</label>
-<p id="${id}-description">Needs messages, read and change. Without it the app reads and files messages but cannot send, reply or forward; automations that send need it from the person who approves them.</p>
+function sendChoice(id: string, checked: boolean, help?: string) {
+  return `<div class="sub">
+<input type="checkbox" id="${id}" name="send" value="yes"${checked ? ' checked' : ''} aria-describedby="${help ?? `${id}-description`}">
+<label for="${id}">${SEND_CONSENT_LABEL}</label>${help ? '' : `\n<p id="${id}-description">${SEND_CONSENT_HELP}</p>`}
 </div>`;
 }
+
+const SEND_CONSENT_HELP =
+  'Needs messages, read and change. Without it the app reads and files messages but cannot send, reply or forward; automations that send need it from the person who approves them.';
 
 /**
  * Read and write, or read only: radio buttons (the categories are the only checkboxes), read and write
@@ -284,7 +287,7 @@ export function appsPage(reply: FastifyReply, opts: { csrf: string; formOrigin: 
           const boxes = CATEGORIES.map(
             (c) =>
               `<div class="category"><input type="checkbox" id="c-${app.grantId}-${c.id}" name="categories" value="${c.id}"${app.categories.includes(c.id) ? ' checked' : ''}>
-<label for="c-${app.grantId}-${c.id}">${c.id}</label></div>${c.id === 'messages' ? sendChoice(`send-${app.grantId}`, app.send) : ''}`,
+<label for="c-${app.grantId}-${c.id}">${c.id}</label>${c.id === 'messages' ? sendChoice(`send-${app.grantId}`, app.send) : ''}</div>`,
           ).join('\n');
           return `<section class="app" aria-label="${escapeHtml(app.client.name)}">
 <h2>${escapeHtml(app.client.name)}</h2>
