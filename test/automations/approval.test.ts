@@ -200,6 +200,29 @@ describe('an OAuth token alone never makes an automation active', () => {
   });
 });
 
+describe('the list of automations', () => {
+  it('shows those awaiting approval first, with status, reason and last run, and pauses one', async () => {
+    const { person, minted } = await assistant();
+    const running = await ok(await a.request('POST', '/v1/automations', { ...deleter, name: 'Already running' }), 201);
+    await engine.runOnce();
+    await ok(await a.request('POST', `/v1/automations/${running.id}/approve`));
+    const waiting = await pending(minted, { ...deleter, name: 'Waiting one' });
+    const browser = new AccountBrowser(t.app);
+    const list = await browser.signIn('/account/automations', person);
+    expect(list.statusCode).toBe(200);
+    expect(list.body.indexOf('Waiting one')).toBeLessThan(list.body.indexOf('Already running'));
+    expect(list.body).toContain(`href="/account/automations/${waiting.id}">Review</a>`);
+    expect(list.body).toContain('Last run: never');
+    expect((await browser.submit(list, `/account/automations/${running.id}/pause`)).statusCode).toBe(303);
+    expect((await get(running.id)).status).toBe('paused');
+    const [event] = await t.database.db
+      .select()
+      .from(events)
+      .where(and(eq(events.resourceId, running.id), eq(events.type, 'automation.updated'), eq(events.actorId, person.id)));
+    expect(event).toMatchObject({ actorType: 'user' });
+  });
+});
+
 describe('who may decide on the approval page', () => {
   it("another organization's person finds no such automation, and nothing changes", async () => {
     const { minted } = await assistant();
