@@ -1,5 +1,5 @@
 import { and, eq } from 'drizzle-orm';
-import { Client as ClientV2, SSEClientTransport as SseTransportV2 } from '@modelcontextprotocol/client';
+import { Client as ClientV2, SSEClientTransport as SseTransportV2, StreamableHTTPClientTransport as HttpTransportV2 } from '@modelcontextprotocol/client';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { automations, events, oauthGrants, oauthSessions } from '../../src/db/schema.js';
 import { setGrantCategories } from '../../src/oauth/grants.js';
@@ -135,6 +135,17 @@ describe('an OAuth token alone never makes an automation active', () => {
     await expect.poll(() => asked.length, { timeout: 5000 }).toBe(1);
     expect(asked[0]).toMatchObject({ mode: 'url', url: `${t.origin}/account/automations/${au.id}`, elicitationId: expect.any(String) });
     await eliciting.close();
+
+    // The current revision (2026-07-28) has no server-to-client request: the same client gets the link in the result.
+    const modern = new ClientV2({ name: 'elicitation-test', version: '1.0.0' }, { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: 'auto' } });
+    modern.setRequestHandler('elicitation/create', async (req) => (asked.push(req.params as Json), { action: 'accept' }));
+    await modern.connect(new HttpTransportV2(new URL('/mcp', t.origin), { requestInit: { headers: { Authorization: `Bearer ${minted.token}` } } }));
+    const result = (await modern.callTool({ name: 'automations_write', arguments: { method: 'approve', id: au.id } })) as { isError?: boolean; structuredContent?: Json; content: { text: string }[] };
+    expect(result.isError).toBeFalsy();
+    expect(result.structuredContent!.data).toMatchObject({ status: 'pending_approval', approvalUrl: `${t.origin}/account/automations/${au.id}` });
+    expect(result.content.some((c) => c.text.includes(`approve it at ${t.origin}/account/automations/${au.id}`))).toBe(true);
+    await modern.close();
+    expect(asked).toHaveLength(1);
     expect((await get(au.id)).status).toBe('pending_approval');
   });
 
@@ -181,6 +192,11 @@ describe('an OAuth token alone never makes an automation active', () => {
     const secondTab = await browser.get(`/account/automations/${au.id}`);
     expect((await browser.submit(page, `/account/automations/${au.id}/reject`, { reason: 'not ours to forward' })).statusCode).toBe(303);
     expect(await get(au.id)).toMatchObject({ status: 'archived', statusReason: expect.stringMatching(/Rejected by .*: not ours to forward/) });
+    const [rejected] = await t.database.db
+      .select()
+      .from(events)
+      .where(and(eq(events.resourceId, au.id), eq(events.type, 'automation.updated'), eq(events.actorId, person.id)));
+    expect(rejected).toMatchObject({ actorType: 'user' });
     const replay = await browser.submit(secondTab, `/account/automations/${au.id}/approve`);
     expect(replay.statusCode).toBe(409);
     expect(replay.body).toContain('Nothing was changed');
