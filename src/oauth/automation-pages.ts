@@ -190,6 +190,7 @@ export function registerAutomationPages(app: FastifyInstance) {
       id: row.id,
       name: row.name,
       status: row.status,
+      enabled: row.enabled,
       statusReason: row.statusReason,
       planSummary: row.planSummary,
       instructions: row.instructions,

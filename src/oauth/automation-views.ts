@@ -18,6 +18,8 @@ export interface ApprovalView {
   id: string;
   name: string;
   status: string;
+  /** False when a person disabled it (`enabled: false`): an active one does not run then. */
+  enabled: boolean;
   statusReason: string | null;
   planSummary: string | null;
   instructions: string;
@@ -78,14 +80,14 @@ export function approvalPage(
         .join('')}</ul></div>`
     : '';
   const sender = v.repliesToSender ? '<p class="alert" role="note">It replies to whoever wrote the message that triggers it: anyone who can write to you.</p>' : '';
-  const pending = v.status === 'pending_approval' || v.status === 'paused' || v.status === 'failed';
+  const pending = v.status === 'pending_approval' || v.status === 'paused' || v.status === 'failed' || (v.status === 'active' && !v.enabled);
   const decide = !pending
     ? `<p class="muted">Nothing to decide: this automation is ${escapeHtml(statusWords(v.status))}.</p>`
     : v.decision.can
       ? `<form method="post" action="/account/automations/${v.id}/approve" class="decide">
 ${csrf}
 <p class="muted">Approving makes it run from now on, acting for you through ${escapeHtml(v.decision.actsFor)}.</p>
-<div class="actions"><button class="primary" type="submit">${v.status === 'pending_approval' ? 'Approve' : 'Resume'}</button></div>
+<div class="actions"><button class="primary" type="submit">${v.status === 'pending_approval' ? 'Approve' : v.status === 'active' ? 'Enable' : 'Resume'}</button></div>
 </form>
 ${
   v.status === 'pending_approval'
@@ -100,7 +102,7 @@ ${csrf}
   const body = `<p><a href="/account/automations">All automations</a></p>
 <h1>${escapeHtml(v.name)}</h1>
 ${opts.notice ? `<p class="alert" role="status">${escapeHtml(opts.notice)}</p>` : ''}
-<p><span class="badge">${escapeHtml(statusWords(v.status))}</span>${v.statusReason ? ` <span class="muted">${escapeHtml(v.statusReason)}</span>` : ''}</p>
+<p><span class="badge">${escapeHtml(statusWords(v.status))}${v.enabled ? '' : ', disabled'}</span>${v.statusReason ? ` <span class="muted">${escapeHtml(v.statusReason)}</span>` : ''}</p>
 <p class="muted">Created by ${who(v.createdVia)} ${minute(v.createdAt)}${v.askedBy && v.askedAt ? ` · approval asked by ${who(v.askedBy)} ${minute(v.askedAt)}` : ''}${
     v.approvedBy && v.approvedAt ? ` · last approved by ${who(v.approvedBy)} ${minute(v.approvedAt)}` : ''
   }</p>

@@ -112,6 +112,19 @@ describe('an OAuth token alone never makes an automation active', () => {
     const resumed = await call(minted, 'automations_write', { method: 'resume', id: au.id });
     expect(resumed.structuredContent!.data).toMatchObject({ status: 'paused', approvalUrl: link });
     expect(await deleterRan()).toBe(false);
+
+    // Disabled by a person while active, enabled again only by a person (an "Enable" on the page).
+    const approvedPage = await browser.get(link);
+    expect((await browser.submit(approvedPage, `/account/automations/${au.id}/approve`)).statusCode).toBe(303);
+    await ok(await a.request('PATCH', `/v1/automations/${au.id}`, { enabled: false }));
+    const enabled = await call(minted, 'automations_write', { method: 'update', id: au.id, enabled: true });
+    expect(enabled.structuredContent!.data).toMatchObject({ status: 'active', enabled: false, approvalUrl: link });
+    expect(await deleterRan()).toBe(false);
+    const disabledPage = await browser.get(link);
+    expect(disabledPage.body).toContain('>Enable</button>');
+    expect((await browser.submit(disabledPage, `/account/automations/${au.id}/approve`)).statusCode).toBe(303);
+    expect(await get(au.id)).toMatchObject({ status: 'active', enabled: true, approvedBy: { type: 'user', id: person.id } });
+    expect(await deleterRan()).toBe(true);
   });
 
   it('a client that declares URL-mode elicitation on an /sse session is also asked to open the page; one that does not is not', async () => {

@@ -96,7 +96,7 @@ export const automationsOperations: Operation[] = [
       `A change to \`instructions\`, \`condition\`, \`triggerEvent\`, \`triggerType\`, \`cronExpression\` or \`actions\` sends it back to "pending_evaluation", then to approval (unless it is "expired", or is or becomes "draft" or "archived"); the plan is checked against your permissions and acts for you.`,
       `Evaluating new \`instructions\` (or a move to "pending_evaluation" through \`status\`) costs ${EVALUATION_COST} credit (402 \`INSUFFICIENT_CREDITS\` and nothing changed when too low); checking a changed trigger, condition or written plan is free.`,
       '`status` follows the transitions table (docs/automations.md); a move it does not allow is a 400 naming the allowed targets. Switching to `triggerType` "event" clears `cronExpression`.',
-      `\`status: "active"\` is an approval (or a resume): ${BY_A_PERSON}`,
+      `\`status: "active"\` is an approval (or a resume), and so is \`enabled: true\` on an "active" automation that was disabled: ${BY_A_PERSON}`,
     ].join('\n\n'),
     input: AutomationUpdateInput,
     output: Automation,

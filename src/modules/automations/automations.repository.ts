@@ -302,11 +302,15 @@ export async function updateAutomation(ctx: OperationContext, id: string, patch:
   const parked = requestedStatus === 'draft' || requestedStatus === 'archived' || ['draft', 'archived', 'expired'].includes(row.status);
   if ((change.instructions || change.plan) && !parked) to = 'pending_evaluation';
   assertClientTransition(row.status as AutomationStatus, to);
-  // An OAuth token asks a person instead: the other fields change, the status stays (CONTRACT §8).
-  const asks = to === 'active' && row.status !== 'active' && !activatesDirectly(ctx.actor);
+  // An OAuth token asks a person instead: the other fields change, the status stays (CONTRACT §8). Enabling a
+  // disabled automation that would then run is the same request, and waits for a person the same way.
+  const activates = to === 'active' && row.status !== 'active';
+  const enables = patch.enabled === true && !row.enabled && row.status === 'active' && to === 'active';
+  const asks = (activates || enables) && !activatesDirectly(ctx.actor);
   if (asks) {
     assertActivatable(row);
     to = row.status as AutomationStatus;
+    if (enables) delete changes.enabled;
     Object.assign(changes, await approvalAsked(ctx));
   }
   if (requestedStatus !== undefined || to !== row.status || change.instructions || change.plan) {
@@ -452,6 +456,24 @@ async function lockReviewed(ctx: OperationContext, id: string, version: string) 
  */
 export async function approveReviewed(ctx: OperationContext, id: string, version: string) {
   const row = await lockReviewed(ctx, id, version);
+  if (row.status === 'active') {
+    // An active automation a person disabled, which an assistant asked to enable again.
+    if (row.enabled) throw fieldError('status', 'The automation is already active');
+    assertActivatable(row);
+    assertHoldsPlan(ctx, row, 'enable');
+    const who = await whoIs(ctx.db, ctx.actor);
+    const asked = (row.approvalRequestedBy as Who | null)?.client;
+    return toAutomation(
+      await automationRows.update(ctx.db, ctx.orgId, id, {
+        enabled: true,
+        ...actsForColumns(await credentialOf(ctx.db, ctx.actor)),
+        approvedBy: (who && asked ? { ...who, client: asked } : who) as never,
+        approvedAt: sql`now()` as never,
+        approvalRequestedBy: null,
+        approvalRequestedAt: null,
+      }),
+    );
+  }
   const from = row.status === 'pending_approval' ? ['pending_approval' as const] : (['paused', 'failed'] as const);
   return transitionAutomation(ctx, id, from, 'active');
 }
