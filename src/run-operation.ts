@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { debitCredits, debitCte, insufficientCredits } from './accounts/accounts.js';
-import { notFound } from './core/errors.js';
+import { AppError, notFound } from './core/errors.js';
+import { hasPermission, SEND_PERMISSION } from './core/permissions.js';
 import { eventTypesOf, parseInput, type Actor, type Envelope, type Operation, type OperationContext } from './core/operation.js';
 import { paginationMeta, type PageInput } from './core/pagination.js';
 import type { Db, DbOrTx } from './db/client.js';
@@ -16,6 +17,8 @@ export interface Caller {
   actor: Actor;
   permissions: readonly string[];
   db: Db;
+  /** `PUBLIC_URL`, for links in answers. */
+  publicUrl?: string | undefined;
 }
 
 /**
@@ -37,9 +40,10 @@ export interface Caller {
  * `committed`, which the transaction's owner announces after its commit.
  */
 export async function runOperation(op: Operation, raw: unknown, caller: Caller, tx?: DbOrTx, committed?: CommittedWork): Promise<Envelope> {
+  if (op.effects?.sends && !hasPermission(caller.permissions, SEND_PERMISSION)) throw missingSendConsent();
   const input = parseInput(op, raw);
   const call = (db: DbOrTx): unknown => {
-    const ctx: OperationContext = { orgId: caller.orgId, actorId: caller.actor.id ?? caller.orgId, actor: caller.actor, permissions: caller.permissions, db };
+    const ctx: OperationContext = { orgId: caller.orgId, actorId: caller.actor.id ?? caller.orgId, actor: caller.actor, permissions: caller.permissions, db, publicUrl: caller.publicUrl };
     return op.handler(input as never, ctx);
   };
   if (op.kind === 'list') {
@@ -79,6 +83,13 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
   if (writer.recorded.events > 0) notifyEventsCommitted(writer.committed());
   return { data };
 }
+
+/** The 403 of a send, reply or forward through a grant whose person did not consent to sending. */
+export const missingSendConsent = () =>
+  new AppError(
+    'FORBIDDEN',
+    `Sending needs the consent "Send email and text messages on your behalf" ("${SEND_PERMISSION}"), which this grant lacks: the person who connected the app can give it at /account/apps`,
+  );
 
 /**
  * A handler's answer, or its `Write` left unsent: awaiting a `Write` (a thenable, so also returning it from

@@ -1,5 +1,5 @@
 import { and, eq } from 'drizzle-orm';
-import { categoryPermissions, hasPermission, type Permission } from '../core/permissions.js';
+import { categoryPermissions, hasPermission, keyPermissions, type Permission } from '../core/permissions.js';
 import type { Category } from '../core/categories.js';
 import { sha256 } from '../core/secrets.js';
 import type { DbOrTx } from '../db/client.js';
@@ -43,7 +43,7 @@ export async function credentialStanding(db: DbOrTx, orgId: string, cred: Creden
       .where(and(eq(apiKeys.id, cred.id), eq(apiKeys.organizationId, orgId)));
     if (!key || key.deletedAt) return { live: false, reason: 'the API key it acts for was deleted' };
     if (key.revokedAt) return { live: false, reason: 'the API key it acts for was revoked' };
-    return { live: true, permissions: key.permissions };
+    return { live: true, permissions: keyPermissions(key.permissions) };
   }
   const [user] = await db
     .select({ passwordHash: users.passwordHash, disabledAt: users.disabledAt, deletedAt: users.deletedAt })
@@ -54,11 +54,11 @@ export async function credentialStanding(db: DbOrTx, orgId: string, cred: Creden
   if (cred.passwordStamp !== passwordStamp(user.passwordHash)) return { live: false, reason: "the password of the person it acts for was changed" };
   if (!cred.grantId) return { live: false, reason: 'it records no OAuth grant of the person it acts for' };
   const [grant] = await db
-    .select({ categories: oauthGrants.categories, readOnly: oauthGrants.readOnly, revokedAt: oauthGrants.revokedAt })
+    .select({ categories: oauthGrants.categories, readOnly: oauthGrants.readOnly, send: oauthGrants.send, revokedAt: oauthGrants.revokedAt })
     .from(oauthGrants)
     .where(and(eq(oauthGrants.id, cred.grantId), eq(oauthGrants.userId, cred.id)));
   if (!grant || grant.revokedAt) return { live: false, reason: 'the OAuth grant it acts for was revoked' };
-  return { live: true, permissions: categoryPermissions(grant.categories as Category[], grant.readOnly) };
+  return { live: true, permissions: categoryPermissions(grant.categories as Category[], grant.readOnly, grant.send) };
 }
 
 /** The permissions of `needed` that `held` lacks. */

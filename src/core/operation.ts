@@ -20,6 +20,11 @@ export interface Actor {
   depth: number;
   /** The OAuth grant a person called through (MCP); automations they set up record it and stop when it is revoked. */
   grantId?: string | undefined;
+  /**
+   * The person acts on the service's own signed-in pages (the approval page), not through a token: only
+   * they, API keys and the service itself make an automation active (CONTRACT §8, "Approval by a person").
+   */
+  signedIn?: boolean;
 }
 
 /**
@@ -41,6 +46,8 @@ export interface OperationContext {
   permissions: readonly string[];
   /** The database, or the transaction the operation runs in. */
   db: DbHandle;
+  /** `PUBLIC_URL`, when the adapter knows it: links in answers (an automation's `approvalUrl`) are absolute then. */
+  publicUrl?: string | undefined;
 }
 
 /** The event type(s) a successful write records, from the record it answers with. */
@@ -70,9 +77,10 @@ interface OperationBase<I extends z.ZodObject> {
    * What the operation does beyond its method's default, for clients deciding whether to ask the user
    * (MCP tool annotations): `destructive` when it archives for good or replaces a secret (a DELETE always
    * is), which also puts it in its category's `_delete` tool; `openWorld` when it reaches outside the
-   * service (sends an email, calls a URL). Unset: derived from the method.
+   * service (sends an email, calls a URL); `sends` when it sends email or text messages for the caller, which
+   * then needs the sending consent (`messages:send`, checked by `runOperation`). Unset: derived from the method.
    */
-  effects?: { destructive?: boolean; openWorld?: boolean };
+  effects?: { destructive?: boolean; openWorld?: boolean; sends?: boolean };
 }
 
 export interface ItemOperation<I extends z.ZodObject = z.ZodObject, O extends z.ZodType = z.ZodType> extends OperationBase<I> {
@@ -94,8 +102,15 @@ export type Operation = ItemOperation<z.ZodObject, z.ZodType> | ListOperation<z.
 export function defineOperation<I extends z.ZodObject, O extends z.ZodType>(op: Omit<ItemOperation<I, O>, 'kind'> & { kind?: 'item' }): Operation;
 export function defineOperation<I extends z.ZodObject, O extends z.ZodType>(op: Omit<ListOperation<I, O>, 'kind'> & { kind: 'list' }): Operation;
 export function defineOperation(op: Omit<Operation, 'kind'> & { kind?: 'item' | 'list' }): Operation {
+  if (op.effects?.sends) SENDING.add(op.id);
   return { ...op, kind: op.kind ?? 'item' } as Operation;
 }
+
+/** The ids of the operations that send (`effects.sends`), as they are defined: plans name operations by id. */
+const SENDING = new Set<string>();
+
+/** Whether the operation with this id sends email or text messages (then it needs `messages:send`). */
+export const sendsMessages = (id: string) => SENDING.has(id);
 
 export const operationCategory = (op: Pick<Operation, 'id'>) => op.id.slice(0, op.id.indexOf('.')) as Category;
 export const operationPermission = (op: Operation): Permission => requiredPermission(operationCategory(op), op.method);

@@ -533,6 +533,14 @@ export const automations = pgTable(
     actsForGrantId: uuid('acts_for_grant_id'),
     /** SHA-256 of the person's password hash when the credential was recorded: a changed password stops the automation. */
     actsForPasswordStamp: text('acts_for_password_stamp'),
+    /** Who made it active last (`{ type, id, name, client? }`, the answer's `approvedBy`) and when; null until then. */
+    approvedBy: jsonb('approved_by').$type<Json>(),
+    approvedAt: ts('approved_at'),
+    /** Who created it (`{ type, id, name, client? }`): the app an assistant called through is shown on the approval page. */
+    createdVia: jsonb('created_via').$type<Json>(),
+    /** The last call through an OAuth token that asked for it to become active, and when (shown on the approval page). */
+    approvalRequestedBy: jsonb('approval_requested_by').$type<Json>(),
+    approvalRequestedAt: ts('approval_requested_at'),
   },
   (t) => [
     listIndex('automations_list', t),
@@ -817,6 +825,8 @@ export const oauthGrants = pgTable(
     resource: text('resource').notNull(),
     /** The person chose "read only" at consent: the grant's tools are those that only read. */
     readOnly: boolean('read_only').notNull().default(false),
+    /** The person ticked "Send email and text messages on your behalf": without it send, reply and forward are refused. */
+    send: boolean('send').notNull().default(false),
     revokedAt: ts('revoked_at'),
   },
   (t) => [index('oauth_grants_user_client').on(t.userId, t.clientId)],

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { findApiKeyByHash } from '../accounts/accounts.js';
 import { AppError } from '../core/errors.js';
+import { keyPermissions } from '../core/permissions.js';
 import { bearerToken, sha256 } from '../core/secrets.js';
 import type { Db } from '../db/client.js';
 import { LRUCache } from 'lru-cache';
@@ -26,7 +27,8 @@ export function createApiKeyAuth(db: Db, ttlMs: number) {
     const hit = cache?.get(keyHash);
     if (hit) return hit.principal;
     const row = await findApiKeyByHash(db, keyHash);
-    const principal = row && { keyId: row.id, orgId: row.organizationId, permissions: row.permissions };
+    // A key's `messages:write` includes sending (`messages:send`), which OAuth grants hold only by consent.
+    const principal = row && { keyId: row.id, orgId: row.organizationId, permissions: keyPermissions(row.permissions) };
     cache?.set(keyHash, { principal });
     return principal;
   }

@@ -25,7 +25,7 @@ export async function registerMcp(app: FastifyInstance) {
   // `MCP_RATE_LIMIT` (default 100, the spec's value) exists so load tests can lift it; 0 turns it off.
   const limiter = config.mcpRateLimit > 0 ? createLimiter({ name: 'mcp', points: config.mcpRateLimit, durationSeconds: MCP_RATE_WINDOW_S }, redis) : undefined;
   const guard = createTransportGuard({ publicUrl: config.publicUrl, db: database.db, clock, limiter, apiKeys: config.mcpApiKeys ? app.deps.apiKeys : undefined, readTimeoutMs: config.dbReadTimeoutMs });
-  const runner = createToolRunner({ db: database.db, catalog, log: app.log, readTimeoutMs: config.dbReadTimeoutMs });
+  const runner = createToolRunner({ db: database.db, catalog, log: app.log, readTimeoutMs: config.dbReadTimeoutMs, publicUrl: config.publicUrl });
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { idempotencyArgument, requestHash, runIdempotent } from '../idempotency.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
 import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@modelcontextprotocol/server';
@@ -19,6 +20,8 @@ export interface McpServerDeps {
   log: FastifyBaseLogger;
   /** A read-only tool (a GET operation) answers SERVICE_UNAVAILABLE when the database has not answered within this (ms). */
   readTimeoutMs: number;
+  /** `PUBLIC_URL`: the approval links in answers are absolute. */
+  publicUrl?: string;
 }
 
 /**
@@ -33,10 +36,12 @@ const INSTRUCTIONS =
   'Every method is one REST operation of the service: same input fields, same `{ data, meta? }` result, same error codes ' +
   '(an error result carries `{ "error": { "code", "message", "details"? } }`). List methods take `limit` (10 by default), `offset` and `sortOrder`; `meta.pagination` says whether more pages follow. ' +
   'Records carry every field of their type (null when unset). Creating methods take an optional `idempotencyKey`: a retry with the same key ' +
-  'and arguments (within 24 hours) returns the first result; the same key with other arguments is an IDEMPOTENCY_KEY_REUSED error.';
+  'and arguments (within 24 hours) returns the first result; the same key with other arguments is an IDEMPOTENCY_KEY_REUSED error. ' +
+  'Methods that send email or text messages need the send consent: the person ticked "Send email and text messages on your behalf" when connecting you (else FORBIDDEN; they can add it at /account/apps). ' +
+  'You cannot make an automation active: `approve`, `resume` or `status: "active"` answer `approvalUrl`, a page where a person of the organization reviews and approves it; give them the link.';
 
 /** What the grant may do: read and write in its categories (or read only), or an API key's own permissions. */
-const permissionsOf = (g: Grant) => g.apiKey?.permissions ?? categoryPermissions(g.categories, g.readOnly);
+const permissionsOf = (g: Grant) => g.apiKey?.permissions ?? categoryPermissions(g.categories, g.readOnly, g.send);
 
 /** The tools of a grant: listed, and called through the operation table. Shared by the SDK server and the JSON fast path. */
 export interface ToolRunner {
@@ -49,8 +54,18 @@ export interface ToolRunner {
   callJson(grant: Grant, entry: ToolEntry, args: Record<string, unknown> | undefined): Promise<string>;
 }
 
-/** A tool's outcome: the envelope's JSON text, or the error body's. */
-type Outcome = { ok: true; text: string } | { ok: false; text: string };
+/** A tool's outcome: the envelope's JSON text (and a sentence for the person, when one must act), or the error body's. */
+type Outcome = { ok: true; text: string; notice?: string | undefined } | { ok: false; text: string };
+
+/** The approval link an answer carries (`data.approvalUrl`): the call asked a person instead of activating. */
+export function approvalLinkOf(envelope: unknown): string | undefined {
+  const data = (envelope as { data?: { approvalUrl?: unknown } } | undefined)?.data;
+  return typeof data?.approvalUrl === 'string' ? data.approvalUrl : undefined;
+}
+
+/** What the assistant tells its user when an activation waits for a person (the link also in `structuredContent`). */
+export const approvalNotice = (url: string) =>
+  `Not active yet: an assistant cannot make an automation active. A person of the organization must review and approve it at ${url} (the automation keeps its status until then).`;
 
 const LIST_CACHE_MAX = 256;
 
@@ -82,14 +97,15 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
     async call(g, entry, args) {
       const outcome = await run(g, entry, args);
       // No structuredContent on errors: it would have to match the output schema, which describes success only.
-      return outcome.ok
-        ? { content: [{ type: 'text', text: outcome.text }], structuredContent: JSON.parse(outcome.text) as Record<string, unknown> }
-        : { content: [{ type: 'text', text: outcome.text }], isError: true };
+      if (!outcome.ok) return { content: [{ type: 'text', text: outcome.text }], isError: true };
+      const notice = outcome.notice ? [{ type: 'text' as const, text: outcome.notice }] : [];
+      return { content: [{ type: 'text', text: outcome.text }, ...notice], structuredContent: JSON.parse(outcome.text) as Record<string, unknown> };
     },
 
     async callJson(g, entry, args) {
       const outcome = await run(g, entry, args);
-      const content = `[{"type":"text","text":${JSON.stringify(outcome.text)}}]`;
+      const notice = outcome.ok && outcome.notice ? `,{"type":"text","text":${JSON.stringify(outcome.notice)}}` : '';
+      const content = `[{"type":"text","text":${JSON.stringify(outcome.text)}}${notice}]`;
       return outcome.ok ? `{"content":${content},"structuredContent":${outcome.text}}` : `{"content":${content},"isError":true}`;
     },
   };
@@ -106,7 +122,7 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
     const name = entry.name;
     try {
       const actor = g.apiKey ? { type: 'api_key' as const, id: g.apiKey.id, depth: 0 } : { type: 'user' as const, id: g.userId, grantId: g.id, depth: 0 };
-      const caller = { orgId: g.organizationId, actor, permissions: permissionsOf(g), db: deps.db };
+      const caller = { orgId: g.organizationId, actor, permissions: permissionsOf(g), db: deps.db, publicUrl: deps.publicUrl };
       const { method, ...input } = rawArgs ?? {};
       const op = methodOf(entry, method);
       // `idempotencyKey` is an argument of creating methods only; elsewhere it is an unknown field like any other.
@@ -123,12 +139,30 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
         committed.announce();
       }
       // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST).
-      return { ok: true, text: JSON.stringify(envelope) };
+      const link = approvalLinkOf(envelope);
+      return { ok: true, text: JSON.stringify(envelope), notice: link && approvalNotice(link) };
     } catch (err) {
       const appError = toAppError(err);
       logServerError(deps.log, appError, err, { tool: name });
       return { ok: false, text: JSON.stringify(appError.toBody()) };
     }
+  }
+}
+
+/**
+ * URL-mode elicitation (MCP 2025-11-25): when the client declared it, the server also asks it to open the
+ * approval page, without waiting for the answer (the tool's result already carries the link). Only a
+ * connection that keeps its server knows what the client declared (`/sse`); a stateless `/mcp` request has
+ * neither the client's capabilities nor a stream to ask on, and the link in the result is all there is.
+ */
+function askToOpen(server: Server, url: string | undefined) {
+  if (!url || !server.getClientCapabilities()?.elicitation?.url) return;
+  const message = 'An automation waits for your approval. Open the page to review what it will do and approve or reject it.';
+  try {
+    // The answer (accept, decline, cancel) changes nothing: the page itself is where the person decides.
+    server.elicitInput({ mode: 'url', message, url, elicitationId: randomUUID() }).catch(() => {});
+  } catch {
+    // A 2026-07-28 request cannot carry a server-to-client request: the link in the result stands alone.
   }
 }
 
@@ -149,7 +183,9 @@ export function buildMcpServer(grantSource: GrantSource, runner: ToolRunner): Se
     const entry = runner.find(g, name);
     // The same answer as the SDK's McpServer gives for a tool it does not know.
     if (!entry) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Tool ${name} not found`);
-    return server.projectCallToolResult(await runner.call(g, entry, request.params.arguments), entry.definition.outputSchema);
+    const result = await runner.call(g, entry, request.params.arguments);
+    askToOpen(server, approvalLinkOf(result.structuredContent));
+    return server.projectCallToolResult(result, entry.definition.outputSchema);
   });
 
   return server;

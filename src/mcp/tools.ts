@@ -206,6 +206,9 @@ const INTROS: Record<ToolKind, (category: string) => string> = {
   delete: (c) => `Deletes ${c} or changes them for good; answers \`{ data }\` as \`${c}_read\` does.`,
 };
 
+/** Said of every method that sends: an OAuth grant needs the person's consent to it (the server's instructions say which). */
+const SENDS = ' Needs the send consent.';
+
 /** The method's arguments as the tool description names them: required ones marked with `*`. */
 function argumentList(op: Operation, withIdempotency: boolean): string {
   const schema = slimInput(jsonSchema(op.input, 'input')) as JsonSchema;
@@ -262,7 +265,7 @@ function inputSchema(methods: ReadonlyMap<string, Operation>): ToolDefinition['i
 function toolDefinition(name: string, category: Category, kind: ToolKind, methods: ReadonlyMap<string, Operation>): ToolDefinition {
   const ops = [...methods.values()];
   const { title: categoryTitle } = CATEGORIES.find((c) => c.id === category)!;
-  const lines = [...methods].map(([method, op]) => `- \`${method}\` (${argumentList(op, op.method === 'POST')}): ${op.summary}.`);
+  const lines = [...methods].map(([method, op]) => `- \`${method}\` (${argumentList(op, op.method === 'POST')}): ${op.summary}.${op.effects?.sends ? SENDS : ''}`);
   const description = [`${INTROS[kind](category)} Methods, with their arguments (* = required):`, ...lines].join('\n');
   const title = TITLES[kind](categoryTitle.toLowerCase());
   // Output schemas on the read tools only: a writing tool answers the same records, and the tool list a

@@ -7,6 +7,13 @@ import { accountSignInPage, appsPage, clientView, errorPage, grantChoice } from 
 
 const one = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
+/** Where the sign-in form goes back to: one of the account pages (never another site), else the connected apps. */
+const NEXT_PAGE = /^\/account\/(?:apps|automations(?:\/[0-9a-f-]{36})?)$/;
+export const nextOf = (body: Record<string, unknown>): { next?: string } => {
+  const next = one(body.next);
+  return next && NEXT_PAGE.test(next) ? { next } : {};
+};
+
 /**
  * `/account/apps`: a signed-in person sees the clients they approved (name, redirect host, categories,
  * approval, last token) and changes their categories or revokes them. The same sign-in and session as
@@ -17,7 +24,7 @@ export function registerAccountRoutes(app: FastifyInstance, signIn: SignIn) {
   const db = database.db;
   const secure = config.publicUrl.startsWith('https:');
   const formOrigin = config.publicUrl;
-  const back = (reply: FastifyReply) => reply.code(303).header('cache-control', 'no-store').redirect('/account/apps', 303);
+  const back = (reply: FastifyReply, to = '/account/apps') => reply.code(303).header('cache-control', 'no-store').redirect(to, 303);
 
   async function signedIn(req: FastifyRequest) {
     const userId = await sessionUserId(db, req, clock, secure);
@@ -31,6 +38,7 @@ export function registerAccountRoutes(app: FastifyInstance, signIn: SignIn) {
       client: clientView(g.clientName, g.clientId, g.redirectUris[0] ?? ''),
       categories: g.categories,
       readOnly: g.readOnly,
+      send: g.send,
       approvedAt: g.createdAt,
       lastTokenAt: g.lastTokenAt,
     }));
@@ -72,10 +80,10 @@ export function registerAccountRoutes(app: FastifyInstance, signIn: SignIn) {
     const outcome = await signIn(req.ip, email, one(body.password) ?? '');
     if (outcome.kind !== 'ok') {
       if (outcome.kind === 'wait') reply.header('retry-after', String(outcome.seconds));
-      return accountSignInPage(reply, { csrf: csrfToken(req, reply, secure), formOrigin, error: outcome.message, email, status: outcome.kind === 'wait' ? 429 : 200 });
+      return accountSignInPage(reply, { csrf: csrfToken(req, reply, secure), formOrigin, error: outcome.message, email, status: outcome.kind === 'wait' ? 429 : 200, ...nextOf(body) });
     }
     await startSession(db, reply, outcome.user.id, clock, secure);
-    return back(reply);
+    return back(reply, nextOf(body).next);
   });
 
   app.post('/account/sign-out', async (req, reply) => {
@@ -101,9 +109,9 @@ export function registerAccountRoutes(app: FastifyInstance, signIn: SignIn) {
     const form = await grantForm(req, reply);
     if (!form) return reply;
     const { grant } = form;
-    const { categories, readOnly } = grantChoice(form.body);
+    const { categories, readOnly, send } = grantChoice(form.body);
     if (categories.length === 0) return errorPage(reply, 400, 'No category ticked', 'Tick at least one category, or revoke the application instead.');
-    await setGrantCategories(db, grant.id, categories, clock, readOnly);
+    await setGrantCategories(db, grant.id, categories, clock, readOnly, send);
     return back(reply);
   });
 

@@ -218,7 +218,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
     }
     if (decision !== 'approve') return errorPage(reply, 400, 'No decision', 'Choose Approve or Deny.');
 
-    const { categories, readOnly } = grantChoice(body);
+    const { categories, readOnly, send } = grantChoice(body);
     const code = randomToken(32);
     const now = clock();
     await db.transaction(async (tx) => {
@@ -230,6 +230,7 @@ export function registerAuthorizeRoutes(app: FastifyInstance, signIn: SignIn) {
         categories,
         resource: r.resource,
         readOnly,
+        send,
       }, clock);
       await tx.insert(oauthCodes).values({
         codeHash: sha256(code),

@@ -24,6 +24,8 @@ export interface Grant {
   resource: string;
   /** Chosen at consent: only the tools that read (GET operations) of the categories. */
   readOnly: boolean;
+  /** Chosen at consent: "Send email and text messages on your behalf" (`messages:send`); read from the grant, not the token. */
+  send?: boolean;
   /**
    * MCP with an API key (`MCP_API_KEYS=true`): the key's id and permissions, which decide the tools
    * (`contacts:read` alone gives the read tools of contacts only). Absent for OAuth grants.
@@ -49,6 +51,7 @@ export const toGrant = (row: typeof oauthGrants.$inferSelect): Grant => ({
   categories: row.categories as Category[],
   resource: row.resource,
   readOnly: row.readOnly,
+  send: row.send,
 });
 
 export async function createGrant(db: DbOrTx, input: Omit<Grant, 'id' | 'readOnly'> & { readOnly?: boolean }): Promise<Grant> {
@@ -90,7 +93,7 @@ export async function upsertGrant(db: DbOrTx, input: Omit<Grant, 'id' | 'readOnl
   }
   const [row] = await db
     .update(oauthGrants)
-    .set({ scopes: input.scopes, categories: input.categories, resource: input.resource, readOnly: input.readOnly ?? false, updatedAt: now })
+    .set({ scopes: input.scopes, categories: input.categories, resource: input.resource, readOnly: input.readOnly ?? false, send: input.send ?? false, updatedAt: now })
     .where(eq(oauthGrants.id, keep.id))
     .returning();
   forgetGrant(keep.id);
@@ -204,6 +207,7 @@ export async function listUserGrants(db: DbOrTx, userId: string) {
     redirectUris,
     categories: grant.categories,
     readOnly: grant.readOnly,
+    send: grant.send,
     scopes: grant.scopes,
     createdAt: grant.createdAt.toISOString(),
     /** When the client last obtained a token (at approval, and at every refresh). */
@@ -223,12 +227,15 @@ export async function revokeUserAccess(db: DbOrTx, userId: string, clock: Clock)
   return live.length;
 }
 
-/** Changes the tool categories (and, when given, the read-only choice) of a grant; the next request of any of its tokens sees the change. */
-export async function setGrantCategories(db: DbOrTx, grantId: string, categories: Category[], clock: Clock, readOnly?: boolean) {
+/**
+ * Changes the tool categories (and, when given, the read-only choice and the sending consent) of a grant;
+ * the next request of any of its tokens sees the change.
+ */
+export async function setGrantCategories(db: DbOrTx, grantId: string, categories: Category[], clock: Clock, readOnly?: boolean, send?: boolean) {
   await db.transaction(async (tx) => {
     const [row] = await tx
       .update(oauthGrants)
-      .set({ categories, ...(readOnly === undefined ? {} : { readOnly }), updatedAt: clock() })
+      .set({ categories, ...(readOnly === undefined ? {} : { readOnly }), ...(send === undefined ? {} : { send }), updatedAt: clock() })
       .where(eq(oauthGrants.id, grantId))
       .returning({ readOnly: oauthGrants.readOnly });
     // The person's choice on this page applies to every token of the grant, whatever it was issued with.

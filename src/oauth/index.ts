@@ -4,6 +4,7 @@ import helmet from '@fastify/helmet';
 import { useJsonBodyParser } from '../http/json-body.js';
 import type { FastifyInstance } from 'fastify';
 import { registerAccountRoutes } from './account.js';
+import { registerAutomationPages } from './automation-pages.js';
 import { registerAuthorizeRoutes } from './authorize.js';
 import { OAuthError, sendOAuthError, toOAuthError } from './errors.js';
 import { registerMetadataRoutes } from './metadata.js';
@@ -37,6 +38,7 @@ export async function registerOAuth(app: FastifyInstance) {
   const signIn = createSignIn(app.deps.database.db, app.deps.redis);
   registerAuthorizeRoutes(app, signIn);
   registerAccountRoutes(app, signIn);
+  registerAutomationPages(app);
   registerTokenRoutes(app);
 
   // Unknown paths and methods under /oauth answer in OAuth's shape too.

@@ -20,6 +20,7 @@ legend{font-weight:600;padding:0 .3rem}
 .category{display:grid;grid-template-columns:auto 1fr;column-gap:.6rem;align-items:start;margin:.6rem 0}
 .category input{margin-top:.3rem;width:1.1rem;height:1.1rem}
 .category p{grid-column:2;margin:0;font-size:.9rem;opacity:.8}
+.category .sub{grid-column:2;display:grid;grid-template-columns:auto 1fr;column-gap:.5rem;align-items:start;margin-top:.3rem}
 .actions{display:flex;gap:.75rem}
 button{font:inherit;font-weight:600;padding:.55rem 1.3rem;border-radius:.4rem;border:1px solid GrayText;background:ButtonFace;color:ButtonText;cursor:pointer}
 button.primary{background:#1d4ed8;border-color:#1d4ed8;color:#fff}
@@ -35,6 +36,22 @@ button.danger{background:#b91c1c;border-color:#b91c1c;color:#fff}
 .danger-zone{margin:1.25rem 0 0;padding:1rem 0 0;border-top:1px solid GrayText}
 .danger-zone p{margin:0 0 .6rem}
 section.app{border:1px solid GrayText;border-radius:.5rem;padding:0 1rem 1rem;margin:0 0 1.5rem}
+input[type=text]{font:inherit;padding:.55rem .6rem;border:1px solid GrayText;border-radius:.4rem}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.85rem;border:1px solid GrayText;border-radius:.4rem;padding:.5rem .7rem;margin:.3rem 0}
+mark.external{background:#fde68a;color:#7c2d12;font-weight:700;padding:0 .15rem;border-radius:.2rem}
+.badge{display:inline-block;font-size:.85rem;font-weight:600;border:1px solid GrayText;border-radius:1rem;padding:0 .6rem}
+dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.3rem 1rem}
+dt{font-weight:600}
+dd{margin:0}
+@media (max-width:30rem){dl{grid-template-columns:minmax(0,1fr)}}
+ol.steps{padding-left:1.2rem}
+form.decide{margin:1rem 0}
+ul.automations{list-style:none;padding:0}
+li.automation{border:1px solid GrayText;border-radius:.5rem;padding:0 1rem .8rem;margin:0 0 1rem}
+li.automation h2{font-size:1.1rem}
+.actions{flex-wrap:wrap}
+a.button{font-weight:600;padding:.55rem 1.3rem;border-radius:.4rem;border:1px solid GrayText;text-decoration:none;color:ButtonText;background:ButtonFace}
+a.button.primary{background:#1d4ed8;border-color:#1d4ed8;color:#fff}
 `;
 const CSS_HASH = `'sha256-${createHash('sha256').update(CSS).digest('base64')}'`;
 
@@ -69,7 +86,7 @@ export const PAGE_HEADERS: FastifyHelmetOptions = {
 };
 
 /** Sends a page with its headers: the policy allows its one stylesheet and form posts to here and the client only; nothing is cached. */
-function sendPage(reply: FastifyReply, status: number, html: string, redirectUri?: string) {
+export function sendPage(reply: FastifyReply, status: number, html: string, redirectUri?: string) {
   reply.helmet({
     contentSecurityPolicy: {
       useDefaults: false,
@@ -79,7 +96,7 @@ function sendPage(reply: FastifyReply, status: number, html: string, redirectUri
   return reply.code(status).header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-store').header('pragma', 'no-cache').send(html);
 }
 
-function layout(title: string, body: string, wide = false) {
+export function layout(title: string, body: string, wide = false) {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -98,7 +115,7 @@ ${body}
 `;
 }
 
-const hiddenFields = (fields: Record<string, string>) =>
+export const hiddenFields = (fields: Record<string, string>) =>
   Object.entries(fields)
     .map(([name, value]) => `<input type="hidden" name="${escapeHtml(name)}" value="${escapeHtml(value)}">`)
     .join('\n');
@@ -153,7 +170,7 @@ export function consentPage(
     (c) => `<div class="category">
 <input type="checkbox" id="category-${c.id}" name="categories" value="${c.id}" aria-describedby="category-${c.id}-description">
 <label for="category-${c.id}">${c.id}</label>
-<p id="category-${c.id}-description">${escapeHtml(c.description)}</p>
+<p id="category-${c.id}-description">${escapeHtml(c.description)}</p>${c.id === 'messages' ? sendChoice('send', false, 'send-help') : ''}
 </div>`,
   ).join('\n');
   const hidden = hiddenFields({ ...opts.params, csrf: opts.csrf });
@@ -171,6 +188,7 @@ ${categories}
 <div>
 ${accessChoice('access', false)}
 <p class="muted">With no category ticked the application is connected but sees no tools. You can change the categories later at <code>/account/apps</code>.</p>
+<p class="muted" id="send-help">Sending is a consent of its own: without it the application cannot send, reply or forward, and automations that send need it from whoever approves them.</p>
 <div class="actions">
 <button class="primary" type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button>
@@ -185,11 +203,28 @@ ${hidden}
   return sendPage(reply, 200, layout('Allow access', body, true), opts.redirectUri);
 }
 
-/** What a consent or connected-apps form chose: the ticked categories (known ones, once each) and read only. */
-export function grantChoice(body: Record<string, unknown>): { categories: Category[]; readOnly: boolean } {
+/** What a consent or connected-apps form chose: the ticked categories (known ones, once each), read only, and the sending consent. */
+export function grantChoice(body: Record<string, unknown>): { categories: Category[]; readOnly: boolean; send: boolean } {
   const ticked = ([] as unknown[]).concat(body.categories ?? []).filter((c): c is string => typeof c === 'string');
-  return { categories: [...new Set(ticked.filter(isCategory))] as Category[], readOnly: body.access === 'read' };
+  return { categories: [...new Set(ticked.filter(isCategory))] as Category[], readOnly: body.access === 'read', send: body.send === 'yes' && body.access !== 'read' && ticked.includes('messages') };
 }
+
+/** The label of the sending consent, as CONTRACT §8 names it. */
+export const SEND_CONSENT_LABEL = 'Send email and text messages on your behalf';
+
+/**
+ * The sending consent, its own line under `messages` (unchecked unless given before): without it the app
+ * reads and writes messages but every send, reply and forward is refused.
+ */
+function sendChoice(id: string, checked: boolean, help?: string) {
+  return `<div class="sub">
+<input type="checkbox" id="${id}" name="send" value="yes"${checked ? ' checked' : ''} aria-describedby="${help ?? `${id}-description`}">
+<label for="${id}">${SEND_CONSENT_LABEL}</label>${help ? '' : `\n<p id="${id}-description">${SEND_CONSENT_HELP}</p>`}
+</div>`;
+}
+
+const SEND_CONSENT_HELP =
+  'Needs messages, read and change. Without it the app reads and files messages but cannot send, reply or forward; automations that send need it from the person who approves them.';
 
 /**
  * Read and write, or read only: radio buttons (the categories are the only checkboxes), read and write
@@ -214,19 +249,20 @@ export function errorPage(reply: FastifyReply, status: number, title: string, me
 }
 
 /** The sign-in of the account pages (no client involved): posts to /account/sign-in. */
-export function accountSignInPage(reply: FastifyReply, opts: { csrf: string; formOrigin: string; error?: string; email?: string; status?: number }) {
-  const body = `<h1>Connected apps</h1>
-<p>Sign in to see and control the applications and assistants you connected to Switchboard.</p>
+export function accountSignInPage(reply: FastifyReply, opts: { csrf: string; formOrigin: string; error?: string; email?: string; status?: number; next?: string }) {
+  const automations = opts.next?.startsWith('/account/automations') === true;
+  const body = `<h1>${automations ? 'Automations' : 'Connected apps'}</h1>
+<p>${automations ? "Sign in to review your organization's automations: what they do, and which wait for your approval." : 'Sign in to see and control the applications and assistants you connected to Switchboard.'}</p>
 ${opts.error ? `<p class="alert" role="alert" id="sign-in-error">${escapeHtml(opts.error)}</p>` : ''}
 <form method="post" action="/account/sign-in">
-${hiddenFields({ csrf: opts.csrf })}
+${hiddenFields({ csrf: opts.csrf, ...(opts.next ? { next: opts.next } : {}) })}
 <div class="field"><label for="email">Email</label>
 <input id="email" name="email" type="email" autocomplete="username" required autofocus value="${escapeHtml(opts.email ?? '')}"></div>
 <div class="field"><label for="password">Password</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required></div>
 <div class="actions"><button class="primary" type="submit">Sign in</button></div>
 </form>`;
-  return sendPage(reply, opts.status ?? 200, layout('Connected apps', body), opts.formOrigin);
+  return sendPage(reply, opts.status ?? 200, layout(automations ? 'Automations' : 'Connected apps', body), opts.formOrigin);
 }
 
 export interface ConnectedApp {
@@ -234,12 +270,13 @@ export interface ConnectedApp {
   client: ClientView;
   categories: readonly string[];
   readOnly: boolean;
+  send: boolean;
   approvedAt: string;
   lastTokenAt: string | null;
 }
 
 /** A moment to the minute, in UTC (`2026-11-25 17:04 UTC`), in a `<time>` element carrying the full timestamp. */
-const minute = (iso: string) => `<time datetime="${escapeHtml(iso)}">${escapeHtml(iso.slice(0, 10))} ${escapeHtml(iso.slice(11, 16))} UTC</time>`;
+export const minute = (iso: string) => `<time datetime="${escapeHtml(iso)}">${escapeHtml(iso.slice(0, 10))} ${escapeHtml(iso.slice(11, 16))} UTC</time>`;
 
 /** The signed-in person's connected apps: categories to change, a revoke button each, and a sign-out. */
 export function appsPage(reply: FastifyReply, opts: { csrf: string; formOrigin: string; userEmail: string; apps: ConnectedApp[]; notice?: string; status?: number }) {
@@ -250,7 +287,7 @@ export function appsPage(reply: FastifyReply, opts: { csrf: string; formOrigin: 
           const boxes = CATEGORIES.map(
             (c) =>
               `<div class="category"><input type="checkbox" id="c-${app.grantId}-${c.id}" name="categories" value="${c.id}"${app.categories.includes(c.id) ? ' checked' : ''}>
-<label for="c-${app.grantId}-${c.id}">${c.id}</label></div>`,
+<label for="c-${app.grantId}-${c.id}">${c.id}</label>${c.id === 'messages' ? sendChoice(`send-${app.grantId}`, app.send) : ''}</div>`,
           ).join('\n');
           return `<section class="app" aria-label="${escapeHtml(app.client.name)}">
 <h2>${escapeHtml(app.client.name)}</h2>

@@ -5,6 +5,7 @@ import { automationExecutions, automations } from '../../src/db/schema.js';
 import { revokeGrant, setGrantCategories } from '../../src/oauth/grants.js';
 import { DEFAULT_AUTOMATION_LIMITS, type AutomationEngine } from '../../src/workers/automation-engine.js';
 import type { Tenant } from '../helpers/app.js';
+import { approveOnPage } from '../helpers/approval-page.js';
 import { mintToken, v1Client, type LiveApp } from '../mcp/helpers.js';
 import { engineFor, useLiveEngine } from './live-engine.js';
 
@@ -153,9 +154,10 @@ describe('who may make an automation act', () => {
   });
 
   describe('an automation set up by a person through an OAuth grant', () => {
-    /** A person's automation made through MCP; answers it (active) with the grant and user. */
+    /** A person's automation made through MCP and approved by them on the approval page; answers it (active) with the grant and user. */
     async function personal() {
-      const minted = await mintToken(t, a);
+      const person = await a.user();
+      const minted = await mintToken(t, a, { userId: person.id });
       const client = await v1Client(t.origin, minted.token, 'mcp');
       try {
         const res = await client.callTool({ name: 'automations_write', arguments: { method: 'create', ...deleter() } });
@@ -163,9 +165,12 @@ describe('who may make an automation act', () => {
         const created = (res.structuredContent as Json).data as Json;
         expect(created.actsFor).toEqual({ type: 'user', id: minted.userId, grantId: minted.grant.id });
         await engine.runOnce();
-        const approved = await client.callTool({ name: 'automations_write', arguments: { method: 'approve', id: created.id } });
-        expect(approved.isError, JSON.stringify(approved.content)).toBeFalsy();
-        expect(((approved.structuredContent as Json).data as Json).status).toBe('active');
+        // The token only asks; the person approves on the page, and the automation acts for their grant.
+        const asked = await client.callTool({ name: 'automations_write', arguments: { method: 'approve', id: created.id } });
+        expect(asked.isError, JSON.stringify(asked.content)).toBeFalsy();
+        expect(((asked.structuredContent as Json).data as Json).status).toBe('pending_approval');
+        expect((await approveOnPage(t.app, person, created.id)).statusCode).toBe(303);
+        expect(await get(created.id)).toMatchObject({ status: 'active', actsFor: { type: 'user', id: minted.userId, grantId: minted.grant.id } });
         return { id: created.id as string, ...minted };
       } finally {
         await client.close();

@@ -42,7 +42,7 @@ describe.skipIf(skipWithoutChromium())('connected apps page in Chromium', () => 
     const app = page.getByRole('region', { name: 'Desk Assistant' });
     await expect(app.getByRole('heading', { name: 'Desk Assistant' }).isVisible()).resolves.toBe(true);
     await expect(app.getByLabel('contacts').isChecked()).resolves.toBe(true);
-    await expect(app.getByLabel('messages').isChecked()).resolves.toBe(true);
+    await expect(app.getByLabel('messages', { exact: true }).isChecked()).resolves.toBe(true);
 
     if (process.env.APPS_SCREENSHOT) await page.screenshot({ path: process.env.APPS_SCREENSHOT, fullPage: true });
     // When it was approved and last connected, to the minute.
@@ -58,10 +58,10 @@ describe.skipIf(skipWithoutChromium())('connected apps page in Chromium', () => 
     await expect(revoke.evaluate((el, form) => (el as unknown as { form: unknown }).form !== form, await save.evaluateHandle((el) => (el as unknown as { form: unknown }).form))).resolves.toBe(true);
 
     await expect(app.getByLabel('Read and change').isChecked()).resolves.toBe(true);
-    await app.getByLabel('messages').uncheck();
+    await app.getByLabel('messages', { exact: true }).uncheck();
     await app.getByLabel('Read only').check();
     await app.getByRole('button', { name: 'Save' }).click();
-    await expect(page.getByRole('region', { name: 'Desk Assistant' }).getByLabel('messages').isChecked()).resolves.toBe(false);
+    await expect(page.getByRole('region', { name: 'Desk Assistant' }).getByLabel('messages', { exact: true }).isChecked()).resolves.toBe(false);
     await expect(page.getByRole('region', { name: 'Desk Assistant' }).getByLabel('Read only').isChecked()).resolves.toBe(true);
     expect(await verifyAccessToken(t.database.db, tokens.access_token, systemClock)).toMatchObject({ categories: ['contacts'], readOnly: true });
 

@@ -25,6 +25,9 @@ import {
   PLACEHOLDER_TRIGGER_EVENT,
 } from './automations.schemas.js';
 
+const BY_A_PERSON =
+  'Made with an OAuth access token (an assistant over MCP), the call does not activate: it answers the automation with its status unchanged and `approvalUrl`, the page where a person of the organization reviews the plan and approves or rejects it (an API key activates directly).';
+
 const AUTHORITY =
   'An automation never does what the people who set it up could not do themselves, now: it acts for whoever last set up what it does (`actsFor`), and before every run that credential must still be live and hold every permission the plan uses, or the automation is paused with a `statusReason`.';
 
@@ -93,6 +96,7 @@ export const automationsOperations: Operation[] = [
       `A change to \`instructions\`, \`condition\`, \`triggerEvent\`, \`triggerType\`, \`cronExpression\` or \`actions\` sends it back to "pending_evaluation", then to approval (unless it is "expired", or is or becomes "draft" or "archived"); the plan is checked against your permissions and acts for you.`,
       `Evaluating new \`instructions\` (or a move to "pending_evaluation" through \`status\`) costs ${EVALUATION_COST} credit (402 \`INSUFFICIENT_CREDITS\` and nothing changed when too low); checking a changed trigger, condition or written plan is free.`,
       '`status` follows the transitions table (docs/automations.md); a move it does not allow is a 400 naming the allowed targets. Switching to `triggerType` "event" clears `cronExpression`.',
+      `\`status: "active"\` is an approval (or a resume), and so is \`enabled: true\` on an "active" automation that was disabled: ${BY_A_PERSON}`,
     ].join('\n\n'),
     input: AutomationUpdateInput,
     output: Automation,
@@ -115,7 +119,7 @@ export const automationsOperations: Operation[] = [
     'active',
     ['pending_approval'],
     'Approve an automation',
-    `Moves an automation from "pending_approval" to "active": it runs from now on. Read \`planSummary\` and \`actions\` first: that is what you consent to. The caller must hold every permission the plan uses (403 \`FORBIDDEN\` naming the missing ones) and becomes the one it acts for. \`expiresAt\` must be null (never expires) or in the future. ${AUTHORITY}`,
+    `Moves an automation from "pending_approval" to "active": it runs from now on. Read \`planSummary\` and \`actions\` first: that is what you consent to. The caller must hold every permission the plan uses (403 \`FORBIDDEN\` naming the missing ones; a plan that sends needs the sending consent too) and becomes the one it acts for. \`expiresAt\` must be null (never expires) or in the future. ${BY_A_PERSON} ${AUTHORITY}`,
   ),
   lifecycleOperation('pause', 'paused', ['active'], 'Pause an automation', 'Moves an "active" automation to "paused": it does not run until resumed. Missed events and ticks are not replayed.'),
   lifecycleOperation(
@@ -123,7 +127,7 @@ export const automationsOperations: Operation[] = [
     'active',
     ['paused', 'failed'],
     'Resume an automation',
-    'Moves a "paused" (or "failed") automation back to "active" and resets its failure count. The caller must hold every permission the plan uses (403 `FORBIDDEN` naming the missing ones) and becomes the one it acts for (so a person with those permissions resumes an automation paused because its credential was revoked).',
+    `Moves a "paused" (or "failed") automation back to "active" and resets its failure count. The caller must hold every permission the plan uses (403 \`FORBIDDEN\` naming the missing ones) and becomes the one it acts for (so a person with those permissions resumes an automation paused because its credential was revoked). ${BY_A_PERSON}`,
   ),
   lifecycleOperation('archive', 'archived', 'any', 'Archive an automation', 'Moves an automation to "archived" from any status: it never runs again and cannot change status afterwards.', { destructive: true }),
   defineOperation({

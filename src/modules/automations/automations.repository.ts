@@ -5,14 +5,15 @@ import { debitCredits } from '../../accounts/accounts.js';
 import { credentialOf, missingPermissions, type Credential } from '../../accounts/credentials.js';
 import { isCategory } from '../../core/categories.js';
 import { AppError, fieldError, notFound } from '../../core/errors.js';
-import type { Permission } from '../../core/permissions.js';
-import type { OperationContext } from '../../core/operation.js';
+import { SEND_PERMISSION, type Permission } from '../../core/permissions.js';
+import { sendsMessages, type OperationContext } from '../../core/operation.js';
 import type { Page, PageInput } from '../../core/pagination.js';
 import { toDate } from '../../core/schemas.js';
 import type { DbOrTx } from '../../db/client.js';
 import { automationExecutions, automations, events, messages } from '../../db/schema.js';
 import { definedOnly, listPage, live, scopedRepository } from '../../db/scoped.js';
 import { assertClientTransition, NOT_EVALUATED, type AutomationStatus } from './automations.lifecycle.js';
+import { activatesDirectly, approvalUrl, whoIs, type Who } from './approvals.js';
 import { eventReadPermission, SCHEDULE_TRIGGER } from '../events/events.catalog.js';
 import { evaluateCondition } from './condition.js';
 import { triggerEventTypes, type Condition, type PlanStep } from './plan.js';
@@ -53,10 +54,13 @@ export function toAutomation(row: AutomationRow) {
     actsForId,
     actsForGrantId,
     actsForPasswordStamp: _stamp,
+    createdVia: _createdVia,
+    approvalRequestedBy: _requestedBy,
+    approvalRequestedAt: _requestedAt,
     ...rest
   } = row;
   const actsFor = actsForType && actsForId ? { type: actsForType as 'api_key' | 'user', id: actsForId, grantId: actsForGrantId } : null;
-  return { ...rest, permissions: rest.permissions ?? {}, actsFor };
+  return { ...rest, permissions: rest.permissions ?? {}, actsFor, approvedBy: rest.approvedBy as Who | null };
 }
 
 /** The columns that record the credential an automation acts for. */
@@ -75,25 +79,39 @@ export const recordedCredential = (row: AutomationRow): Credential | null =>
 
 /**
  * The permissions the steps of a plan use. Every step is a write (the plan check refuses reads), so an
- * operation `<area>.<action>` needs `<area>:write`; the plan's `permissions.operations` count as well.
+ * operation `<area>.<action>` needs `<area>:write`; the plan's `permissions.operations` count as well. A
+ * plan that sends (a send, reply or forward step) needs the sending consent too (`messages:send`), unless
+ * `consents` is false (a dry run sends nothing).
  */
-export function planPermissions(row: Pick<AutomationRow, 'actions' | 'permissions'>): Permission[] {
+export function planPermissions(row: Pick<AutomationRow, 'actions' | 'permissions'>, consents = true): Permission[] {
   const ops = [...((row.actions ?? []) as PlanStep[]).map((s) => s.operation)];
   const listed = ((row.permissions ?? {}) as { operations?: unknown }).operations;
   if (Array.isArray(listed)) ops.push(...listed.filter((o): o is string => typeof o === 'string'));
   const areas = [...new Set(ops.map((op) => op.slice(0, op.indexOf('.'))))].filter(isCategory).sort();
-  return areas.map((area) => `${area}:write` as Permission);
+  const sends = consents && ops.some(sendsMessages);
+  return [...areas.map((area) => `${area}:write` as Permission), ...(sends ? [SEND_PERMISSION as Permission] : [])];
 }
 
+/** A permission as a person knows it: the sending consent by its label on the consent page. */
+export const permissionLabel = (p: string) => (p === SEND_PERMISSION ? `"${p}" (the consent "Send email and text messages on your behalf")` : `"${p}"`);
+
 /** 403 naming the permissions of the plan the caller lacks (approve, resume, preview). */
-function assertHoldsPlan(ctx: OperationContext, row: AutomationRow, action: string) {
-  const missing = missingPermissions(ctx.permissions, planPermissions(row));
+function assertHoldsPlan(ctx: OperationContext, row: AutomationRow, action: string, consents = true) {
+  const missing = missingPermissions(ctx.permissions, planPermissions(row, consents));
   if (missing.length) {
-    throw new AppError(
-      'FORBIDDEN',
-      `To ${action} this automation the caller must hold every permission its plan uses; missing: ${missing.map((p) => `"${p}"`).join(', ')}`,
-    );
+    throw new AppError('FORBIDDEN', `To ${action} this automation the caller must hold every permission its plan uses; missing: ${missing.map(permissionLabel).join(', ')}`);
   }
+}
+
+/** An automation can become active: it has a plan, and `expiresAt` is null or in the future. */
+function assertActivatable(row: AutomationRow) {
+  if (!row.actions) throw fieldError('status', 'The automation has no plan yet: it becomes "active" once evaluation has built one');
+  if (row.expiresAt && row.expiresAt.getTime() <= Date.now()) throw fieldError('status', 'The automation has expired (expiresAt is past); set expiresAt to null or a future time first');
+}
+
+/** The record of a caller (an OAuth token) asking for the automation to become active: who, and when. */
+async function approvalAsked(ctx: OperationContext) {
+  return { approvalRequestedBy: (await whoIs(ctx.db, ctx.actor)) as never, approvalRequestedAt: sql`now()` as never };
 }
 
 /**
@@ -154,7 +172,9 @@ export async function createAutomation(ctx: OperationContext, input: CreateInput
       throw fieldError('triggerEvent', 'Required with `actions`: the event that runs the plan (or give cronExpression for a schedule)');
     }
   }
-  const status = input.status ?? DEFAULT_STATUS;
+  // Created "active" through an OAuth token, it is evaluated like any other and then waits for a person.
+  const asks = input.status === 'active' && !activatesDirectly(ctx.actor);
+  const status = asks ? DEFAULT_STATUS : (input.status ?? DEFAULT_STATUS);
   const row = await automationRows.insert(ctx.db, {
     ...input,
     actions: written as never,
@@ -168,10 +188,12 @@ export async function createAutomation(ctx: OperationContext, input: CreateInput
     createdBy: ctx.actorId,
     creatorPermissions: [...ctx.permissions],
     ...actsForColumns(await credentialOf(ctx.db, ctx.actor)),
+    createdVia: (await whoIs(ctx.db, ctx.actor)) as never,
+    ...(asks ? await approvalAsked(ctx) : {}),
     explicitTrigger: explicitTrigger({}, input),
     evaluateAfter: evaluationFor(status) as never,
   });
-  return toAutomation(row);
+  return asks ? { ...toAutomation(row), approvalUrl: approvalUrl(ctx, row.id) } : toAutomation(row);
 }
 
 export async function getAutomation(db: DbOrTx, orgId: string, id: string) {
@@ -228,10 +250,22 @@ async function transitionChanges(ctx: OperationContext, row: AutomationRow, to: 
     });
   }
   if (to === 'active' && from !== 'active') {
-    if (!row.actions) throw fieldError('status', 'The automation has no plan yet: it becomes "active" once evaluation has built one');
-    if (row.expiresAt && row.expiresAt.getTime() <= Date.now()) throw fieldError('status', 'The automation has expired (expiresAt is past); set expiresAt to null or a future time first');
+    assertActivatable(row);
     assertHoldsPlan(ctx, row, from === 'pending_approval' ? 'approve' : 'resume');
-    Object.assign(changes, { consecutiveFailures: 0, statusReason: null, nextRunAt: null, ...actsForColumns(await credentialOf(ctx.db, ctx.actor)) });
+    // The app that asked for it (or created it) is named beside whoever gave the word.
+    const who = await whoIs(ctx.db, ctx.actor);
+    const asked = ((row.approvalRequestedBy ?? row.createdVia) as Who | null)?.client;
+    const approvedBy = who && asked ? { ...who, client: asked } : who;
+    Object.assign(changes, {
+      consecutiveFailures: 0,
+      statusReason: null,
+      nextRunAt: null,
+      ...actsForColumns(await credentialOf(ctx.db, ctx.actor)),
+      approvedBy,
+      approvedAt: sql`now()`,
+      approvalRequestedBy: null,
+      approvalRequestedAt: null,
+    });
   }
   if (to !== 'active') changes.nextRunAt = null;
   return changes;
@@ -268,6 +302,17 @@ export async function updateAutomation(ctx: OperationContext, id: string, patch:
   const parked = requestedStatus === 'draft' || requestedStatus === 'archived' || ['draft', 'archived', 'expired'].includes(row.status);
   if ((change.instructions || change.plan) && !parked) to = 'pending_evaluation';
   assertClientTransition(row.status as AutomationStatus, to);
+  // An OAuth token asks a person instead: the other fields change, the status stays (CONTRACT §8). Enabling a
+  // disabled automation that would then run is the same request, and waits for a person the same way.
+  const activates = to === 'active' && row.status !== 'active';
+  const enables = patch.enabled === true && !row.enabled && row.status === 'active' && to === 'active';
+  const asks = (activates || enables) && !activatesDirectly(ctx.actor);
+  if (asks) {
+    assertActivatable(row);
+    to = row.status as AutomationStatus;
+    if (enables) delete changes.enabled;
+    Object.assign(changes, await approvalAsked(ctx));
+  }
   if (requestedStatus !== undefined || to !== row.status || change.instructions || change.plan) {
     Object.assign(changes, { status: to }, await transitionChanges(ctx, row, to, change));
   }
@@ -282,7 +327,8 @@ export async function updateAutomation(ctx: OperationContext, id: string, patch:
     }
     Object.assign(changes, { triggerType, cronExpression, nextRunAt: null });
   }
-  return toAutomation(await automationRows.update(ctx.db, ctx.orgId, id, changes));
+  const updated = toAutomation(await automationRows.update(ctx.db, ctx.orgId, id, changes));
+  return asks ? { ...updated, approvalUrl: approvalUrl(ctx, id) } : updated;
 }
 
 /** approve / pause / resume / archive: a status move checked against the transitions table. */
@@ -294,6 +340,11 @@ export async function transitionAutomation(ctx: OperationContext, id: string, fr
   }
   assertClientTransition(current, to);
   if (current === to) return toAutomation(row);
+  if (to === 'active' && !activatesDirectly(ctx.actor)) {
+    assertActivatable(row);
+    const asked = await automationRows.update(ctx.db, ctx.orgId, id, await approvalAsked(ctx));
+    return { ...toAutomation(asked), approvalUrl: approvalUrl(ctx, id) };
+  }
   const changes = await transitionChanges(ctx, row, to, NO_CHANGE);
   return toAutomation(await automationRows.update(ctx.db, ctx.orgId, id, { ...changes, status: to }));
 }
@@ -346,7 +397,7 @@ export async function digestSince(tx: DbOrTx, orgId: string, since: Date, now: D
 export async function previewAutomation(ctx: OperationContext, id: string, eventId: string | undefined, now: Date) {
   const row = await automationRows.get(ctx.db, ctx.orgId, id);
   if (!row.actions) throw fieldError('status', `The automation has no plan yet (it is "${row.status}"): preview it once evaluation has built one, or give \`actions\``);
-  assertHoldsPlan(ctx, row, 'preview');
+  assertHoldsPlan(ctx, row, 'preview', false);
   const scheduled = row.triggerType === 'scheduled';
   let event: typeof events.$inferSelect | undefined;
   if (eventId !== undefined) {
@@ -387,4 +438,51 @@ export async function previewAutomation(ctx: OperationContext, id: string, event
     conditionHolds,
     steps: steps.map((s) => ({ operation: s.operation, input: renderTemplates(s.input, tctx) as Record<string, unknown> })),
   };
+}
+
+/** What the approval page showed: the automation as it was then (`updatedAt`, to the millisecond). */
+export const reviewedVersion = (row: Pick<AutomationRow, 'updatedAt'>) => row.updatedAt.toISOString();
+
+/** The automation, locked, as the person reviewed it; a 400 on `version` when it changed since the page was opened. */
+async function lockReviewed(ctx: OperationContext, id: string, version: string) {
+  const row = await lockAutomation(ctx.db, ctx.orgId, id);
+  if (reviewedVersion(row) !== version) throw fieldError('version', 'The automation changed since this page was opened: review it again before deciding');
+  return row;
+}
+
+/**
+ * The approval page's Approve: the automation exactly as the person reviewed it becomes active ("pending_approval",
+ * or "paused" / "failed" as a resume), acting for the person's grant; anything else changes nothing.
+ */
+export async function approveReviewed(ctx: OperationContext, id: string, version: string) {
+  const row = await lockReviewed(ctx, id, version);
+  if (row.status === 'active') {
+    // An active automation a person disabled, which an assistant asked to enable again.
+    if (row.enabled) throw fieldError('status', 'The automation is already active');
+    assertActivatable(row);
+    assertHoldsPlan(ctx, row, 'enable');
+    const who = await whoIs(ctx.db, ctx.actor);
+    const asked = (row.approvalRequestedBy as Who | null)?.client;
+    return toAutomation(
+      await automationRows.update(ctx.db, ctx.orgId, id, {
+        enabled: true,
+        ...actsForColumns(await credentialOf(ctx.db, ctx.actor)),
+        approvedBy: (who && asked ? { ...who, client: asked } : who) as never,
+        approvedAt: sql`now()` as never,
+        approvalRequestedBy: null,
+        approvalRequestedAt: null,
+      }),
+    );
+  }
+  const from = row.status === 'pending_approval' ? ['pending_approval' as const] : (['paused', 'failed'] as const);
+  return transitionAutomation(ctx, id, from, 'active');
+}
+
+/** The approval page's Reject: an automation waiting for approval is archived, with who rejected it and why as `statusReason`. */
+export async function rejectReviewed(ctx: OperationContext, id: string, version: string, reason: string) {
+  const row = await lockReviewed(ctx, id, version);
+  if (row.status !== 'pending_approval') throw fieldError('status', `Only an automation waiting for approval can be rejected; this one is "${row.status}"`);
+  const who = await whoIs(ctx.db, ctx.actor);
+  const statusReason = `Rejected by ${who?.name ?? 'a person'} on the approval page${reason ? `: ${reason}` : ''}`;
+  return toAutomation(await automationRows.update(ctx.db, ctx.orgId, id, { status: 'archived', statusReason, nextRunAt: null, approvalRequestedBy: null, approvalRequestedAt: null }));
 }

@@ -115,7 +115,7 @@ const fields = {
     .enum(AUTOMATION_STATUSES)
     .optional()
     .describe(
-      `Lifecycle status (default "${DEFAULT_STATUS}": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step`,
+      `Lifecycle status (default "${DEFAULT_STATUS}": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step (with an API key; through an OAuth token it is evaluated and then waits for a person, and the answer carries \`approvalUrl\`)`,
     ),
 };
 
@@ -130,6 +130,14 @@ export const AutomationUpdateInput = z.strictObject({
   triggerType: fields.triggerType.describe(
     'Switches between "event" and "scheduled" (which needs a `cronExpression`, here or already stored). Switching to "event" clears the stored `cronExpression`. Accepted but never returned.',
   ),
+});
+
+/** Who made an automation active: a person (on the approval page) or an API key, with the app that asked for it. */
+export const Approver = z.object({
+  type: z.enum(['user', 'apiKey']),
+  id: Uuid.describe('The person or the API key'),
+  name: z.string().describe("The person's name (or email), or the API key's name (or prefix)"),
+  client: z.string().optional().describe('The name of the app (OAuth client) that asked for the approval, when one did'),
 });
 
 export const Automation = z.object({
@@ -170,6 +178,14 @@ export const Automation = z.object({
     })
     .nullable()
     .describe('The credential it acts for (who last created, changed, approved or resumed it); checked before every run'),
+  approvedBy: Approver.nullable().describe('Who last made it active (approved or resumed it): a person on the approval page or an API key; null before'),
+  approvedAt: z.iso.datetime().nullable().describe('When it was last made active; null before'),
+  approvalUrl: z
+    .url()
+    .optional()
+    .describe(
+      'Only in the answer to `approve`, `resume`, `PATCH status: "active"` or a create with `status: "active"` made with an OAuth access token (an assistant over MCP): such a call never activates; a person of the organization approves on this page (`$PUBLIC_URL/account/automations/{id}`), and the automation keeps its status until then',
+    ),
 });
 
 export const AutomationPreviewInput = z.strictObject({

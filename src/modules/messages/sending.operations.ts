@@ -20,7 +20,7 @@ export const sendingOperations: Operation[] = [
       `\`replyToMessageId\` makes it an answer (In-Reply-To, References, same thread). ${QUEUED}`,
     input: MessageSendInput,
     output: Message,
-    effects: { openWorld: true },
+    effects: { openWorld: true, sends: true },
     handler: (input, ctx) => sendMessage(ctx, input),
   }),
   defineOperation({
@@ -34,7 +34,7 @@ export const sendingOperations: Operation[] = [
       `"Re: …", In-Reply-To, References, same thread. ${QUEUED} At most 50 addresses (a 400 past it). An automation answers one address, never automatic, bulk or list mail nor bounces, and one sender at most once a day.`,
     input: MessageReplyInput,
     output: Message,
-    effects: { openWorld: true },
+    effects: { openWorld: true, sends: true },
     handler: (input, ctx) => replyToMessage(ctx, input),
   }),
   defineOperation({
@@ -46,7 +46,7 @@ export const sendingOperations: Operation[] = [
     description: `Forwards inline ("Fwd: …", the note, then the original), through \`channelId\` or the message's channel, in its thread. ${QUEUED}`,
     input: MessageForwardInput,
     output: Message,
-    effects: { openWorld: true },
+    effects: { openWorld: true, sends: true },
     handler: (input, ctx) => forwardMessage(ctx, input),
   }),
 ];
