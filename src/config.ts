@@ -80,6 +80,10 @@ const Env = z.object({
   IMAP_MAX_CHANNELS: z.coerce.number().int().min(1).max(10_000).default(100),
   /** The longest one attempt to send an email through a channel's relay may take (ms); a crashed attempt is taken over after twice this. */
   MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000),
+  /** The longest one request to a text provider may take (ms); no answer after the request left is an unknown outcome, never sent again. */
+  SMS_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(15_000),
+  /** Provider webhooks (`/hooks/sms/…`) one text channel may receive per minute; past it 429 with Retry-After. */
+  SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000),
 });
 
 function keyProblem(value: string): string | undefined {
@@ -145,6 +149,7 @@ function fromEnv(e: z.infer<typeof Env>) {
     attachmentMaxBytes: e.EMAIL_ATTACHMENT_MAX_BYTES,
     imap: { worker: e.IMAP_SYNC_WORKER === 'true', initialDays: e.IMAP_INITIAL_DAYS, pollMs: e.IMAP_POLL_MS, maxChannels: e.IMAP_MAX_CHANNELS },
     mailSendTimeoutMs: e.MAIL_SEND_TIMEOUT_MS,
+    sms: { sendTimeoutMs: e.SMS_SEND_TIMEOUT_MS, hookRateLimit: e.SMS_HOOK_RATE_LIMIT },
   };
 }
 

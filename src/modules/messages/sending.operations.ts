@@ -2,6 +2,13 @@ import { defineOperation, type Operation } from '../../core/operation.js';
 import { Message } from './messages.schemas.js';
 import { forwardMessage, replyToMessage, sendMessage } from './sending.repository.js';
 import { MessageForwardInput, MessageReplyInput, MessageSendInput } from './sending.schemas.js';
+import { fieldError } from '../../core/errors.js';
+import { routedObject, type Routed } from '../sms/routed.js';
+import { replyText, sendText, textMessage } from '../sms/sms.repository.js';
+import { looksLikeText, SmsSendInput } from '../sms/sms.schemas.js';
+
+/** An email (`subject`, addresses) or a text (`to`: numbers, through a text channel): each checked by its own shape. */
+const AnySendInput = routedObject({ schema: MessageSendInput, shape: MessageSendInput.shape }, { schema: SmsSendInput, shape: SmsSendInput.shape }, (v) => (looksLikeText(v) ? 'second' : 'first'));
 
 const QUEUED =
   'Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) ' +
@@ -14,14 +21,21 @@ export const sendingOperations: Operation[] = [
     method: 'POST',
     event: 'message.created',
     path: '/messages/send',
-    summary: 'Send an email',
+    summary: 'Send an email or a text',
     description:
       "Sends an email through a channel's relay, from its address (or `outbound.from`); `bcc` stays out of the headers. " +
-      `\`replyToMessageId\` makes it an answer (In-Reply-To, References, same thread). ${QUEUED}`,
-    input: MessageSendInput,
+      `\`replyToMessageId\` makes it an answer (In-Reply-To, References, same thread). ` +
+      'Through a text channel (SMS): `to` is phone numbers in international form and `text` the message (at most 10 segments; no `subject`); one message per number, ' +
+      'the answer is the first; a number that opted out (STOP) is refused with 409 `RECIPIENT_OPTED_OUT`. A text becomes "delivered" (event `message.delivered`) when the provider reports it. ' +
+      QUEUED,
+    input: AnySendInput,
     output: Message,
+    errors: ['RECIPIENT_OPTED_OUT'],
     effects: { openWorld: true },
-    handler: (input, ctx) => sendMessage(ctx, input),
+    handler: (raw, ctx) => {
+      const input = raw as unknown as Routed<typeof MessageSendInput, typeof SmsSendInput>;
+      return input.variant === 'second' ? sendText(ctx, input) : sendMessage(ctx, input);
+    },
   }),
   defineOperation({
     id: 'messages.reply',
@@ -31,11 +45,18 @@ export const sendingOperations: Operation[] = [
     summary: 'Reply to a message',
     description:
       'Answers through the channel the message came through, to its Reply-To or sender (`replyAll`: also its To and Cc, never the channel itself); ' +
-      `"Re: …", In-Reply-To, References, same thread. ${QUEUED} An automation never answers automatic, bulk or list mail, nor one sender twice a day.`,
+      `"Re: …", In-Reply-To, References, same thread. ${QUEUED} An automation never answers automatic, bulk or list mail, nor one sender twice a day. ` +
+      'A text (SMS) is answered by text to its number, in its thread; an automation never answers short codes, alphanumeric senders, STOP/START/HELP or the organization\'s own numbers, and a number at most once a day.',
     input: MessageReplyInput,
     output: Message,
+    errors: ['RECIPIENT_OPTED_OUT'],
     effects: { openWorld: true },
-    handler: (input, ctx) => replyToMessage(ctx, input),
+    handler: async (input, ctx) => {
+      const text = await textMessage(ctx.db, ctx.orgId, input.id);
+      if (!text) return replyToMessage(ctx, input);
+      if (input.html !== undefined) throw fieldError('html', 'A text has no HTML: give `text` only');
+      return replyText(ctx, text, input.text);
+    },
   }),
   defineOperation({
     id: 'messages.forward',
