@@ -43,7 +43,7 @@ export interface SmsHooksOptions {
 
 export async function registerSmsHooks(app: FastifyInstance, opts: SmsHooksOptions) {
   const limiter = createLimiter({ name: 'sms-hooks', points: opts.rateLimit, durationSeconds: 60 }, app.deps.redis);
-  const origin = opts.publicUrl.replace(/\/+$/, '');
+  const origin = opts.publicUrl.replace(/(?<!\/)\/+$/, '');
   await app.register(async (hooks) => {
     hooks.removeAllContentTypeParsers();
     hooks.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => done(null, formParams(body as string)));

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { and, asc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
 import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../core/encryption.js';
-import { AppError, fieldError, notFound } from '../../core/errors.js';
+import { AppError, fieldError } from '../../core/errors.js';
 import type { Actor, OperationContext } from '../../core/operation.js';
 import type { Page, PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
@@ -15,12 +15,12 @@ import type { ProviderWithSecret, StatusReport } from './provider.js';
 import { twilioFlavour } from './providers/twilio.js';
 import type { SmsChannelCreate, SmsSendValues } from './sms.schemas.js';
 import { smsSize } from './segments.js';
-import { SmsProviderUpdate } from './sms.schemas.js';
+import type { SmsProviderUpdate } from './sms.schemas.js';
 import type { z } from 'zod';
 
 /** The origin the hooks' URLs are built from (PUBLIC_URL); set once by the application. */
 let publicUrl = 'http://localhost:3000';
-export const setSmsPublicUrl = (url: string) => void (publicUrl = url.replace(/\/+$/, ''));
+export const setSmsPublicUrl = (url: string) => void (publicUrl = url.replace(/(?<!\/)\/+$/, ''));
 export const hookUrl = (channelId: string, status = false) => `${publicUrl}/hooks/sms/${channelId}${status ? '/status' : ''}`;
 
 // ------------------------------------------------------------------ channels
@@ -48,7 +48,7 @@ function seal(secret: string, field: string): string {
 
 function providerSettings(provider: SmsChannelCreate['provider'] | z.output<typeof SmsProviderUpdate>): SmsProviderSettings {
   if (provider.kind === 'twilio') {
-    return { kind: 'twilio', accountSid: provider.accountSid, apiBaseUrl: provider.apiBaseUrl.replace(/\/+$/, ''), messagingServiceSid: provider.messagingServiceSid ?? null };
+    return { kind: 'twilio', accountSid: provider.accountSid, apiBaseUrl: provider.apiBaseUrl.replace(/(?<!\/)\/+$/, ''), messagingServiceSid: provider.messagingServiceSid ?? null };
   }
   return { kind: 'smpp', host: provider.host, port: provider.port, tls: provider.tls, systemId: provider.systemId, systemType: provider.systemType ?? null };
 }
@@ -367,13 +367,11 @@ export async function applyStatus(db: DbOrTx, channel: Pick<ChannelRow, 'id' | '
   const next = RANK[report.status] ?? 0;
   const forward = next > current;
   const reason = report.status === 'failed' ? `The provider reported the text ${report.raw}${report.errorCode ? ` (error ${report.errorCode})` : ''}` : null;
-  await db
-    .update(messages)
-    .set({
-      ...(forward ? { status: report.status, statusReason: reason, updatedAt: now } : {}),
-      ...(row.providerMessageId ? {} : { providerMessageId: report.providerMessageId }),
-    })
-    .where(eq(messages.id, row.id));
+  const set = {
+    ...(forward ? { status: report.status, statusReason: reason, updatedAt: now } : {}),
+    ...(row.providerMessageId ? {} : { providerMessageId: report.providerMessageId }),
+  };
+  if (Object.keys(set).length > 0) await db.update(messages).set(set).where(eq(messages.id, row.id));
   if (!forward) return row.id;
   // A report ahead of the send's own answer settles the outbox too: nothing is sent again.
   if (report.status !== 'queued') {

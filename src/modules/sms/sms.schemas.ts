@@ -150,7 +150,7 @@ export function looksLikeText(value: Record<string, unknown>): boolean {
   const to = value.to;
   if (!Array.isArray(to) || to.length === 0 || !to.every((t) => typeof t === 'string')) return false;
   const list = to as string[];
-  if (list.every((t) => /^\s*\+?[\d\s().-]+$/.test(t))) return true;
+  if (list.every((t) => /^\+?[\d\s().-]+$/.test(t.trim()))) return true;
   return value.subject === undefined && value.html === undefined && value.cc === undefined && value.bcc === undefined && list.every((t) => !t.includes('@'));
 }
 

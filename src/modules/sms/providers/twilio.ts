@@ -99,7 +99,7 @@ export function retryAfterMs(value: string | string[] | undefined, now = Date.no
 }
 
 export function twilioProvider(settings: TwilioSettings): SmsProvider {
-  const base = settings.apiBaseUrl.replace(/\/+$/, '');
+  const base = settings.apiBaseUrl.replace(/(?<!\/)\/+$/, '');
   const account = encodeURIComponent(settings.accountSid);
   const auth = `Basic ${Buffer.from(`${settings.accountSid}:${settings.authToken}`).toString('base64')}`;
   const request = (ctx: ProviderContext, method: 'GET' | 'POST', path: string, body?: string) =>
