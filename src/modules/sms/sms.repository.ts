@@ -10,6 +10,7 @@ import { recordEvents } from '../events/events.recorder.js';
 import type { CommittedWork } from '../events/events.signal.js';
 import { channelRows, type ChannelRow } from '../channels/channels.repository.js';
 import { createMessage, getMessage, type MessageJson, type MessageRow } from '../messages/messages.repository.js';
+import { AutomaticMailRefused } from '../messages/sending.repository.js';
 import { isAlphanumericSender, isShortCode } from './numbers.js';
 import type { ProviderWithSecret, StatusReport } from './provider.js';
 import { twilioFlavour } from './providers/twilio.js';
@@ -274,7 +275,10 @@ export async function sendingSmsChannel(db: DbOrTx, orgId: string, channelId: st
  * (409 RECIPIENT_OPTED_OUT) a number that opted out.
  */
 export async function queueText(db: DbOrTx, orgId: string, actor: Actor, channel: ChannelRow, to: string, text: string, opts: { autoReplyKey?: string | undefined } = {}): Promise<MessageJson> {
-  if (await isOptedOut(db, channel.id, to)) throw RECIPIENT_OPTED_OUT(to);
+  if (await isOptedOut(db, channel.id, to)) {
+    // An automation's text to an opted-out number is skipped (a refusal by the rules), not a failing step.
+    throw actor.type === 'automation' ? new AutomaticMailRefused('to', `${to} opted out of texts from this channel (STOP)`) : RECIPIENT_OPTED_OUT(to);
+  }
   const size = smsSize(text);
   const message = await createMessage(db, orgId, {
     type: 'sms',
@@ -294,20 +298,19 @@ export async function queueText(db: DbOrTx, orgId: string, actor: Actor, channel
     .values({ organizationId: orgId, messageId: message.id, channelId: channel.id, sms: { from: channel.address, to, text, segments: size.segments }, actorType: actor.type, actorId: actor.id, depth: actor.depth ?? 0, autoReplyKey: opts.autoReplyKey ?? null })
     .onConflictDoNothing()
     .returning({ id: smsOutbox.id });
-  if (!queued) throw fieldError('id', `this automation already answered ${to} today; automations answer a number at most once a day`);
+  if (!queued) throw new AutomaticMailRefused('id', `this automation already answered ${to} today; automations answer a number at most once a day`);
   return message;
 }
 
 /** POST /messages/send with a text channel: one message per number (the answer is the first; the others follow as events). */
 export async function sendText(ctx: OperationContext, input: SmsSendValues): Promise<MessageJson> {
-  const channel = await sendingSmsChannel(ctx.db, ctx.orgId, input.channelId, 'channelId');
+  const channel = await sendingSmsChannel(ctx.db, ctx.orgId, input.channelId ?? (await onlyTextChannel(ctx.db, ctx.orgId)), 'channelId');
   const numbers = [...new Set(input.to)];
   if (ctx.actor.type === 'automation') {
     const own = await ownNumbers(ctx.db, ctx.orgId);
     const looping = numbers.find((n) => own.has(n));
-    if (looping) throw fieldError('to', `${looping} is one of the organization's own numbers; automations never text it`);
+    if (looping) throw new AutomaticMailRefused('to', `${looping} is one of the organization's own numbers; automations never text it`);
   }
-  for (const n of numbers) if (await isOptedOut(ctx.db, channel.id, n)) throw RECIPIENT_OPTED_OUT(n);
   let first: MessageJson | undefined;
   for (const n of numbers) {
     const m = await queueText(ctx.db, ctx.orgId, ctx.actor, channel, n, input.text);
@@ -324,12 +327,23 @@ export async function replyText(ctx: OperationContext, original: MessageRow, tex
   let autoReplyKey: string | undefined;
   if (ctx.actor.type === 'automation') {
     const reason = original.direction === 'incoming' ? automaticTextReason(original, await ownNumbers(ctx.db, ctx.orgId)) : undefined;
-    if (reason) throw fieldError('id', `Not sent: ${reason}`);
+    if (reason) throw new AutomaticMailRefused('id', reason);
     autoReplyKey = `${ctx.actor.id}:${to}:${new Date().toISOString().slice(0, 10)}`;
   }
   const size = smsSize(text);
   if (size.segments > 10) throw fieldError('text', `Too long for a text: ${size.segments} segments (${size.encoding}); at most 10`);
   return queueText(ctx.db, ctx.orgId, ctx.actor, channel, to, text, { autoReplyKey });
+}
+
+/** The id of the organization's one live text channel that can send (numbers, not sender ids, first); a 400 at `channelId` when it has none or several. */
+async function onlyTextChannel(db: DbOrTx, orgId: string): Promise<string> {
+  const rows = await db
+    .select({ id: channels.id })
+    .from(channels)
+    .where(and(eq(channels.organizationId, orgId), eq(channels.type, 'sms'), isNull(channels.deletedAt), eq(channels.status, 'active')))
+    .limit(2);
+  if (rows.length === 1) return rows[0]!.id;
+  throw fieldError('channelId', rows.length === 0 ? 'The organization has no text channel: add one (POST /channels with type "sms")' : 'The organization has several text channels: name the one to send through');
 }
 
 /** The numbers of the organization's live text channels. */

@@ -138,7 +138,7 @@ export const SmsText = LongText.min(1)
   .describe('The text');
 
 export const SmsSendInput = z.strictObject({
-  channelId: Uuid.describe('The channel to send through'),
+  channelId: Uuid.optional().describe('The channel to send through; texts may leave it out when the organization has exactly one text channel'),
   to: Numbers,
   text: SmsText,
   replyToMessageId: Uuid.optional().describe('A message this one answers (same thread)'),
