@@ -20,7 +20,7 @@ let offsetMs = 0;
 const clock = () => new Date(Date.now() + offsetMs);
 const silent = { error: () => {}, warn: () => {} };
 const SECRETS_KEY = randomBytes(32).toString('base64');
-const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
+const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true', SMS_HOOK_RATE_LIMIT: '30' } } });
 let twilio: FakeTwilio;
 let sender: ReturnType<typeof createSmsSender>;
 
@@ -163,6 +163,23 @@ describe('receiving', () => {
     expect(list.filter((m) => m.channelId === channel.id && m.providerMessageId === 'SMdup1')).toHaveLength(1);
   });
 
+  it('bounds bodies, takes form posts only and limits webhooks per channel', async () => {
+    const channel = await addChannel(a);
+    const big = await postWebhook(t.app, `/hooks/sms/${channel.id}`, { MessageSid: 'SMbig', From: number(), To: channel.address, Body: 'x'.repeat(70 * 1024) }, twilio.authToken);
+    expect(big.status).toBe(413);
+    const json = await t.app.inject({ method: 'POST', url: `/hooks/sms/${channel.id}`, headers: { 'content-type': 'application/json' }, payload: '{}' });
+    expect(json.statusCode).toBe(400);
+    const answers = [];
+    for (let i = 0; i < 32; i++) answers.push((await postWebhook(t.app, `/hooks/sms/${channel.id}/status`, { MessageSid: `SMnone${i}`, MessageStatus: 'sent' }, twilio.authToken)).status);
+    expect(answers.filter((s) => s === 429).length).toBeGreaterThan(0);
+    const limited = await postWebhook(t.app, `/hooks/sms/${channel.id}/status`, { MessageSid: 'SMx', MessageStatus: 'sent' }, twilio.authToken);
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
+    // Another channel is not limited by this one.
+    const other = await addChannel(a);
+    expect((await postWebhook(t.app, `/hooks/sms/${other.id}/status`, { MessageSid: 'SMy', MessageStatus: 'sent' }, twilio.authToken)).status).toBe(200);
+  });
+
   it('keeps short codes and alphanumeric senders raw', async () => {
     const channel = await addChannel(a);
     const s1 = await incoming(channel, '72345', 'Your code is 1234');
@@ -271,6 +288,22 @@ describe('sending', () => {
     offsetMs += 24 * 3600_000;
     await drain();
     expect(twilio.sent.filter((s) => s.form.get('To') === to)).toHaveLength(1);
+  });
+
+  it("paces a channel's texts at its rate (segments per second)", async () => {
+    const channel = await addChannel(a, { rate: 5 });
+    const paced = createSmsSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 1500 });
+    const to = [number(), number(), number()];
+    await a.request('POST', '/v1/messages/send', { channelId: channel.id, to, text: 'Paced' });
+    for (let i = 0; i < 3; i++) {
+      await paced.runOnce();
+      await paced.idle();
+    }
+    const times = twilio.sent.filter((s) => to.includes(s.form.get('To')!)).map((s) => s.at);
+    expect(times).toHaveLength(3);
+    // 1 segment at 5 per second: at least 200 ms apart (a loaded machine only makes the gaps longer).
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(190);
+    expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(190);
   });
 
   it("one channel's dead provider does not hold up another's texts", async () => {
