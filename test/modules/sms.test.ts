@@ -106,7 +106,7 @@ describe('text channels', () => {
     expect((await b.request('GET', `/v1/channels/${channel.id}`)).status).toBe(404);
     const test = await a.request('POST', `/v1/channels/${channel.id}/test`);
     expect(test.json.data).toMatchObject({ ok: true, outbound: { ok: true } });
-    const patched = await a.request('PATCH', `/v1/channels/${channel.id}`, { rate: 5, provider: { kind: 'twilio', accountSid: twilio.accountSid, apiBaseUrl: twilio.url } });
+    const patched = await a.request('PATCH', `/v1/channels/${channel.id}`, { rate: 5, provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } });
     expect(patched.status, patched.body).toBe(200);
     expect(patched.json.data).toMatchObject({ rate: 5, provider: { authTokenSet: true } });
   });

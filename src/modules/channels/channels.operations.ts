@@ -15,6 +15,7 @@ const AnyChannelCreateInput = routedObject(
   { schema: ChannelCreateInput, shape: ChannelCreateInput.shape },
   { schema: SmsChannelCreateInput, shape: SmsChannelCreateInput.shape },
   (v) => (v.type === 'sms' ? 'second' : 'first'),
+  { type: 'email', name: 'Support', address: 'support@acme.example', inbound: { mode: 'smtp' } },
 );
 const AnyChannelUpdateInput = ChannelUpdateInput.extend(SmsChannelUpdateFields);
 const AnyChannelTestResult = ChannelTestResult.extend({
@@ -44,8 +45,7 @@ export const channelsOperations: Operation[] = [
     description:
       'An address mail arrives at, through the built-in SMTP receiver (`inbound.mode` "smtp": point an MX record or forwarding at it) or an IMAP mailbox (`inbound.mode` "imap"), ' +
       `and optionally sent from through an SMTP relay (\`outbound\`). ${PASSWORDS} Mail servers must be on public addresses unless CHANNELS_ALLOW_PRIVATE=true. ` +
-      'A text channel (`type` "sms"): `address` is its number in E.164 (or an alphanumeric sender id, which can only send), `provider` a Twilio-compatible API ' +
-      '(`{"kind": "twilio", "accountSid", "authToken", "apiBaseUrl"?, "messagingServiceSid"?}`); the answer\'s `inbound.webhookUrl` and `inbound.statusUrl` go into the provider\'s console. Its secret is write-only like a password.',
+      'A text channel: `type` "sms", `address` its number (E.164), `provider`; paste the answer\'s `inbound.webhookUrl` and `statusUrl` into the provider\'s console.',
     input: AnyChannelCreateInput,
     output: Channel,
     handler: (raw, ctx) => {

@@ -8,7 +8,12 @@ import { replyText, sendText, textMessage } from '../sms/sms.repository.js';
 import { looksLikeText, SmsSendInput } from '../sms/sms.schemas.js';
 
 /** An email (`subject`, addresses) or a text (`to`: numbers, through a text channel): each checked by its own shape. */
-const AnySendInput = routedObject({ schema: MessageSendInput, shape: MessageSendInput.shape }, { schema: SmsSendInput, shape: SmsSendInput.shape }, (v) => (looksLikeText(v) ? 'second' : 'first'));
+const AnySendInput = routedObject({ schema: MessageSendInput, shape: MessageSendInput.shape }, { schema: SmsSendInput, shape: SmsSendInput.shape }, (v) => (looksLikeText(v) ? 'second' : 'first'), {
+  channelId: '3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f',
+  to: ['ada@example.com'],
+  subject: 'Your invoice',
+  text: 'Thanks, we received your invoice.',
+});
 
 const QUEUED =
   'Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) ' +
@@ -25,8 +30,7 @@ export const sendingOperations: Operation[] = [
     description:
       "Sends an email through a channel's relay, from its address (or `outbound.from`); `bcc` stays out of the headers. " +
       `\`replyToMessageId\` makes it an answer (In-Reply-To, References, same thread). ` +
-      'Through a text channel (SMS): `to` is phone numbers in international form and `text` the message (at most 10 segments; no `subject`); one message per number, ' +
-      'the answer is the first; a number that opted out (STOP) is refused with 409 `RECIPIENT_OPTED_OUT`. A text becomes "delivered" (event `message.delivered`) when the provider reports it. ' +
+      'Texts (SMS channel; `channelId` optional with one): `to` numbers, `text` (≤ 10 segments), no subject; one message per number; 409 `RECIPIENT_OPTED_OUT` after STOP; then "delivered". ' +
       QUEUED,
     input: AnySendInput,
     output: Message,
@@ -46,7 +50,7 @@ export const sendingOperations: Operation[] = [
     description:
       'Answers through the channel the message came through, to its Reply-To or sender (`replyAll`: also its To and Cc, never the channel itself); ' +
       `"Re: …", In-Reply-To, References, same thread. ${QUEUED} An automation never answers automatic, bulk or list mail, nor one sender twice a day. ` +
-      'A text (SMS) is answered by text to its number, in its thread; an automation never answers short codes, alphanumeric senders, STOP/START/HELP or the organization\'s own numbers, and a number at most once a day.',
+      'A text is answered by text, in its thread (automations: never short codes, sender ids, STOP/HELP, own numbers; a number once a day).',
     input: MessageReplyInput,
     output: Message,
     errors: ['RECIPIENT_OPTED_OUT'],
