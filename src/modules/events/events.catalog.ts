@@ -20,7 +20,6 @@ const RESOURCES = [
   'domain.registration',
   'webhook',
   'channel',
-  'channel.opt_out',
 ] as const;
 
 export type EventResource = (typeof RESOURCES)[number];
@@ -33,7 +32,7 @@ const CRUD = RESOURCES.flatMap((r) => (['created', 'updated', 'deleted'] as cons
  * for a message recorded as sent (POST /messages), or follows when the relay accepted an email the service
  * sent; `message.failed` when it could not be sent.
  */
-export const EVENT_TYPES = [...CRUD, 'message.received', 'message.sent', 'message.failed', 'message.delivered'] as const;
+export const EVENT_TYPES = [...CRUD, 'message.received', 'message.sent', 'message.failed', 'message.delivered', 'channel.opt_out.created', 'channel.opt_out.deleted'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 export const isEventType = (value: string): value is EventType => (EVENT_TYPES as readonly string[]).includes(value);

@@ -1,7 +1,6 @@
 import { notFound } from '../../core/errors.js';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
-import { partyNumber } from './numbers.js';
 import { addOptOut, announceFailed, listOptOuts, removeOptOut, smsChannelOf } from './sms.repository.js';
 import { OptOut, OptOutCreateInput, OptOutDeleteInput, OptOutListInput } from './sms.schemas.js';
 
@@ -45,7 +44,7 @@ export const smsOperations: Operation[] = [
     output: OptOut,
     handler: async ({ id, number }, ctx) => {
       await smsChannelOf(ctx.db, ctx.orgId, id);
-      const removed = await removeOptOut(ctx.db, ctx.orgId, id, partyNumber(number));
+      const removed = await removeOptOut(ctx.db, ctx.orgId, id, number);
       if (!removed) throw notFound('Opt-out');
       return removed;
     },

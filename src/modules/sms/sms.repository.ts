@@ -153,11 +153,12 @@ export type OptOutRow = typeof smsOptOuts.$inferSelect;
 const optOutJson = (row: OptOutRow) => ({ id: row.id, channelId: row.channelId, phoneNumber: row.phoneNumber, source: row.source as 'keyword' | 'provider' | 'api', createdAt: row.createdAt.toISOString() });
 export type OptOutJson = ReturnType<typeof optOutJson>;
 
-/** The live text channel of the organization; 404 otherwise (another organization's, an email channel). */
+/**
+ * The live channel of the organization; 404 otherwise. Opt-outs are read and written on any channel (only
+ * text channels consult them), so that the channel routes behave alike whatever the kind.
+ */
 export async function smsChannelOf(db: DbOrTx, orgId: string, channelId: string): Promise<ChannelRow> {
-  const row = await channelRows.get(db, orgId, channelId);
-  if (row.type !== 'sms') throw new AppError('NOT_FOUND', 'Channel not found (opt-outs exist on text channels only)');
-  return row;
+  return channelRows.get(db, orgId, channelId);
 }
 
 export async function listOptOuts(db: DbOrTx, orgId: string, channelId: string, page: PageInput): Promise<Page<OptOutJson>> {
@@ -196,10 +197,12 @@ async function failQueuedTo(db: DbOrTx, channelId: string, phoneNumber: string):
   return ids;
 }
 
-export async function removeOptOut(db: DbOrTx, orgId: string, channelId: string, phoneNumber: string): Promise<OptOutJson | undefined> {
+/** Removes the opt-out of a number (or with this id, when `numberOrId` is a UUID). */
+export async function removeOptOut(db: DbOrTx, orgId: string, channelId: string, numberOrId: string): Promise<OptOutJson | undefined> {
+  const which = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(numberOrId) ? eq(smsOptOuts.id, numberOrId) : eq(smsOptOuts.phoneNumber, numberOrId);
   const [row] = await db
     .delete(smsOptOuts)
-    .where(and(eq(smsOptOuts.organizationId, orgId), eq(smsOptOuts.channelId, channelId), eq(smsOptOuts.phoneNumber, phoneNumber)))
+    .where(and(eq(smsOptOuts.organizationId, orgId), eq(smsOptOuts.channelId, channelId), which))
     .returning();
   return row && optOutJson(row);
 }

@@ -173,5 +173,8 @@ export const OptOutListInput = { id: IdParam('channel') };
 export const OptOutCreateInput = z.strictObject({ id: IdParam('channel'), phoneNumber: PhoneNumber });
 export const OptOutDeleteInput = z.strictObject({
   id: IdParam('channel'),
-  number: z.string().min(1).max(64).describe('The opted-out number, as listed (E.164; URL-encode the "+" as %2B)'),
+  number: z
+    .union([z.uuid(), PhoneNumber])
+    .describe('The opted-out number (E.164; URL-encode the "+" as %2B) or the opt-out\'s id')
+    .meta({ examples: ['+14155550123'] }),
 });
