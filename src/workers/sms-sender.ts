@@ -34,7 +34,12 @@ export const MAX_SMS_ATTEMPTS = SMS_RETRY_DELAYS_MS.length + 1;
 export const SMS_UNKNOWN_OUTCOME =
   'Delivery outcome unknown: the request reached the provider but no answer came. It is not sent again, so that it cannot arrive twice; the provider most likely sent it.';
 const BATCH = 64;
-const PER_CHANNEL = 8;
+/**
+ * Texts of one channel claimed per pass: one, so that its lease (twice the request timeout) never has to
+ * cover a wait for pacing, and a dead process's claim is taken over within that lease. The channel's chain
+ * ends after its pacing pause and kicks the next pass at once.
+ */
+const PER_CHANNEL = 1;
 
 const QUEUEING = new Set<string>([...sendingOperations.map((op) => op.id), 'messages.receive']);
 
@@ -140,10 +145,9 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
         })
         .map((d) => d.id);
       if (ids.length === 0) return [];
-      // The lease covers the chain's pacing too: the last of a channel's claims waits for those before it.
       return tx
         .update(smsOutbox)
-        .set({ status: 'sending', leaseUntil: new Date(now.getTime() + leaseMs * (PER_CHANNEL + 1)), attempt: sql`${smsOutbox.attempt} + 1`, transmittedAt: null, updatedAt: now })
+        .set({ status: 'sending', leaseUntil: new Date(now.getTime() + leaseMs), attempt: sql`${smsOutbox.attempt} + 1`, transmittedAt: null, updatedAt: now })
         .where(inArray(smsOutbox.id, ids))
         .returning();
     });
@@ -262,7 +266,11 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
       stopping = true;
       for (const wake of [...wakers]) wake();
       await loop.stop();
-      await Promise.all(busy.values());
+      // A request under way may take up to its timeout: shutdown waits at most 2 s for it. Its row keeps its
+      // lease; as the request may have left, whoever finds the lease expired marks it an unknown outcome.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all(busy.values()), new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)))]);
+      clearTimeout(timer);
     },
     /** Waits until every chain under way has ended (tests). */
     async idle() {

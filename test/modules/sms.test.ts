@@ -306,6 +306,23 @@ describe('sending', () => {
     expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(190);
   });
 
+  it("takes over a dead process's claim: sent when the request had not left, an unknown outcome when it had", async () => {
+    const channel = await addChannel(a);
+    const [n1, n2] = [number(), number()];
+    const first = (await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [n1], text: 'One' })).json.data;
+    const second = (await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [n2], text: 'Two' })).json.data;
+    const past = new Date(Date.now() + offsetMs - 1000);
+    // As a process that died holding them left them: the first before its request left, the second after.
+    await t.database.db.update(smsOutbox).set({ status: 'sending', attempt: 1, leaseUntil: past, transmittedAt: null }).where(eq(smsOutbox.messageId, first.id));
+    await t.database.db.update(smsOutbox).set({ status: 'sending', attempt: 1, leaseUntil: past, transmittedAt: past }).where(eq(smsOutbox.messageId, second.id));
+    await drain();
+    await drain();
+    expect((await get(a, first.id)).status).toBe('sent');
+    expect(await get(a, second.id)).toMatchObject({ status: 'failed', statusReason: SMS_UNKNOWN_OUTCOME });
+    expect(twilio.sent.filter((s) => s.form.get('To') === n1)).toHaveLength(1);
+    expect(twilio.sent.filter((s) => s.form.get('To') === n2)).toHaveLength(0);
+  });
+
   it("one channel's dead provider does not hold up another's texts", async () => {
     const slow = await addChannel(a);
     const fast = await addChannel(b);
