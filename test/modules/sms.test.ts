@@ -34,8 +34,8 @@ afterAll(async () => {
 });
 
 let numbers = 0;
-/** A fresh valid US number (+1 415 555 01xx style numbers are not valid; 212-20x-xxxx are). */
-const number = () => `+1212${String(2000000 + ++numbers * 7 + Math.floor(Math.random() * 1000)).padStart(7, '0')}`;
+/** A fresh valid US number (+1 212 2xx xxxx), unique in the file (a block of 1000 per call). */
+const number = () => `+1212${String(2000000 + ++numbers * 1000 + Math.floor(Math.random() * 1000)).padStart(7, '0')}`;
 
 async function addChannel(who: Tenant, extra: Json = {}) {
   const res = await who.request('POST', '/v1/channels', {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { fieldError } from '../../core/errors.js';
+import { components } from '../../core/schemas.js';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { channelPolicy, testChannel } from './channels.connect.js';
@@ -21,6 +22,7 @@ const AnyChannelUpdateInput = ChannelUpdateInput.extend(SmsChannelUpdateFields);
 const AnyChannelTestResult = ChannelTestResult.extend({
   inbound: z.union([ChannelTestResult.shape.inbound, ChannelTestResult.shape.inbound.extend({ mode: z.literal('sms') })]).describe(ChannelTestResult.shape.inbound.description ?? 'Receiving'),
 });
+components.add(AnyChannelTestResult, { id: 'ChannelTestResult' });
 
 const PASSWORDS = 'Passwords are write-only (stored encrypted, never answered; `passwordSet` tells). With PostgreSQL a password needs the server\'s SECRETS_KEY (400 otherwise).';
 

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { IdParam, LongText, Timestamp, Uuid } from '../../core/schemas.js';
+import { components, IdParam, LongText, Timestamp, Uuid } from '../../core/schemas.js';
 import { canonicalDomain } from '../domains/domains.schemas.js';
 import { Channel } from '../channels/channels.schemas.js';
 import { e164, isAlphanumericSender } from './numbers.js';
@@ -128,6 +128,9 @@ export const AnyChannel = Channel.extend({
   rate: z.number().optional().describe('Text channels: segments per second sent at most'),
   helpText: z.string().nullable().optional().describe('Text channels: the answer to HELP'),
 });
+
+// The channel the operations answer (email or text) is the document's `Channel`.
+components.add(AnyChannel, { id: 'Channel' });
 
 // ------------------------------------------------------------------ sending
 
