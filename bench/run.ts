@@ -13,6 +13,7 @@ import { openDatabase } from '../src/db/client.js';
 import { randomBytes } from 'node:crypto';
 import { automationLatency } from './automation-latency.js';
 import { imapSyncTime, smtpReceiveThroughput } from './email.js';
+import { smsSendThroughput, smsWebhookThroughput } from './sms.js';
 import { writeChart } from './chart.js';
 import { webhookThroughput } from './webhooks.js';
 import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
@@ -35,6 +36,7 @@ const { values: args } = parseArgs({
     strict: { type: 'boolean', default: false },
     messages: { type: 'string' },
     email: { type: 'boolean', default: false },
+    sms: { type: 'boolean', default: false },
     'smtp-messages': { type: 'string' },
     'imap-messages': { type: 'string' },
     duration: { type: 'string' },
@@ -50,6 +52,7 @@ if (args.help) {
   --pglite       also measure the embedded database (informational)
   --messages N   size of the large message set (default 1000000; quick 50000)
   --email        only the email rows (SMTP receiving, IMAP sync), on PostgreSQL
+  --sms          only the text-message rows (signed webhooks, texts sent), on PostgreSQL
   --smtp-messages N, --imap-messages N   their sizes (default 1000 and 10000; quick 200 and 1000)
   --duration S   seconds measured per scenario (default 5; quick 2)
   --only writes  only the write rows (with their lean baselines) and the RSS peak: a short run
@@ -339,6 +342,13 @@ async function emailRows(db: string, service: Child, auth: Record<string, string
   rows.push(await imapSyncTime(db, service.url, auth, seedDb, profile.imapMessages));
 }
 
+async function smsRows(db: string, service: Child, auth: Record<string, string>, seedDb: Parameters<typeof smsWebhookThroughput>[3]) {
+  log('sms: signed webhooks');
+  rows.push(await smsWebhookThroughput(db, service.url, auth, seedDb, args.quick ? 500 : 2000));
+  log('sms: texts sent');
+  rows.push(await smsSendThroughput(db, service.url, auth, seedDb, args.quick ? 100 : 500));
+}
+
 async function benchPostgres() {
   const db = 'postgres';
   benchDbName = `sb_bench_${process.pid}`;
@@ -358,8 +368,8 @@ async function benchPostgres() {
   let contactIds: string[];
   try {
     tenant = await createTenant(seed.db, 'Bench organization');
-    contactIds = args.email ? [] : await timed(`seed ${label(profile.contacts)} contacts`, () => seedContacts(seed.db, tenant.orgId, profile.contacts));
-    if (!args.email) {
+    contactIds = args.email || args.sms ? [] : await timed(`seed ${label(profile.contacts)} contacts`, () => seedContacts(seed.db, tenant.orgId, profile.contacts));
+    if (!args.email && !args.sms) {
       await timed(`seed ${label(profile.smallMessages)} messages`, () => seedMessages(seed.db, tenant.orgId, 0, profile.smallMessages, { rebuildIndexes: true }));
       await timed('vacuum analyze', () => vacuumAnalyze(seed.db));
     }
@@ -370,9 +380,10 @@ async function benchPostgres() {
 
   const smtpPort = await freePort();
   const service = await startService({ DATABASE_URL: url, ...emailEnv(smtpPort) });
-  if (args.email) {
+  if (args.email || args.sms) {
     try {
-      await emailRows(db, service, { authorization: `Bearer ${tenant.apiKey}` }, seed.db, smtpPort);
+      if (args.email) await emailRows(db, service, { authorization: `Bearer ${tenant.apiKey}` }, seed.db, smtpPort);
+      if (args.sms) await smsRows(db, service, { authorization: `Bearer ${tenant.apiKey}` }, seed.db);
     } finally {
       await seed.close();
     }
@@ -396,6 +407,7 @@ async function benchPostgres() {
     // 11,000 received messages must not change the data the read and search rows measure.
     const mailTenant = await createTenant(seed.db, 'Bench mail organization');
     await emailRows(db, service, { authorization: `Bearer ${mailTenant.apiKey}` }, seed.db, smtpPort);
+    await smsRows(db, service, { authorization: `Bearer ${mailTenant.apiKey}` }, seed.db);
     await timed('vacuum analyze', () => vacuumAnalyze(seed.db));
 
     const fixed = await run({ database: db, name: 'baseline: bare Fastify, fixed JSON', origin: lean.url, requests: [{ path: '/fixed' }] });

@@ -22,6 +22,8 @@ import { setMailHostname } from './modules/domains/dkim.js';
 import { setChannelPolicy } from './modules/channels/channels.connect.js';
 import { configureSecrets } from './core/encryption.js';
 import { setInboundRunner } from './modules/messages/inbound.js';
+import { registerSmsHooks } from './modules/sms/sms.hooks.js';
+import { setSmsPublicUrl } from './modules/sms/sms.repository.js';
 import { runOperation } from './run-operation.js';
 import { operations } from './operations.js';
 import { VERSION } from './version.js';
@@ -65,6 +67,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   setMailHostname(new URL(deps.config.publicUrl).hostname);
   setChannelPolicy({ allowPrivate: deps.config.channelsAllowPrivate });
   setInboundRunner(runOperation);
+  setSmsPublicUrl(deps.config.publicUrl);
   configureSecrets({
     ...deps.config.secrets,
     dataDir: deps.config.dataDir,
@@ -118,6 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     { prefix: '/v1' },
   );
 
+  await registerSmsHooks(app, { run: runOperation, publicUrl: deps.config.publicUrl, rateLimit: deps.config.sms.hookRateLimit });
   await app.register(registerOAuth);
   await app.register(registerMcp);
   return app;

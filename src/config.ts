@@ -68,6 +68,8 @@ export const Env = z.object({
   IMAP_POLL_MS: z.coerce.number().int().min(1000).max(3_600_000).default(60_000).describe('Where the IMAP server has no IDLE, how often a mailbox is looked at; with IDLE, the longest wait before a look anyway (ms).'),
   IMAP_MAX_CHANNELS: z.coerce.number().int().min(1).max(10_000).default(100).describe('Inbound-IMAP channels one process syncs at most (one IMAP connection each).'),
   MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000).describe('The longest one attempt to send an email through a channel\'s relay may take (connection, login, transfer, answer; ms); an attempt a crashed process held is taken over after twice this.'),
+  SMS_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(15_000).describe('The longest one request to a text provider (Twilio-compatible API) may take (ms); a request that left without an answer is an unknown outcome: the text is marked failed, never sent twice.'),
+  SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('Provider webhooks (`/hooks/sms/{channelId}` and `/status`) one text channel may receive per minute; past it 429 with `Retry-After` (the provider retries).'),
 });
 
 function keyProblem(value: string): string | undefined {
@@ -136,6 +138,7 @@ function fromEnv(e: z.infer<typeof Env>) {
     attachmentMaxBytes: e.EMAIL_ATTACHMENT_MAX_BYTES,
     imap: { worker: e.IMAP_SYNC_WORKER === 'true', initialDays: e.IMAP_INITIAL_DAYS, pollMs: e.IMAP_POLL_MS, maxChannels: e.IMAP_MAX_CHANNELS },
     mailSendTimeoutMs: e.MAIL_SEND_TIMEOUT_MS,
+    sms: { sendTimeoutMs: e.SMS_SEND_TIMEOUT_MS, hookRateLimit: e.SMS_HOOK_RATE_LIMIT },
   };
 }
 

@@ -12,6 +12,7 @@ import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
 import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
+import { createSmsSender } from './workers/sms-sender.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
 import type { SmtpReceiver } from './workers/smtp-receiver.js';
 import { readFileSync } from 'node:fs';
@@ -85,6 +86,7 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
       sendTimeoutMs: config.mailSendTimeoutMs,
       hostname: mailHostname(),
     }),
+    createSmsSender({ db: database.db, clock: app.deps.clock, log: app.log, allowPrivate: config.channelsAllowPrivate, sendTimeoutMs: config.sms.sendTimeoutMs }),
   ];
   if (config.automations.worker) {
     workers.push(

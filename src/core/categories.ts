@@ -4,7 +4,7 @@
  */
 export const CATEGORIES = [
   { id: 'contacts', title: 'Contacts', description: 'People and their emails, phone numbers and addresses' },
-  { id: 'messages', title: 'Messages', description: 'Incoming and outgoing email and phone messages, search, read/archive/snooze flags, and sending email (send, reply, forward)' },
+  { id: 'messages', title: 'Messages', description: 'Incoming and outgoing email and phone messages, search, read/archive/snooze flags, and sending email and text messages (send, reply, forward; texts through a text channel)' },
   { id: 'customers', title: 'Customers', description: 'Customers and their transactions' },
   { id: 'businesses', title: 'Businesses', description: 'The businesses of the organization' },
   { id: 'folders', title: 'Folders', description: 'Folders and their hierarchy' },

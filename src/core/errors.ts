@@ -23,6 +23,8 @@ export const ERROR_STATUS = {
   IDEMPOTENCY_KEY_REUSED: 400,
   /** A request with the same `Idempotency-Key` is still running; `Retry-After` says when to try again. */
   IDEMPOTENCY_IN_PROGRESS: 409,
+  /** The number opted out of texts from the channel (it texted STOP); nothing was sent. */
+  RECIPIENT_OPTED_OUT: 409,
   /** Too many requests for this key in the current window; `Retry-After` says when to try again. */
   RATE_LIMITED: 429,
   /** A fault of ours; nothing about it is disclosed. */

@@ -149,7 +149,11 @@ export const contactPhoneNumbers = pgTable(
     label: text('label').notNull(),
     data: jsonb('data').$type<Json>().notNull().default({}),
   },
-  (t) => [index('contact_phone_numbers_contact').on(t.contactId, t.createdAt, t.id).where(sql`${t.deletedAt} IS NULL`)],
+  (t) => [
+    index('contact_phone_numbers_contact').on(t.contactId, t.createdAt, t.id).where(sql`${t.deletedAt} IS NULL`),
+    // A received text's sender is matched to the organization's contact phone number (E.164) by this index.
+    index('contact_phone_numbers_number').on(t.organizationId, t.phoneNumber).where(sql`${t.deletedAt} IS NULL`),
+  ],
 );
 
 export const contactAddresses = pgTable(
@@ -257,7 +261,8 @@ export const messageAttachments = pgTable(
 // ---------------------------------------------------------------- channels
 
 export interface ChannelInboundSettings {
-  mode: 'smtp' | 'imap';
+  /** "sms": a text channel, whose provider settings are in `sms` (email settings unused). */
+  mode: 'smtp' | 'imap' | 'sms';
   host?: string;
   port?: number;
   secure?: boolean;
@@ -282,7 +287,7 @@ export const channels = pgTable(
   {
     ...audit,
     organizationId: orgRef(),
-    type: text('type').$type<'email'>().notNull(),
+    type: text('type').$type<'email' | 'sms'>().notNull(),
     name: text('name').notNull(),
     /** Lower-cased. */
     address: text('address').notNull(),
@@ -293,6 +298,8 @@ export const channels = pgTable(
     status: text('status').$type<'active' | 'error' | 'disabled'>().notNull().default('active'),
     lastError: text('last_error'),
     lastSyncAt: ts('last_sync_at'),
+    /** A text channel's provider settings without its secret (the secret is in `outbound_secret`, encrypted); null for email. */
+    sms: jsonb('sms').$type<SmsChannelSettings | null>(),
   },
   (t) => [
     listIndex('channels_list', t),
@@ -331,6 +338,86 @@ export const channelSyncStates = pgTable(
   },
   (t) => [index('channel_sync_states_lease').on(t.leaseUntil)],
 
+);
+
+/** A text channel's provider (Twilio-compatible or SMPP), without the secret; see src/modules/sms. */
+export type SmsProviderSettings =
+  | { kind: 'twilio'; accountSid: string; apiBaseUrl: string; messagingServiceSid: string | null }
+  | { kind: 'smpp'; host: string; port: number; tls: boolean; systemId: string; systemType: string | null };
+
+export interface SmsChannelSettings {
+  provider: SmsProviderSettings;
+  /** Segments per second the sender sends at most on this channel. */
+  rate: number;
+  /** Answered to a HELP text; null: HELP is not answered. */
+  helpText: string | null;
+}
+
+/**
+ * Opt-outs of a text channel: numbers that texted STOP (or that the provider reports as unsubscribed, Twilio
+ * error 21610). Nothing is sent to them on the channel until they text START or a person removes the row.
+ */
+export const smsOptOuts = pgTable(
+  'sms_opt_outs',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    channelId: uuid('channel_id')
+      .notNull()
+      .references(() => channels.id),
+    phoneNumber: text('phone_number').notNull(),
+    /** "keyword" (the number texted STOP), "provider" (error 21610), "api" (added by a person or program). */
+    source: text('source').notNull(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('sms_opt_outs_number').on(t.channelId, t.phoneNumber), index('sms_opt_outs_list').on(t.organizationId, t.channelId, t.createdAt, t.id)],
+);
+
+/** What the SMS sender needs to send one text: fixed when queued. */
+export interface OutboxText {
+  from: string;
+  to: string;
+  text: string;
+  segments: number;
+}
+
+/**
+ * The outbox of texts, as `mail_outbox` is for mail: one row per outgoing text, written in the message's
+ * transaction, claimed by the SMS sender with a lease. `transmitted_at` is committed before the request
+ * leaves for the provider: a claim that expires with it set may have been accepted, so it is never sent again.
+ */
+export const smsOutbox = pgTable(
+  'sms_outbox',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    messageId: uuid('message_id')
+      .notNull()
+      .references(() => messages.id),
+    channelId: uuid('channel_id')
+      .notNull()
+      .references(() => channels.id),
+    status: text('status').$type<'pending' | 'sending' | 'sent' | 'failed'>().notNull().default('pending'),
+    attempt: integer('attempt').notNull().default(0),
+    nextAttemptAt: ts('next_attempt_at').notNull().defaultNow(),
+    leaseUntil: ts('lease_until'),
+    transmittedAt: ts('transmitted_at'),
+    lastError: text('last_error'),
+    sms: jsonb('sms').$type<OutboxText>().notNull(),
+    actorType: text('actor_type').notNull(),
+    actorId: uuid('actor_id'),
+    depth: integer('depth').notNull().default(0),
+    /** For an automatic reply: `<automation id>:<number>:<UTC day>`, unique (one automatic reply per number per day). */
+    autoReplyKey: text('auto_reply_key'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+    sentAt: ts('sent_at'),
+  },
+  (t) => [
+    uniqueIndex('sms_outbox_message').on(t.messageId),
+    uniqueIndex('sms_outbox_auto_reply').on(t.autoReplyKey).where(sql`${t.autoReplyKey} IS NOT NULL`),
+    index('sms_outbox_due').on(t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'sending')`),
+  ],
 );
 
 /** What the mail sender needs to send one outgoing message: the message as composed when it was queued. */

@@ -59,6 +59,8 @@ describe('GET /v1/openapi.json', () => {
       expect(inPath.sort()).toEqual(pathParams(op).sort());
       for (const p of o.parameters.filter((x: Json) => x.in === 'path')) {
         expect(p.required).toBe(true);
+        // The one path parameter that is no id: an opted-out phone number.
+        if (op.id === 'channels.delete_opt_out' && p.name === 'number') continue;
         expect(p.schema.format, `${op.id} {${p.name}}`).toBe('uuid');
       }
       const fields = Object.keys(op.input.shape).filter((f) => !pathParams(op).includes(f));

@@ -1,8 +1,28 @@
+import { z } from 'zod';
+import { fieldError } from '../../core/errors.js';
+import { components } from '../../core/schemas.js';
 import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { channelPolicy, testChannel } from './channels.connect.js';
 import { channelRows, createChannel, deleteChannel, getChannel, listChannels, updateChannel, withSecrets } from './channels.repository.js';
-import { Channel, ChannelCreateInput, ChannelId, ChannelTestResult, ChannelUpdateInput } from './channels.schemas.js';
+import { ChannelCreateInput, ChannelId, ChannelTestResult, ChannelUpdateInput } from './channels.schemas.js';
+import { createSmsChannel, updateSmsChannel } from '../sms/sms.repository.js';
+import { AnyChannel as Channel, SmsChannelCreateInput, SmsChannelUpdateFields } from '../sms/sms.schemas.js';
+import { routedObject, type Routed } from '../sms/routed.js';
+import { testSmsChannel } from '../sms/sms.test-channel.js';
+
+/** An email channel's body, or a text channel's (`type` "sms"): each checked by its own shape. */
+const AnyChannelCreateInput = routedObject(
+  { schema: ChannelCreateInput, shape: ChannelCreateInput.shape },
+  { schema: SmsChannelCreateInput, shape: SmsChannelCreateInput.shape },
+  (v) => (v.type === 'sms' ? 'second' : 'first'),
+  { type: 'email', name: 'Support', address: 'support@acme.example', inbound: { mode: 'smtp' } },
+);
+const AnyChannelUpdateInput = ChannelUpdateInput.extend(SmsChannelUpdateFields);
+const AnyChannelTestResult = ChannelTestResult.extend({
+  inbound: z.union([ChannelTestResult.shape.inbound, ChannelTestResult.shape.inbound.extend({ mode: z.literal('sms') })]).describe(ChannelTestResult.shape.inbound.description ?? 'Receiving'),
+});
+components.add(AnyChannelTestResult, { id: 'ChannelTestResult' });
 
 const PASSWORDS = 'Passwords are write-only (stored encrypted, never answered; `passwordSet` tells). With PostgreSQL a password needs the server\'s SECRETS_KEY (400 otherwise).';
 
@@ -13,7 +33,7 @@ export const channelsOperations: Operation[] = [
     method: 'GET',
     path: '/channels',
     summary: 'List channels',
-    description: 'The email channels of the organization: the addresses it receives and sends as.',
+    description: 'The channels of the organization: the email addresses and phone numbers it receives and sends as.',
     input: Pagination.strict(),
     output: Channel,
     handler: (input, ctx) => listChannels(ctx.db, ctx.orgId, input),
@@ -23,13 +43,17 @@ export const channelsOperations: Operation[] = [
     method: 'POST',
     event: 'channel.created',
     path: '/channels',
-    summary: 'Add an email channel',
+    summary: 'Add an email or text channel',
     description:
       'An address mail arrives at, through the built-in SMTP receiver (`inbound.mode` "smtp": point an MX record or forwarding at it) or an IMAP mailbox (`inbound.mode` "imap"), ' +
-      `and optionally sent from through an SMTP relay (\`outbound\`). ${PASSWORDS} Mail servers must be on public addresses unless CHANNELS_ALLOW_PRIVATE=true.`,
-    input: ChannelCreateInput,
+      `and optionally sent from through an SMTP relay (\`outbound\`). ${PASSWORDS} Mail servers must be on public addresses unless CHANNELS_ALLOW_PRIVATE=true. ` +
+      'A text channel: `type` "sms", `address` its number (E.164), `provider`; paste the answer\'s `inbound.webhookUrl` and `statusUrl` into the provider\'s console.',
+    input: AnyChannelCreateInput,
     output: Channel,
-    handler: (input, ctx) => createChannel(ctx.db, ctx.orgId, input),
+    handler: (raw, ctx) => {
+      const input = raw as unknown as Routed<typeof ChannelCreateInput, typeof SmsChannelCreateInput>;
+      return input.variant === 'second' ? createSmsChannel(ctx.db, ctx.orgId, input) : createChannel(ctx.db, ctx.orgId, input);
+    },
   }),
   defineOperation({
     id: 'channels.get',
@@ -47,9 +71,14 @@ export const channelsOperations: Operation[] = [
     path: '/channels/{id}',
     summary: "Change a channel's name, address, servers or status",
     description: `Each field present replaces the stored one; \`inbound\` and \`outbound\` are replaced whole, but a password left out is kept. ${PASSWORDS}`,
-    input: ChannelUpdateInput,
+    input: AnyChannelUpdateInput,
     output: Channel,
-    handler: ({ id, ...patch }, ctx) => updateChannel(ctx.db, ctx.orgId, id, patch),
+    handler: async ({ id, provider, rate, helpText, ...patch }, ctx) => {
+      const current = await channelRows.get(ctx.db, ctx.orgId, id);
+      if (current.type === 'sms') return updateSmsChannel(ctx.db, ctx.orgId, current, { ...patch, provider, rate, helpText });
+      if (provider !== undefined || rate !== undefined || helpText !== undefined) throw fieldError(provider !== undefined ? 'provider' : rate !== undefined ? 'rate' : 'helpText', 'Only text channels have this setting');
+      return updateChannel(ctx.db, ctx.orgId, id, patch);
+    },
   }),
   defineOperation({
     id: 'channels.delete',
@@ -73,7 +102,10 @@ export const channelsOperations: Operation[] = [
       'Answers what worked and what failed, step by step; a failure is an answer (`ok` false), not an error. Changes nothing.',
     effects: { openWorld: true },
     input: ChannelId,
-    output: ChannelTestResult,
-    handler: async (input, ctx) => testChannel(withSecrets(await channelRows.get(ctx.db, ctx.orgId, input.id)), channelPolicy().allowPrivate),
+    output: AnyChannelTestResult,
+    handler: async (input, ctx) => {
+      const row = await channelRows.get(ctx.db, ctx.orgId, input.id);
+      return row.type === 'sms' ? testSmsChannel(row) : testChannel(withSecrets(row), channelPolicy().allowPrivate);
+    },
   }),
 ];

@@ -6,12 +6,14 @@ import type { DbOrTx } from '../../db/client.js';
 import { channels, type ChannelInboundSettings, type ChannelOutboundSettings } from '../../db/schema.js';
 import { definedOnly, scopedRepository } from '../../db/scoped.js';
 import type { ChannelCreate, ChannelUpdate } from './channels.schemas.js';
+import { toSmsChannel } from '../sms/sms.repository.js';
 
 export const channelRows = scopedRepository(channels, 'Channel');
 export type ChannelRow = typeof channels.$inferSelect;
 
 /** A channel as the API answers it: settings without passwords, and whether each is set. */
 export function toChannel(row: ChannelRow) {
+  if (row.type === 'sms') return toSmsChannel(row);
   const { inboundSecret, outboundSecret, inbound, outbound, ...rest } = row;
   return {
     ...rest,
@@ -47,7 +49,7 @@ const smtpTaken = () =>
  * An address is unique among the organization's live channels, and among all organizations' live
  * inbound-SMTP channels: the receiver must know whose mail it is, and no organization may claim another's.
  */
-async function assertAddressFree(db: DbOrTx, orgId: string, address: string, mode: 'smtp' | 'imap', exceptId?: string) {
+async function assertAddressFree(db: DbOrTx, orgId: string, address: string, mode: ChannelInboundSettings['mode'], exceptId?: string) {
   const other = exceptId ? sql`${channels.id} <> ${exceptId}` : undefined;
   const taken = await db
     .select({ id: channels.id })
@@ -145,7 +147,7 @@ export const deleteChannel = async (db: DbOrTx, orgId: string, id: string) => to
 export interface ChannelCredentials {
   id: string;
   organizationId: string;
-  type: 'email';
+  type: ChannelRow['type'];
   name: string;
   address: string;
   status: ChannelRow['status'];

@@ -32,7 +32,7 @@ const CRUD = RESOURCES.flatMap((r) => (['created', 'updated', 'deleted'] as cons
  * for a message recorded as sent (POST /messages), or follows when the relay accepted an email the service
  * sent; `message.failed` when it could not be sent.
  */
-export const EVENT_TYPES = [...CRUD, 'message.received', 'message.sent', 'message.failed'] as const;
+export const EVENT_TYPES = [...CRUD, 'message.received', 'message.sent', 'message.failed', 'message.delivered', 'channel.opt_out.created', 'channel.opt_out.deleted'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 export const isEventType = (value: string): value is EventType => (EVENT_TYPES as readonly string[]).includes(value);
@@ -67,7 +67,8 @@ export const eventReadPermission = (type: string): `${Category}:read` | '*' => {
 export function describeEventType(type: EventType): string {
   if (type === 'message.received') return 'A new incoming message was recorded (alongside message.created)';
   if (type === 'message.sent') return 'An outgoing message was sent: recorded as sent (alongside message.created), or an email accepted by its channel\'s relay';
-  if (type === 'message.failed') return 'An outgoing email could not be sent (its statusReason says why)';
+  if (type === 'message.failed') return 'An outgoing email or text could not be sent or delivered (its statusReason says why)';
+  if (type === 'message.delivered') return "An outgoing text was delivered to the phone (its provider's delivery report)";
   const dot = type.lastIndexOf('.');
   const resource = type.slice(0, dot).replace('.', ' ').replace('_', ' ');
   return `A ${resource} was ${type.slice(dot + 1)}`;

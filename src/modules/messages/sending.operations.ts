@@ -2,6 +2,18 @@ import { defineOperation, type Operation } from '../../core/operation.js';
 import { Message } from './messages.schemas.js';
 import { forwardMessage, replyToMessage, sendMessage } from './sending.repository.js';
 import { MessageForwardInput, MessageReplyInput, MessageSendInput } from './sending.schemas.js';
+import { fieldError } from '../../core/errors.js';
+import { routedObject, type Routed } from '../sms/routed.js';
+import { replyText, sendText, textMessage } from '../sms/sms.repository.js';
+import { looksLikeText, SmsSendInput } from '../sms/sms.schemas.js';
+
+/** An email (`subject`, addresses) or a text (`to`: numbers, through a text channel): each checked by its own shape. */
+const AnySendInput = routedObject({ schema: MessageSendInput, shape: MessageSendInput.shape }, { schema: SmsSendInput, shape: SmsSendInput.shape }, (v) => (looksLikeText(v) ? 'second' : 'first'), {
+  channelId: '3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f',
+  to: ['ada@example.com'],
+  subject: 'Your invoice',
+  text: 'Thanks, we received your invoice.',
+});
 
 const QUEUED =
   'Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) ' +
@@ -14,14 +26,20 @@ export const sendingOperations: Operation[] = [
     method: 'POST',
     event: 'message.created',
     path: '/messages/send',
-    summary: 'Send an email',
+    summary: 'Send an email or a text',
     description:
       "Sends an email through a channel's relay, from its address (or `outbound.from`); `bcc` stays out of the headers. " +
-      `\`replyToMessageId\` makes it an answer (In-Reply-To, References, same thread). ${QUEUED}`,
-    input: MessageSendInput,
+      `\`replyToMessageId\` makes it an answer (In-Reply-To, References, same thread). ` +
+      'Texts (SMS channel; `channelId` optional with one): `to` numbers, `text` (≤ 10 segments), no subject; one message per number; 409 `RECIPIENT_OPTED_OUT` after STOP; then "delivered". ' +
+      QUEUED,
+    input: AnySendInput,
     output: Message,
+    errors: ['RECIPIENT_OPTED_OUT'],
     effects: { openWorld: true, sends: true },
-    handler: (input, ctx) => sendMessage(ctx, input),
+    handler: (raw, ctx) => {
+      const input = raw as unknown as Routed<typeof MessageSendInput, typeof SmsSendInput>;
+      return input.variant === 'second' ? sendText(ctx, input) : sendMessage(ctx, input);
+    },
   }),
   defineOperation({
     id: 'messages.reply',
@@ -31,11 +49,18 @@ export const sendingOperations: Operation[] = [
     summary: 'Reply to a message',
     description:
       'Answers through the channel the message came through, to its Reply-To or sender (`replyAll`: also its To and Cc, never the channel itself); ' +
-      `"Re: …", In-Reply-To, References, same thread. ${QUEUED} At most 50 addresses (a 400 past it). An automation answers one address, never automatic, bulk or list mail nor bounces, and one sender at most once a day.`,
+      `"Re: …", In-Reply-To, References, same thread. ${QUEUED} At most 50 addresses. An automation answers one address, never automatic, bulk or list mail, once a day. ` +
+      'A text is answered by text in its thread (automations never answer short codes, sender ids, STOP/HELP).',
     input: MessageReplyInput,
     output: Message,
+    errors: ['RECIPIENT_OPTED_OUT'],
     effects: { openWorld: true, sends: true },
-    handler: (input, ctx) => replyToMessage(ctx, input),
+    handler: async (input, ctx) => {
+      const text = await textMessage(ctx.db, ctx.orgId, input.id);
+      if (!text) return replyToMessage(ctx, input);
+      if (input.html !== undefined) throw fieldError('html', 'A text has no HTML: give `text` only');
+      return replyText(ctx, text, input.text);
+    },
   }),
   defineOperation({
     id: 'messages.forward',

@@ -70,8 +70,7 @@ export const AddressInput = z
 
 /** Recipients of one message at most, whatever the path (send, reply, forward; REST, MCP or an automation). */
 export const MAX_RECIPIENTS = 50;
-const Recipients = (what: string) =>
-  z.array(AddressInput).max(MAX_RECIPIENTS).describe(`${what}: addresses, "ada@example.com" or {"email", "name"}`);
+const Recipients = (what: string) => z.array(AddressInput).max(MAX_RECIPIENTS).describe(what);
 
 export const Subject = HeaderText(998).describe('The subject (one line)').meta({ examples: ['Your invoice'] });
 const Text = LongText.describe('The plain-text body').meta({ examples: ['Thanks, we received your invoice.'] });
@@ -80,9 +79,9 @@ const Html = z.string().max(500_000).describe('An HTML body beside the text');
 export const MessageSendInput = z
   .strictObject({
     channelId: Uuid.describe('The email channel to send through'),
-    to: Recipients('Required. The recipients').min(1),
-    cc: Recipients('Copy recipients').optional(),
-    bcc: Recipients('Blind-copy recipients (never in the headers)').optional(),
+    to: Recipients('Required. The recipients: addresses, "ada@example.com" or {"email", "name"}; numbers for a text').min(1),
+    cc: Recipients('Copy recipients, as `to`').optional(),
+    bcc: Recipients('Blind-copy recipients (never in the headers), as `to`').optional(),
     subject: Subject,
     text: Text,
     html: Html.optional(),
@@ -102,7 +101,7 @@ export const MessageReplyInput = z.strictObject({
 
 export const MessageForwardInput = z.strictObject({
   id: IdParam('message to forward'),
-  to: Recipients('Required. Who receives the forwarded message').min(1),
+  to: Recipients('Required. Who receives the forwarded message: addresses, as in `send`').min(1),
   text: Text.optional().describe('A note above the forwarded message'),
   channelId: Uuid.optional().describe("The channel to send through; default the message's"),
 });

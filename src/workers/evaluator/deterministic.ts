@@ -60,6 +60,9 @@ function stepsOf(action: ActionSpec, index: number, types: string[]): PlanStep[]
       return [{ operation: 'messages.forward', input: action.text === undefined ? { id: '{{event.resourceId}}', to: action.to } : { id: '{{event.resourceId}}', to: action.to, text: action.text } }];
     case 'send':
       return [{ operation: 'messages.send', input: { channelId: '{{event.data.channelId}}', to: action.to, subject: action.subject, text: action.text } }];
+    case 'text':
+      // No channel named: the organization's text channel (messages.send picks it when there is exactly one).
+      return [{ operation: 'messages.send', input: { to: action.to, text: action.text } }];
     case 'digest':
       return [
         {

@@ -777,7 +777,9 @@ export type ActionSpec =
   | { kind: 'set'; at: number; phrase: string; field: 'importance' | 'urgency' | 'status'; value: string }
   | { kind: 'reply'; at: number; phrase: string; text: string; replyAll: boolean }
   | { kind: 'forward'; at: number; phrase: string; to: string[]; text?: string }
-  | { kind: 'send'; at: number; phrase: string; to: string[]; subject: string; text: string };
+  | { kind: 'send'; at: number; phrase: string; to: string[]; subject: string; text: string }
+  /** A new text message (SMS) to numbers, through the organization's text channel. */
+  | { kind: 'text'; at: number; phrase: string; to: string[]; text: string };
 
 const IT = "(?:\\s+(?:it|them|this|these|that|the\\s+(?:message|email|mail|sms|text)s?|each\\s+(?:one|message|email)|all))?";
 
@@ -807,6 +809,7 @@ function snoozeUntil(m: RegExpExecArray): string | { error: string } {
 }
 
 const EMAILS = `${EMAIL}(?:(?:,|, and| and| or) ${EMAIL})*`;
+const PHONES = `${PHONE}(?:(?:,|, and| and| or) ${PHONE})*`;
 const addresses = (list: string) => [...new Set(list.split(/,| and | or /).map((a) => a.trim()).filter(Boolean))];
 
 /**
@@ -828,6 +831,11 @@ export function takeEmailActions(s: Scanner): ActionSpec[] {
   const send = new RegExp(`\\b(?:send|write) (?:an? )?(?:new )?(?:e-?mail|mail|message) to (${EMAILS})(?:,? with the subject:? ${text}(?: and)?)?,? (?:saying|that says|with the text|with the message|reading):? ${text}`, 'd');
   for (const m of s.takeAll(send)) {
     out.push({ kind: 'send', at: m.index, phrase: m[0].trim(), to: addresses(m[1]!), subject: m[2] ? unquote(s.writtenGroup(m, 2)) : '', text: unquote(s.writtenGroup(m, 3)) });
+  }
+  // "text +1 212 555 0100 'Big payment'", "send a text (message) / an SMS to +1… saying '…'".
+  const sendText = new RegExp(`\\b(?:text|sms|(?:send|write) (?:an? )?(?:text(?: message)?|sms) to) (${PHONES}),?(?: (?:saying|that says|with the text|with the message|reading))?:? ${text}`, 'd');
+  for (const m of s.takeAll(sendText)) {
+    out.push({ kind: 'text', at: m.index, phrase: m[0].trim(), to: [...new Set(m[1]!.split(/,| and | or /).map((n) => n.replace(/[ ().-]/g, '')).filter(Boolean))], text: unquote(s.writtenGroup(m, 2)) });
   }
   return out;
 }

@@ -1,0 +1,20 @@
+import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
+
+/** A phone number in E.164 (`+14155550123`) when the text is a valid international number; undefined otherwise. */
+export function e164(value: string): string | undefined {
+  const text = value.trim();
+  if (!/^\+?[\d\s().-]{3,40}$/.test(text)) return undefined;
+  const parsed = parsePhoneNumberFromString(text.startsWith('+') ? text : `+${text}`);
+  return parsed?.isValid() ? parsed.number : undefined;
+}
+
+/** An alphanumeric sender id (GSM 03.40: at most 11 characters, letters and digits, at least one letter). */
+export const isAlphanumericSender = (value: string) => /^(?=.*[A-Za-z])[A-Za-z0-9 ]{1,11}$/.test(value);
+
+/** A short code: 3 to 8 digits, no country prefix. */
+export const isShortCode = (value: string) => /^\d{3,8}$/.test(value.trim());
+
+/** A received party as stored: E.164 when it is a number, else the raw text (a short code, an alphanumeric sender). */
+export function partyNumber(raw: string): string {
+  return e164(raw) ?? raw.trim().slice(0, 64);
+}

@@ -1,0 +1,133 @@
+import { z } from 'zod';
+import { defineOperation, type Actor, type Operation } from '../../core/operation.js';
+import { JsonObject, Uuid } from '../../core/schemas.js';
+import type { Db } from '../../db/client.js';
+import { recordEvents } from '../events/events.recorder.js';
+import { notifyEventsCommitted } from '../events/events.signal.js';
+import { recordChannelOutcome, type ChannelRow } from '../channels/channels.repository.js';
+import { cleanText, type OperationRunner } from '../messages/inbound.js';
+import { getMessage, insertReceivedMessage, messageIdOnChannel } from '../messages/messages.repository.js';
+import { Message } from '../messages/messages.schemas.js';
+import { partyNumber } from './numbers.js';
+import type { IncomingText } from './provider.js';
+import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, providerNameOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
+import { smsSize } from './segments.js';
+
+/**
+ * Receiving a text: whatever the provider (a Twilio-compatible webhook, an SMPP deliver_sm), one received
+ * text becomes one incoming message through the operation runner (`messages.receive`, as for email), so it
+ * has its events, webhooks and automations. A whole-message STOP/START/HELP is handled in the same
+ * transaction: the opt-out is recorded (or removed), the help text queued.
+ */
+
+const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
+
+class DuplicateText extends Error {}
+
+const ReceiveTextInput = z.strictObject({
+  channelId: Uuid,
+  providerName: z.enum(['twilio', 'signalwire', 'smpp']),
+  providerMessageId: z.string().min(1).max(200),
+  from: z.string().max(64),
+  to: z.string().max(64),
+  text: z.string(),
+  metadata: JsonObject,
+});
+
+function receiveTextOperation(channel: ChannelRow): Operation {
+  return defineOperation({
+    id: 'messages.receive',
+    method: 'POST',
+    event: () => ['message.created', 'message.received'],
+    path: '/messages/receive',
+    summary: 'Record a received text',
+    input: ReceiveTextInput,
+    output: Message,
+    handler: async (input, ctx) => {
+      const row = await insertReceivedMessage(ctx.db, ctx.orgId, {
+        type: 'sms',
+        direction: 'incoming',
+        status: 'received',
+        channelId: input.channelId,
+        providerName: input.providerName,
+        providerMessageId: input.providerMessageId,
+        threadId: smsThreadId(input.channelId, input.from),
+        sender: { phoneNumber: input.from },
+        recipient: { phoneNumber: input.to },
+        text: input.text,
+        phoneNumberId: await contactPhoneIdFor(ctx.db, ctx.orgId, input.from),
+        metadata: input.metadata,
+      });
+      if (!row) throw new DuplicateText();
+      await recordChannelOutcome(ctx.db, input.channelId, { ok: true });
+      await keywordEffects(ctx.db, channel, input.from, input.text);
+      return row;
+    },
+  });
+}
+
+/** STOP records an opt-out (and fails the texts still queued to the number), START removes it, HELP answers the channel's help text. */
+async function keywordEffects(db: Parameters<typeof recordEvents>[0], channel: ChannelRow, from: string, text: string) {
+  const keyword = keywordOf(text);
+  if (!keyword || !from.startsWith('+')) return;
+  const orgId = channel.organizationId;
+  if (keyword === 'stop') {
+    const { optOut, created, failed } = await addOptOut(db, orgId, channel.id, from, 'keyword');
+    if (created) await recordEvents(db, SYSTEM, [{ type: 'channel.opt_out.created', organizationId: orgId, resourceId: optOut.id, data: optOut }]);
+    await announceFailed(db, orgId, SYSTEM, failed);
+  } else if (keyword === 'start') {
+    const removed = await removeOptOut(db, orgId, channel.id, from);
+    if (removed) await recordEvents(db, SYSTEM, [{ type: 'channel.opt_out.deleted', organizationId: orgId, resourceId: removed.id, data: removed }]);
+  } else if (channel.sms?.helpText && !(await isOptedOut(db, channel.id, from))) {
+    const reply = await queueText(db, orgId, SYSTEM, channel, from, channel.sms.helpText);
+    await recordEvents(db, SYSTEM, [{ type: 'message.created', organizationId: orgId, resourceId: reply.id, data: await getMessage(db, orgId, reply.id) }]);
+  }
+}
+
+export interface ReceivedText {
+  messageId: string;
+  duplicate: boolean;
+}
+
+/**
+ * Writes one received text with its events, in one transaction; the same provider id on the same channel
+ * answers the existing message (`duplicate`), also when two deliveries race (the unique index decides).
+ */
+export async function receiveText(run: OperationRunner, db: Db, channel: ChannelRow, incoming: IncomingText): Promise<ReceivedText> {
+  const from = partyNumber(incoming.from);
+  const text = cleanText(incoming.text, 10_000);
+  const size = smsSize(text);
+  const metadata = {
+    sms: {
+      encoding: size.encoding,
+      segments: size.segments,
+      ...(incoming.media.length ? { media: incoming.media.map((m) => ({ url: cleanText(m.url, 2000), contentType: m.contentType && cleanText(m.contentType, 200) })) } : {}),
+      ...(keywordOf(text) ? { keyword: keywordOf(text) } : {}),
+    },
+  };
+  const input = {
+    channelId: channel.id,
+    providerName: providerNameOf(channel.sms!.provider),
+    providerMessageId: cleanText(incoming.providerMessageId, 200),
+    from,
+    to: partyNumber(incoming.to || channel.address),
+    text,
+    metadata,
+  };
+  try {
+    const out = await run(receiveTextOperation(channel), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
+    // The opt-out and help-text writes beside the message: wake every worker (the sender for a HELP answer).
+    if (keywordOf(text)) notifyEventsCommitted();
+    return { messageId: (out.data as { id: string }).id, duplicate: false };
+  } catch (err) {
+    if (!(err instanceof DuplicateText) && !isUniqueViolation(err)) throw err;
+    const existing = await messageIdOnChannel(db, channel.organizationId, channel.id, input.providerMessageId);
+    if (!existing) throw err;
+    return { messageId: existing, duplicate: true };
+  }
+}
+
+const isUniqueViolation = (err: unknown): boolean => {
+  for (let e: unknown = err, i = 0; e && i < 5; e = (e as { cause?: unknown }).cause, i++) if ((e as { code?: unknown }).code === '23505') return true;
+  return false;
+};

@@ -1,0 +1,85 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
+import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
+import { createSmsSender } from '../../src/workers/sms-sender.js';
+import { useTestApp } from '../helpers/app.js';
+import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
+
+/**
+ * Text steps of the built-in vocabulary, run by the engine and sent by the SMS sender to a local server
+ * playing Twilio: "when a text arrives from …, reply …" and "text +1… '…'" after a transaction.
+ */
+
+const silent = { error: () => {}, warn: () => {} };
+const clock = () => new Date();
+const { t, a } = useTestApp({ credits: 1000, app: { env: { SECRETS_KEY: randomBytes(32).toString('base64'), CHANNELS_ALLOW_PRIVATE: 'true' } } });
+let twilio: FakeTwilio;
+let engine: AutomationEngine;
+let sender: ReturnType<typeof createSmsSender>;
+
+beforeAll(async () => {
+  twilio = await startFakeTwilio();
+  engine = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock, log: silent });
+  sender = createSmsSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 5000, sleep: async () => {} });
+});
+afterAll(async () => {
+  await sender?.stop();
+  await twilio?.close();
+});
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function ok(res: { status: number; body: string; json: Json }, status = 200): Promise<Json> {
+  expect(res.status, res.body).toBe(status);
+  return res.json.data as Json;
+}
+
+const OURS = '+12122003001';
+const CUSTOMER = '+12122003002';
+const OWNER = '+12122003003';
+let sids = 0;
+
+async function text(channelId: string, from: string, body: string) {
+  const res = await postWebhook(t.app, `/hooks/sms/${channelId}`, { MessageSid: `SMauto${++sids}`, From: from, To: OURS, Body: body }, twilio.authToken);
+  expect(res.status).toBe(200);
+}
+
+async function settle() {
+  await engine.runOnce();
+  await engine.runOnce();
+  await sender.runOnce();
+  await sender.idle();
+}
+
+describe('text steps of the built-in vocabulary', () => {
+  it('answers a text from a number once a day, never a STOP; texts the owner when a big payment is recorded', async () => {
+    const channel = await ok(
+      await a.request('POST', '/v1/channels', { type: 'sms', name: 'Shop', address: OURS, provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } }),
+      201,
+    );
+    const reply = await ok(await a.request('POST', '/v1/automations', { name: 'answer', instructions: `When a text arrives from ${CUSTOMER}, reply 'Thanks, we will call you back'`, status: 'active' }), 201);
+    const big = await ok(await a.request('POST', '/v1/automations', { name: 'big', instructions: `When a transaction over 1000 EUR is recorded, text ${OWNER} 'Big payment'`, status: 'active' }), 201);
+    await engine.runOnce();
+
+    await text(channel.id, CUSTOMER, 'Are you open today?');
+    await settle();
+    const toCustomer = () => twilio.sent.filter((s) => s.form.get('To') === CUSTOMER).map((s) => s.form.get('Body'));
+    expect(toCustomer()).toEqual(['Thanks, we will call you back']);
+
+    // Once a day per number; a STOP is never answered (and records the opt-out).
+    await text(channel.id, CUSTOMER, 'Hello again');
+    await text(channel.id, CUSTOMER, 'STOP');
+    await settle();
+    expect(toCustomer()).toHaveLength(1);
+    const runs = (await ok(await a.request('GET', `/v1/automations/${reply.id}/executions?limit=10`))) as unknown as Json[];
+    expect(runs.map((r) => r.status).sort()).toEqual(['skipped', 'skipped', 'succeeded']);
+
+    const customer = await ok(await a.request('POST', '/v1/customers', { name: 'Big buyer' }), 201);
+    await ok(await a.request('POST', `/v1/customers/${customer.id}/transactions`, { amount: '1500.00', currency: 'EUR', status: 'completed', type: 'payment' }), 201);
+    await ok(await a.request('POST', `/v1/customers/${customer.id}/transactions`, { amount: '15.00', currency: 'EUR', status: 'completed', type: 'payment' }), 201);
+    await settle();
+    expect(twilio.sent.filter((s) => s.form.get('To') === OWNER).map((s) => s.form.get('Body'))).toEqual(['Big payment']);
+    expect((await ok(await a.request('GET', `/v1/automations/${big.id}/executions`)))[0]).toMatchObject({ status: 'succeeded' });
+  });
+});
