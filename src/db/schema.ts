@@ -293,6 +293,10 @@ export const channels = pgTable(
     status: text('status').$type<'active' | 'error' | 'disabled'>().notNull().default('active'),
     lastError: text('last_error'),
     lastSyncAt: ts('last_sync_at'),
+    /** Attempts in a row that could not get through to the relay (connection, TLS, login); 0 after a success. */
+    sendFailures: integer('send_failures').notNull().default(0),
+    /** After repeated relay failures, no attempt goes to the relay before this time (per-channel backoff). */
+    sendPausedUntil: ts('send_paused_until'),
   },
   (t) => [
     listIndex('channels_list', t),
@@ -393,6 +397,8 @@ export const mailOutbox = pgTable(
     uniqueIndex('mail_outbox_message').on(t.messageId),
     uniqueIndex('mail_outbox_auto_reply').on(t.autoReplyKey).where(sql`${t.autoReplyKey} IS NOT NULL`),
     index('mail_outbox_due').on(t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'sending')`),
+    // The attempts under way per channel: the claim keeps each channel's concurrency bounded.
+    index('mail_outbox_sending').on(t.channelId).where(sql`${t.status} = 'sending'`),
   ],
 );
 

@@ -295,8 +295,8 @@ describe('POST /messages/send', () => {
     const failed = await get(a, m.id);
     expect(failed.status).toBe('failed');
     expect(failed.statusReason).toMatch(/535/);
-    // The relay's refusal shows on the channel (which still receives), until a send through it succeeds.
-    expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data).toMatchObject({ status: 'active', lastError: expect.stringMatching(/^Sending through 127\.0\.0\.1: .*535/) });
+    // The relay's refusal shows on the channel (which still receives), until new relay settings or a send through it succeeds.
+    expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data).toMatchObject({ status: 'error', lastError: expect.stringMatching(/^relay: Sending through 127\.0\.0\.1: .*535/) });
     const fixed = await a.request('PATCH', `/v1/channels/${channel.id}`, { outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass } });
     expect(fixed.status, fixed.body).toBe(200);
     await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'Login again', text: 'x' });
