@@ -77,7 +77,7 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
     secure: false,
     maxClients: opts.maxConnections,
     socketTimeout: 60_000,
-    closeTimeout: 5_000,
+    closeTimeout: 1_000, // a stop ends open sessions (421) after this: the whole stop takes at most 3 s
     logger: false,
 
     onConnect(session, callback) {

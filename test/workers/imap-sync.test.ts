@@ -280,7 +280,7 @@ describe('IMAP sync without a reachable server', () => {
 
   it('another organization\'s many channels to a dead host do not keep a new channel from being synced: failing channels give up their lease, claims are fair per organization', async () => {
     const port = await freePort();
-    const dead = [];
+    const dead: string[] = [];
     for (let i = 0; i < 3; i++) dead.push(await channelOn(port));
     // One process with room for three channels, all taken by the dead ones at first.
     const sync = createImapSync({ db: t.database.db, clock: () => new Date(), log: silent, initialDays: 30, pollMs: 60_000, allowPrivate: true, inbound: { resolver: offline }, leaseMs: 3000, maxChannels: 3, reconnectDelaysMs: [1000] });
