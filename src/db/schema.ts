@@ -354,6 +354,8 @@ export interface OutboxMail {
   references: string[];
   /** RFC 3834: set on mail an automation sends. */
   autoSubmitted?: 'auto-replied' | 'auto-generated' | undefined;
+  /** The attachments, in order: rows of `message_attachments` of this message (their content is read when sending). */
+  attachments?: { id: string; filename: string | null; contentType: string; contentId?: string | null | undefined }[] | undefined;
 }
 
 /**

@@ -6,7 +6,7 @@ import { AppError, toAppError } from '../core/errors.js';
 import type { ActorType } from '../core/operation.js';
 import { ForbiddenAddressError } from '../core/outbound.js';
 import type { Db, DbOrTx } from '../db/client.js';
-import { channels, mailOutbox, messages } from '../db/schema.js';
+import { channels, mailOutbox, messageAttachments, messages } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, type MailTarget } from '../modules/channels/channels.connect.js';
 import { loadChannelCredentials, RELAY_ERROR_PREFIX, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
@@ -264,6 +264,17 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     return Boolean(updated);
   }
 
+  /** The bytes of the message's attachments, by id (read when sending: the outbox row holds only their ids). */
+  async function attachmentContents(row: OutboxRow): Promise<Map<string, Buffer>> {
+    const ids = (row.mail.attachments ?? []).map((a) => a.id);
+    if (ids.length === 0) return new Map();
+    const rows = await db
+      .select({ id: messageAttachments.id, content: messageAttachments.content })
+      .from(messageAttachments)
+      .where(and(eq(messageAttachments.messageId, row.messageId), inArray(messageAttachments.id, ids)));
+    return new Map(rows.map((r) => [r.id, r.content]));
+  }
+
   /** One SMTP transaction through the channel's relay. */
   async function transmit(row: OutboxRow, channel: ChannelCredentials): Promise<Outcome> {
     const outbound = channel.outbound!;
@@ -275,7 +286,7 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       return { kind: 'retry', error: `Could not resolve ${outbound.host}: ${describeError(err)}`, relay: true };
     }
     const domain = row.mail.from.email.slice(row.mail.from.email.lastIndexOf('@') + 1);
-    const raw = await composeMail(row.mail, await signingKeyFor(db, row.organizationId, domain));
+    const raw = await composeMail(row.mail, await signingKeyFor(db, row.organizationId, domain), await attachmentContents(row));
 
     const connection = await relayConnection(outbound, target, { hostname: deps.hostname, sendTimeoutMs: deps.sendTimeoutMs });
     let transmitted = false;

@@ -108,12 +108,13 @@ describe('a relay that fails', () => {
 
   it('hanging: another organization\'s mail through a healthy relay leaves while the attempt on the hung relay is still under way', async () => {
     const hung = await startHangingServer();
+    let blocked: Json = {};
     const sender = createMailSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 20_000, pollMs: 100, random: () => 0.5 });
     sender.start();
     try {
       const stuck = await addChannel(a, { port: hung.port });
       const fine = await addChannel(b, healthy());
-      const blocked = await send(a, stuck.id, 'Into the void');
+      blocked = await send(a, stuck.id, 'Into the void');
       await until('the hung relay to be connected', async () => hung.connections > 0 && (await outbox(blocked.id)).status === 'sending');
       const other = await send(b, fine.id, 'On time');
       const started = Date.now();
@@ -128,6 +129,7 @@ describe('a relay that fails', () => {
       await hung.close();
     }
     // The stop ended the hung attempt and gave its claim back, uncounted, for the next process to take.
+    expect(await outbox(blocked.id)).toMatchObject({ status: 'pending', attempt: 0, leaseUntil: null });
   });
 
   it('the issue\'s two-relay run: with a 60 s send timeout, a message through the healthy relay is not held by one whose relay refuses', async () => {
