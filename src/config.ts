@@ -34,6 +34,12 @@ const Env = z.object({
   AUTOMATION_WORKER: z.enum(['true', 'false']).default('true'),
   /** How often the engine looks for work written by other processes (ms); its own writes wake it at once. */
   AUTOMATION_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(500),
+  /**
+   * Recipients of automatic mail (the send, reply and forward steps of automations) one organization may
+   * have in any hour; past it a step is skipped with the reason. In runs an event triggered, each automation
+   * also mails a recipient at most once a day.
+   */
+  AUTOMATIC_MAIL_PER_HOUR: z.coerce.number().int().min(1).max(1_000_000).default(300),
   /** Days events are kept (for GET /events and the automations); older ones are removed by the hourly cleanup. */
   EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   /** PostgreSQL: how long a statement may run or wait for a lock before the request answers 503 (ms); bounds writes. */
@@ -120,6 +126,7 @@ function fromEnv(e: z.infer<typeof Env>) {
       llmApiKey: e.AUTOMATION_LLM_API_KEY,
       worker: e.AUTOMATION_WORKER === 'true',
       pollMs: e.AUTOMATION_POLL_MS,
+      automaticMailPerHour: e.AUTOMATIC_MAIL_PER_HOUR,
     },
     eventRetentionDays: e.EVENT_RETENTION_DAYS,
     webhookAllowInsecure: e.WEBHOOK_ALLOW_INSECURE === 'true',

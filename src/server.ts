@@ -77,6 +77,7 @@ export async function serve(config: Config = loadConfig()) {
         clock: app.deps.clock,
         log: app.log,
         pollMs: config.automations.pollMs,
+        limits: { automaticMailPerHour: config.automations.automaticMailPerHour },
         evaluator: evaluatorFromConfig({ url: config.automations.llmUrl, model: config.automations.llmModel, apiKey: config.automations.llmApiKey }),
       }),
     );

@@ -12,13 +12,13 @@ import { apiKeys, automationExecutions, automations, events, type ExecutionStepR
 import { ENGINE_TRANSITIONS, type AutomationStatus } from '../modules/automations/automations.lifecycle.js';
 import { digestSince, planPermissions, recordedCredential, toAutomation, type AutomationRow } from '../modules/automations/automations.repository.js';
 import { summarizePlan } from '../modules/automations/plan-summary.js';
+import { AutomaticMailRefused, claimAutomaticMail, DEFAULT_AUTOMATIC_MAIL_PER_HOUR, MAILING_OPERATIONS, recipientsOf, refuseSilenced, triggeringMessage } from '../modules/automations/auto-mail.js';
 import { SCHEDULE_TRIGGER } from '../modules/events/events.catalog.js';
 import type { TriggerType } from '../modules/automations/automations.schemas.js';
 import { evaluateCondition } from '../modules/automations/condition.js';
 import { evaluateAutomation, validatePlan } from './evaluator/index.js';
 import { TRIGGER_EVENT_SEPARATOR, triggerMatches, type Condition, type EvaluationOutcome, type Evaluator, type Plan, type PlanStep } from '../modules/automations/plan.js';
 import { renderTemplates, usesDigest, type TemplateContext } from '../modules/automations/template.js';
-import { AutomaticMailRefused } from '../modules/messages/sending.repository.js';
 import type { EventRecord } from '../modules/events/events.recorder.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted, type Committed } from '../modules/events/events.signal.js';
@@ -44,9 +44,11 @@ export interface AutomationLimits {
   executionsPerOrigin: number;
   /** Runs of one organization's automations started within any minute. */
   executionsPerOrganizationPerMinute: number;
+  /** Recipients of automatic mail (send, reply, forward steps) one organization's automations may have in any hour (`AUTOMATIC_MAIL_PER_HOUR`). */
+  automaticMailPerHour: number;
 }
 
-export const DEFAULT_AUTOMATION_LIMITS: AutomationLimits = { executionsPerOrigin: 50, executionsPerOrganizationPerMinute: 600 };
+export const DEFAULT_AUTOMATION_LIMITS: AutomationLimits = { executionsPerOrigin: 50, executionsPerOrganizationPerMinute: 600, automaticMailPerHour: DEFAULT_AUTOMATIC_MAIL_PER_HOUR };
 
 const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
 
@@ -412,13 +414,28 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         timezone: a.timezone,
       };
       if (usesDigest(a.actions)) ctx.digest = await digestSince(sp, a.organizationId, a.lastRunAt ?? new Date(now.getTime() - 24 * 3600_000), now);
+      // The message that set the run off, when it was one: automatic mail never answers what must stay unanswered.
+      let trigger: Awaited<ReturnType<typeof triggeringMessage>> | undefined;
       for (const step of a.actions as PlanStep[]) {
         const op = operationById(step.operation);
         if (!op) throw new PlanError(`Unknown operation "${step.operation}"`);
         if (!Array.isArray(allowed) || !allowed.includes(op.id)) throw new PlanError(`The plan's permissions do not include "${op.id}"`);
         const needed = operationPermission(op);
         if (!hasPermission(permissions, needed)) throw new PlanError(`The credential the automation acts for lacks the "${needed}" permission`);
-        const envelope = await runOperation(op, renderTemplates(step.input, ctx), { orgId: a.organizationId, actor, permissions, db }, sp, work);
+        const input = renderTemplates(step.input, ctx);
+        const mails = MAILING_OPERATIONS.has(op.id);
+        if (mails) {
+          trigger ??= event?.type.startsWith('message.') ? await triggeringMessage(sp, a.organizationId, event.resourceId) : null;
+          // The message a reply or forward is about (a send's `replyToMessageId`), when it is not the trigger itself.
+          const about = (input as { id?: unknown; replyToMessageId?: unknown } | null) ?? {};
+          const target = await triggeringMessage(sp, a.organizationId, op.id === 'messages.send' ? about.replyToMessageId : about.id);
+          refuseSilenced([trigger, target]);
+        }
+        const envelope = await runOperation(op, input, { orgId: a.organizationId, actor, permissions, db }, sp, work);
+        if (mails) {
+          const queued = envelope.data as { id?: string } | null;
+          await claimAutomaticMail(sp, { orgId: a.organizationId, automationId: a.id, messageId: queued?.id ?? null, recipients: recipientsOf(queued), now, perHour: limits.automaticMailPerHour, oncePerDay: event !== null });
+        }
         ctx.steps.push(json(envelope.data));
         const id = (envelope.data as { id?: unknown } | null)?.id;
         touched.push({ operation: op.id, resourceId: typeof id === 'string' ? id : null });

@@ -13,6 +13,10 @@ import { CONDITION_OPERATORS, type Condition, type ConditionOperator, type Condi
  * - `in` takes an array of values; `gt`/`gte`/`lt`/`lte` compare numbers, or ISO 8601 date strings;
  *   `exists` holds when the value is present and neither null nor an empty string; `exists` and
  *   `not_exists` take no value.
+ * - `sender.verified` is true when the record is an email whose From domain passed DMARC
+ *   (`metadata.email.authentication.dmarc` is `pass`: the sender is authenticated), false otherwise; it takes
+ *   `equals` (or `not_equals`) with `true` or `false`. Every other sender test reads the From header as
+ *   written, which anyone can forge.
  * - A condition examines at most the first MAX_CONDITION_TEXT (10,000) characters of a string: a longer
  *   value is compared by its beginning only, so no input makes a test take long.
  */
@@ -25,6 +29,8 @@ const NEGATIONS: Partial<Record<ConditionOperator, ConditionOperator>> = {
   not_exists: 'exists',
 };
 const MAX_DEPTH = 32;
+/** The field a test reads to require an authenticated sender (DMARC pass). */
+export const SENDER_VERIFIED = 'sender.verified';
 /** The most characters of one string a condition examines. */
 export const MAX_CONDITION_TEXT = 10_000;
 
@@ -61,6 +67,12 @@ export function partyOf(value: unknown): { address: string | null; name: string 
     return { address: key ? (value[key] as string) : null, name: typeof value.name === 'string' ? value.name : null };
   }
   return { address: null, name: null };
+}
+
+/** Whether the record's sender is authenticated: an email whose From domain passed DMARC. */
+export function senderVerified(record: unknown): boolean {
+  const dmarc = valueAtPath(record, ['metadata', 'email', 'authentication', 'dmarc']);
+  return typeof dmarc === 'string' && dmarc.toLowerCase() === 'pass';
 }
 
 /** The values a test on `sender…`/`recipient…` compares with. */
@@ -145,7 +157,8 @@ function testHolds(test: ConditionTest, record: unknown): boolean {
   const negate = positive !== test.operator;
   const path = test.field.split('.');
   let candidates: unknown[];
-  if (PARTY_FIELDS.has(path[0]!)) candidates = partyCandidates(record, path, positive);
+  if (test.field === SENDER_VERIFIED) candidates = [senderVerified(record)];
+  else if (PARTY_FIELDS.has(path[0]!)) candidates = partyCandidates(record, path, positive);
   else {
     const value = valueAtPath(record, path);
     candidates = Array.isArray(value) && positive !== 'equals' && positive !== 'exists' ? value : [value];
@@ -254,6 +267,9 @@ export function conditionIssues(value: unknown, at = 'condition', depth = 0): st
   const op = operator as ConditionOperator;
   const has = 'value' in value && value.value !== undefined;
   const v = value.value;
+  if (field === SENDER_VERIFIED && !((op === 'equals' || op === 'not_equals') && typeof v === 'boolean')) {
+    return [...issues, `${at}: "${SENDER_VERIFIED}" is true or false: {"field": "${SENDER_VERIFIED}", "operator": "equals", "value": true} requires a sender whose domain passed DMARC`];
+  }
   if (VALUELESS.has(op)) {
     if (has) issues.push(`${at}.value: "${op}" takes no value`);
   } else if (!has) issues.push(`${at}.value: "${op}" needs a value`);

@@ -1,3 +1,4 @@
+import { SENDER_VERIFIED } from './condition.js';
 import type { Condition, ConditionTest, Plan, PlanStep } from './plan.js';
 import { triggerEventTypes } from './plan.js';
 
@@ -6,7 +7,8 @@ import { triggerEventTypes } from './plan.js';
  * plan itself (never from the instructions), so that whoever approves an automation reads what will
  * actually run. Every part of the plan appears: the trigger or schedule with its time zone, the
  * condition, and each step; what has no wording of its own is shown as it is stored (a cron expression,
- * an operation with its input) rather than left out.
+ * an operation with its input) rather than left out. A condition that tests the sender without requiring
+ * it to be verified (DMARC) adds a sentence saying that the From header is not authenticated.
  */
 
 const DAY_NAMES = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
@@ -107,6 +109,9 @@ const OPERATOR_WORDS: Record<ConditionTest['operator'], string> = {
 };
 
 function describeTest(t: ConditionTest): string {
+  if (t.field === SENDER_VERIFIED && typeof t.value === 'boolean') {
+    return `its sender is ${t.value === (t.operator === 'equals') ? '' : 'not '}verified (its From domain passed DMARC)`;
+  }
   const words = OPERATOR_WORDS[t.operator] ?? t.operator;
   const value = t.operator === 'in' && Array.isArray(t.value) ? list(t.value.map(quote), 'or') : t.value === undefined ? '' : ` ${quote(t.value)}`;
   return `its ${t.field} ${words}${t.operator === 'in' ? ` ${value}` : value}`;
@@ -148,6 +153,18 @@ function describeCondition(c: Condition): string {
 
 const usesTime = (c: Condition): boolean =>
   'timeOfDay' in c || 'dayOfWeek' in c || ('not' in c && usesTime(c.not)) || ('all' in c && c.all.some(usesTime)) || ('any' in c && c.any.some(usesTime));
+
+/** Whether a test reads the sender as written (any sender test but `sender.verified`). */
+const readsSender = (c: Condition): boolean =>
+  'field' in c ? (c.field === 'sender' || c.field.startsWith('sender.')) && c.field !== SENDER_VERIFIED : 'not' in c ? readsSender(c.not) : 'all' in c ? c.all.some(readsSender) : 'any' in c ? c.any.some(readsSender) : false;
+
+/** Whether the condition only holds for an authenticated sender: `sender.verified` is true, alone or in an `all`. */
+const requiresVerified = (c: Condition): boolean =>
+  'field' in c ? c.field === SENDER_VERIFIED && c.value === (c.operator === 'equals') : 'all' in c ? c.all.some(requiresVerified) : false;
+
+/** The note a plan gets when its condition trusts a sender nobody authenticated. */
+export const UNVERIFIED_SENDER_NOTE =
+  'The sender is the From header as written, which is not authenticated (anyone can forge it); "(verified)" would require that its domain passed DMARC.';
 
 const isEventMessage = (input: Record<string, unknown>) => input.id === '{{event.resourceId}}';
 
@@ -234,5 +251,11 @@ export function summarizePlan(plan: Plan): string {
   }
   const steps = (Array.isArray(plan.actions) ? plan.actions : []).map((s, i, all) => describeStep(s, i, all));
   const does = steps.length ? `It ${list(steps, 'and then')}` : 'It does nothing';
-  return `${when}. ${does}.`;
+  let unverified = false;
+  try {
+    unverified = !!plan.condition && readsSender(plan.condition) && !requiresVerified(plan.condition);
+  } catch {
+    // not a well-formed condition: shown as it is above
+  }
+  return `${when}. ${does}.${unverified ? ` ${UNVERIFIED_SENDER_NOTE}` : ''}`;
 }

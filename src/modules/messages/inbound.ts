@@ -371,6 +371,10 @@ export async function prepareEmail(
     autoSubmitted: rawHeader(parsed, 'auto-submitted'),
     precedence: rawHeader(parsed, 'precedence'),
     listId: rawHeader(parsed, 'list-id'),
+    // What automatic mail reads to stay silent (RFC 3834): every List-* header's name, the top-level content type, Microsoft's suppression header.
+    listHeaders: [...new Set(parsed.headerLines.filter((h) => h.key.startsWith('list-')).map((h) => h.key))].slice(0, 20),
+    contentType: rawHeader(parsed, 'content-type')?.split(';')[0]?.trim().toLowerCase() || null,
+    autoResponseSuppress: rawHeader(parsed, 'x-auto-response-suppress'),
     returnPath: opts.envelope?.mailFrom ?? rawHeader(parsed, 'return-path'),
     attachments: attachmentInfo,
     ...(notes.length > 0 ? { notes } : {}),

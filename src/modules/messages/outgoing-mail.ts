@@ -32,7 +32,11 @@ export function envelopeRecipients(mail: OutboxMail): string[] {
  */
 export async function composeMail(mail: OutboxMail, dkim?: DkimKey, contents: ReadonlyMap<string, Buffer> = new Map()): Promise<Buffer> {
   const headers: Record<string, string> = {};
-  if (mail.autoSubmitted) headers['Auto-Submitted'] = mail.autoSubmitted;
+  if (mail.autoSubmitted) {
+    headers['Auto-Submitted'] = mail.autoSubmitted;
+    // Exchange and Outlook do not read Auto-Submitted: this asks them for no out-of-office or other automatic answer.
+    headers['X-Auto-Response-Suppress'] = 'All';
+  }
   // Loaded on first use: a process that sends no mail does not hold them.
   const [{ default: MailComposer }, { default: DKIM }] = await Promise.all([import('nodemailer/lib/mail-composer'), import('nodemailer/lib/dkim')]);
   const composer = new MailComposer({

@@ -31,7 +31,7 @@ export const sendingOperations: Operation[] = [
     summary: 'Reply to a message',
     description:
       'Answers through the channel the message came through, to its Reply-To or sender (`replyAll`: also its To and Cc, never the channel itself); ' +
-      `"Re: …", In-Reply-To, References, same thread. ${QUEUED} An automation never answers automatic, bulk or list mail, nor one sender twice a day.`,
+      `"Re: …", In-Reply-To, References, same thread. ${QUEUED} At most 50 addresses (a 400 past it). An automation answers one address, never automatic, bulk or list mail nor bounces, and one sender at most once a day.`,
     input: MessageReplyInput,
     output: Message,
     effects: { openWorld: true },

@@ -5,12 +5,14 @@ import { AppError, fieldError, notFound, type ErrorTree } from '../../core/error
 import type { Actor, OperationContext } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
 import { channels, mailOutbox, messageAttachments, messages, type OutboxMail } from '../../db/schema.js';
+import { AutomaticMailRefused, silenceReason } from '../automations/auto-mail.js';
 import { contactEmailIdFor, createMessage, insertAttachments, type MessageJson, type MessageRow } from './messages.repository.js';
 import { newMessageId } from './outgoing-mail.js';
 import {
   emailProblem,
   headerValueProblem,
   MAX_ATTACHMENTS,
+  MAX_RECIPIENTS,
   OUTGOING_ATTACHMENTS_MAX_BYTES,
   type AttachmentValues,
   type MailAddress,
@@ -124,29 +126,10 @@ const prefixed = (prefix: string, pattern: RegExp, subject: string) => {
 
 // ------------------------------------------------------------------ loop safety (RFC 3834)
 
-/**
- * A refusal of automatic mail by the loop safety rules: a 400 whose message says why, at the field the
- * reason concerns. Its own class, so that the automation engine can tell an expected refusal (a newsletter
- * an automation must not answer) from a failing step.
- */
-export class AutomaticMailRefused extends AppError {
-  constructor(field: string, reason: string) {
-    const details: ErrorTree = { errors: [], properties: { [field]: { errors: [reason] } } };
-    super('VALIDATION_ERROR', `Not sent: ${reason}`, details);
-  }
-}
+// The rules themselves (which messages stay unanswered, the daily and hourly caps) live in
+// src/modules/automations/auto-mail.ts; the automation engine applies them to every step that mails.
+export { AutomaticMailRefused };
 const loopRefusal = (field: string, reason: string) => new AutomaticMailRefused(field, reason);
-
-/** Why a message must not be answered automatically: it is automatic, bulk or from a list; or undefined. */
-export function automaticMailReason(original: MessageRow): string | undefined {
-  const email = emailMetadata(original);
-  const autoSubmitted = text(email.autoSubmitted)?.trim().toLowerCase();
-  if (autoSubmitted && !autoSubmitted.startsWith('no')) return `the message is itself automatic (Auto-Submitted: ${autoSubmitted}); automations never answer automatic mail`;
-  const precedence = text(email.precedence)?.trim().toLowerCase();
-  if (precedence && ['bulk', 'list', 'junk', 'auto_reply'].includes(precedence)) return `the message is bulk or list mail (Precedence: ${precedence}); automations never answer it`;
-  if (email.listId !== undefined && email.listId !== null && email.listId !== '') return 'the message comes from a mailing list (List-Id); automations never answer it';
-  return undefined;
-}
 
 const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 
@@ -397,12 +380,17 @@ export async function replyToMessage(ctx: OperationContext, input: MessageReplyV
   // Incoming: answer its Reply-To, else its sender. Outgoing (a follow-up to our own message): its recipients again.
   const primary = incoming ? (addressesOf(email.replyTo).length ? addressesOf(email.replyTo) : addressesOf(original.sender)) : addressesOf(email.to ?? original.recipient);
   const others = input.replyAll ? [...(incoming ? [...addressesOf(email.to ?? original.recipient)] : []), ...addressesOf(email.cc)] : [];
-  const to = distinct(primary, incoming ? own : new Set());
-  const cc = distinct(others, new Set([...own, ...to.map(lower)]));
+  let to = distinct(primary, incoming ? own : new Set());
+  let cc = distinct(others, new Set([...own, ...to.map(lower)]));
+  // An automatic reply goes to one address, its first Reply-To or its sender, however many it names (RFC 3834 §4).
+  if (automatic(ctx)) [to, cc] = [to.slice(0, 1), []];
+  if (to.length + cc.length > MAX_RECIPIENTS) {
+    throw fieldError('id', `The reply would go to ${to.length + cc.length} addresses (its Reply-To${input.replyAll ? ', To and Cc' : ''}); at most ${MAX_RECIPIENTS}: use POST /messages/send to choose them`);
+  }
 
   let autoReplyKey: string | undefined;
   if (automatic(ctx)) {
-    const reason = automaticMailReason(original);
+    const reason = silenceReason(original);
     if (reason) throw loopRefusal('id', reason);
     const sender = addressesOf(original.sender)[0];
     if (sender && own.has(lower(sender))) throw loopRefusal('id', `the message comes from ${sender.email}, one of the organization's own channel addresses; automations never answer it`);

@@ -67,8 +67,8 @@ export const AddressInput = z
     return name ? { email, name } : { email };
   });
 
-/** Recipients of one kind (to, cc, bcc). */
-const MAX_RECIPIENTS = 50;
+/** Recipients of one message at most, whatever the path (send, reply, forward; REST, MCP or an automation). */
+export const MAX_RECIPIENTS = 50;
 const Recipients = (what: string) =>
   z.array(AddressInput).max(MAX_RECIPIENTS).describe(what);
 

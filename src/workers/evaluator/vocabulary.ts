@@ -570,6 +570,10 @@ export function takeMessageConditions(s: Scanner, types: string[], levels: Condi
   const except = takeParty(s, 'sender', '(?:except|but not|other than|excluding|not)(?: (?:those|ones|the ones|any|emails?|messages?|mails?))? (?:from|sent by)|(?:except|other than|excluding)');
   const sender = takeParty(s, 'sender', 'from|sent\\s+by|by');
   if (sender) out.push(sender);
+  // "from ada@example.com (verified)": only a sender whose domain passed DMARC (the From header alone can be forged).
+  if (s.take(/\((?:verified|authenticated|dmarc verified)\)|\b(?:only )?(?:if|when) (?:the |its )?sender is (?:verified|authenticated)\b|\bfrom (?:a )?(?:verified|authenticated) senders?\b/)) {
+    out.push(test('sender.verified', 'equals', true));
+  }
   if (except) out.push({ not: except });
   s.take(/\bfrom (?:anyone|anybody|someone|any sender)\b/); // no test: any sender
   const recipient = takeParty(s, 'recipient', 'to|sent\\s+to|addressed\\s+to|for');

@@ -159,3 +159,29 @@ describe('conditionIssues', () => {
     expect(conditionIssues(deep)).toEqual([expect.stringMatching(/nested deeper/)]);
   });
 });
+
+describe('sender.verified: an authenticated sender', () => {
+  const received = (dmarc: string | undefined) => ({ sender: { email: 'ada@example.com' }, metadata: { email: { authentication: dmarc === undefined ? undefined : { dmarc } } } });
+  it.each<[string | undefined, boolean]>([
+    ['pass', true],
+    ['PASS', true],
+    ['fail', false],
+    ['none', false],
+    ['temperror', false],
+    [undefined, false],
+  ])('DMARC %s → verified %s', (dmarc, verified) => {
+    const both: Condition = { all: [t('sender', 'equals', 'ada@example.com'), t('sender.verified', 'equals', true)] };
+    expect(evaluateCondition(both, received(dmarc))).toBe(verified);
+    expect(evaluateCondition(t('sender.verified', 'not_equals', true), received(dmarc))).toBe(!verified);
+    // The From header as written matches whatever the authentication says.
+    expect(evaluateCondition(t('sender', 'equals', 'ada@example.com'), received(dmarc))).toBe(true);
+  });
+
+  it('takes equals or not_equals with true or false only', () => {
+    expect(conditionIssues(t('sender.verified', 'equals', true))).toEqual([]);
+    expect(conditionIssues(t('sender.verified', 'not_equals', false))).toEqual([]);
+    for (const bad of [t('sender.verified', 'equals', 'yes'), t('sender.verified', 'exists'), t('sender.verified', 'contains', 'true')]) {
+      expect(conditionIssues(bad).join(' ')).toMatch(/"sender\.verified" is true or false/);
+    }
+  });
+});

@@ -47,6 +47,11 @@ const PLANNED: [string, Plan][] = [
   ['When a new email arrives on weekends, archive it', onEvent('message.received', all(email, days(0, 6)), [archive])],
   ['When an email arrives between 10pm and 6am London time, snooze it until 8am', onEvent('message.received', all(email, time('22:00', '06:00')), [snooze('{{next(0 8 * * *)}}')], 'Europe/London')],
   ['When an email arrives before 8am on weekdays, mark it as unread', onEvent('message.received', all(email, time('00:00', '08:00'), days(1, 2, 3, 4, 5)), [update({ readAt: null })])],
+  // A sender that must be authenticated: its domain passed DMARC.
+  ['When an email from ada@example.com (verified) arrives, archive it', onEvent('message.received', all(email, eq('sender', 'ada@example.com'), eq('sender.verified', true)), [archive])],
+  ['When an email from a verified sender arrives, mark it as read', onEvent('message.received', all(email, eq('sender.verified', true)), [read])],
+  ['When an email from anyone at acme.com (authenticated) arrives, archive it', onEvent('message.received', all(email, { field: 'sender', operator: 'ends_with', value: '@acme.com' }, eq('sender.verified', true)), [archive])],
+  ['When an email arrives from ada@example.com, only if the sender is verified, archive it', onEvent('message.received', all(email, eq('sender', 'ada@example.com'), eq('sender.verified', true)), [archive])],
   ['When a message from ada@example.com arrives on Mondays and Fridays, archive it', onEvent('message.received', all(eq('sender', 'ada@example.com'), days(1, 5)), [archive])],
   ['When a new email arrives except on weekends, mark it as read', onEvent('message.received', all(email, not(days(0, 6))), [read])],
   // Exceptions that are understood.

@@ -28,7 +28,25 @@ describe('summarizePlan', () => {
         actions: [update({ snoozedUntil: '{{next(0 9 * * *)}}' })],
         timezone: 'Europe/London',
       }),
-      'Runs when a message is received, only if its type is "email" and its sender is "boss@corp.com" and it happens at or after 18:00 (Europe/London). It snoozes the message until the next 09:00.',
+      'Runs when a message is received, only if its type is "email" and its sender is "boss@corp.com" and it happens at or after 18:00 (Europe/London). It snoozes the message until the next 09:00. ' +
+        'The sender is the From header as written, which is not authenticated (anyone can forge it); "(verified)" would require that its domain passed DMARC.',
+    ],
+    [
+      'a sender that must be verified (DMARC pass)',
+      plan({
+        condition: { all: [{ field: 'sender', operator: 'equals', value: 'boss@corp.com' }, { field: 'sender.verified', operator: 'equals', value: true }] },
+        actions: [update({ readAt: '{{now}}' })],
+      }),
+      'Runs when a message is received, only if its sender is "boss@corp.com" and its sender is verified (its From domain passed DMARC). It marks the message as read.',
+    ],
+    [
+      'a verified sender only offered as one way among others is still unverified',
+      plan({
+        condition: { any: [{ field: 'sender', operator: 'ends_with', value: '@corp.com' }, { field: 'sender.verified', operator: 'equals', value: true }] },
+        actions: [update({ readAt: '{{now}}' })],
+      }),
+      'Runs when a message is received, only if its sender ends with "@corp.com" or its sender is verified (its From domain passed DMARC). It marks the message as read. ' +
+        'The sender is the From header as written, which is not authenticated (anyone can forge it); "(verified)" would require that its domain passed DMARC.',
     ],
     [
       'outside business hours',
