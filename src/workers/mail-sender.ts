@@ -198,8 +198,12 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     return rows.length;
   }
 
-  /** Attempts under way in this process, per channel. */
-  const inFlight = new Map<string, number>();
+  /** What may be claimed now: pending and due, or claimed by an attempt that died before it transmitted. */
+  const due = (now: Date) =>
+    sql`((${mailOutbox.status} = 'pending' AND ${mailOutbox.nextAttemptAt} <= ${now})
+         OR (${mailOutbox.status} = 'sending' AND ${mailOutbox.leaseUntil} <= ${now} AND ${mailOutbox.transmittedAt} IS NULL))`;
+
+  /** Attempts under way in this process. */
   let inFlightTotal = 0;
   const running = new Set<Promise<void>>();
   let stopping = false;
@@ -214,22 +218,36 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     const free = MAX_IN_FLIGHT - inFlightTotal;
     if (free <= 0) return [];
     return db.transaction(async (tx) => {
-      const due = await tx
-        .select({ id: mailOutbox.id, channelId: mailOutbox.channelId })
+      // The oldest few of each channel first (ranked without locks), so that one channel's backlog never
+      // fills the candidates and holds another channel's mail back; then those are locked, skipping any
+      // another process holds.
+      const ranked = tx
+        .select({
+          id: mailOutbox.id,
+          channelId: mailOutbox.channelId,
+          nextAttemptAt: mailOutbox.nextAttemptAt,
+          createdAt: mailOutbox.createdAt,
+          turn: sql<number>`row_number() OVER (PARTITION BY ${mailOutbox.channelId} ORDER BY ${mailOutbox.nextAttemptAt}, ${mailOutbox.createdAt})`.as('turn'),
+        })
         .from(mailOutbox)
         .innerJoin(channels, eq(channels.id, mailOutbox.channelId))
-        .where(
-          and(
-            sql`((${mailOutbox.status} = 'pending' AND ${mailOutbox.nextAttemptAt} <= ${now})
-               OR (${mailOutbox.status} = 'sending' AND ${mailOutbox.leaseUntil} <= ${now} AND ${mailOutbox.transmittedAt} IS NULL))`,
-            sql`(${channels.sendPausedUntil} IS NULL OR ${channels.sendPausedUntil} <= ${now})`,
-          ),
-        )
+        .where(and(due(now), sql`(${channels.sendPausedUntil} IS NULL OR ${channels.sendPausedUntil} <= ${now})`))
+        .as('ranked');
+      const candidates = await tx
+        .select({ id: ranked.id })
+        .from(ranked)
+        .where(sql`${ranked.turn} <= ${PER_CHANNEL}`)
+        .orderBy(ranked.nextAttemptAt, ranked.createdAt)
+        .limit(free * 2);
+      if (candidates.length === 0) return [];
+      const lockable = await tx
+        .select({ id: mailOutbox.id, channelId: mailOutbox.channelId })
+        .from(mailOutbox)
+        .where(and(inArray(mailOutbox.id, candidates.map((c) => c.id)), due(now)))
         .orderBy(mailOutbox.nextAttemptAt, mailOutbox.createdAt)
-        .limit(free * 4)
-        .for('update', { of: mailOutbox, skipLocked: true });
-      if (due.length === 0) return [];
-      const channelIds = [...new Set(due.map((d) => d.channelId))];
+        .for('update', { skipLocked: true });
+      if (lockable.length === 0) return [];
+      const channelIds = [...new Set(lockable.map((d) => d.channelId))];
       const busy = await tx
         .select({ channelId: mailOutbox.channelId, n: sql<number>`count(*)::int` })
         .from(mailOutbox)
@@ -237,7 +255,7 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
         .groupBy(mailOutbox.channelId);
       const slots = new Map(busy.map((b) => [b.channelId, b.n]));
       const picked: string[] = [];
-      for (const d of due) {
+      for (const d of lockable) {
         if (picked.length >= free) break;
         const used = slots.get(d.channelId) ?? 0;
         if (used >= PER_CHANNEL) continue;
@@ -409,7 +427,6 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
 
   /** Starts an attempt without waiting for it; its end frees its slot and wakes the loop for more. */
   function start(row: OutboxRow) {
-    inFlight.set(row.channelId, (inFlight.get(row.channelId) ?? 0) + 1);
     inFlightTotal++;
     const done: Promise<void> = attempt(row)
       .catch(async (err: unknown) => {
@@ -418,9 +435,6 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
         await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
       })
       .finally(() => {
-        const left = (inFlight.get(row.channelId) ?? 1) - 1;
-        if (left > 0) inFlight.set(row.channelId, left);
-        else inFlight.delete(row.channelId);
         inFlightTotal--;
         running.delete(done);
         if (!stopping) loop.kick();

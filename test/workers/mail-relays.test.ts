@@ -132,6 +132,26 @@ describe('a relay that fails', () => {
     expect(await outbox(blocked.id)).toMatchObject({ status: 'pending', attempt: 0, leaseUntil: null });
   });
 
+  it('one channel\'s backlog behind a hung relay does not hold another channel\'s mail back', async () => {
+    const hung = await startHangingServer();
+    const sender = createMailSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 40_000, pollMs: 100, random: () => 0.5 });
+    try {
+      const stuck = await addChannel(a, { port: hung.port });
+      for (let i = 0; i < 80; i++) await send(a, stuck.id, `Backlog ${i}`);
+      const fine = await addChannel(b, healthy());
+      sender.start();
+      await until('the hung relay to be connected', async () => hung.connections > 0);
+      const other = await send(b, fine.id, 'Behind the backlog');
+      const started = Date.now();
+      await until('the healthy relay to receive the other mail', async () => relayed(other).length === 1, 30_000);
+      // Long before the hung attempts give up (the greeting wait is 15 s).
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      await sender.stop();
+      await hung.close();
+    }
+  });
+
   it('the issue\'s two-relay run: with a 60 s send timeout, a message through the healthy relay is not held by one whose relay refuses', async () => {
     const sender = createMailSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 60_000, pollMs: 1000, random: () => 0.5 });
     sender.start();
