@@ -18,9 +18,21 @@ import type { SmtpReceiver } from './workers/smtp-receiver.js';
 import { readFileSync } from 'node:fs';
 import { reencryptChannelSecrets } from './modules/channels/channels.repository.js';
 
+/** The longest a stop takes (SIGTERM to exit). */
+const STOP_MS = 3_000;
+/** Requests still under way this long after a stop began have their connections closed. */
+const FORCE_CLOSE_MS = 1_800;
+/** The longest the workers may take to end (sessions, leases given back); whatever is left is taken over by lease expiry. */
+const WORKERS_STOP_MS = 1_500;
+
+/** Waits for `work`, at most `ms` (its failure is left to the step itself: a stop goes on). */
+const within = (ms: number, work: Promise<unknown>) =>
+  Promise.race([work.catch(() => {}), new Promise<void>((resolve) => setTimeout(resolve, ms).unref())]);
+
 /**
  * `switchboard serve` / `npm start`: configuration -> database (+ migrations) -> app -> listen.
- * SIGTERM and SIGINT stop accepting connections, let in-flight requests finish, then exit 0.
+ * SIGTERM and SIGINT stop accepting connections, give the workers' leases back, let in-flight requests
+ * finish (for up to 1.8 s), then exit 0, within 3 s.
  */
 export async function serve(config: Config = loadConfig()) {
   // Until the server's own shutdown takes over, a signal ends start-up at its next step, and whatever
@@ -147,16 +159,21 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
   signals.check();
   signals.stop(); // from here on a signal is a shutdown, handled below
 
-  // On SIGTERM or SIGINT (or an error nothing caught): close in order, then exit 0 (1 after an error);
-  // a second signal, or 25 s without an end, exits at once.
-  closeWithGrace({ delay: 25_000, logger: { error: (msg: string) => app.log.error(msg) } }, async ({ signal, err }) => {
+  // On SIGTERM or SIGINT (or an error nothing caught): a stop within STOP_MS whatever is open, then exit 0
+  // (1 after an error); a second signal exits at once. All at once: the workers end their IMAP sessions and
+  // give their leases and unsent mail claims back (another process takes them over at its next pass), the
+  // listeners close, open MCP streams end, idle keep-alive connections close; requests under way get until
+  // FORCE_CLOSE_MS to finish, SMTP sessions are ended with a 421 after 1 s; then the database closes.
+  closeWithGrace({ delay: STOP_MS, logger: { error: (msg: string) => app.log.error(msg) } }, async ({ signal, err }) => {
     if (err) app.log.error({ err }, 'stopping after an unexpected error');
     else app.log.info({ signal }, 'shutting down');
-    await commandSocket?.close();
-    await smtpReceiver?.stop();
-    await app.close();
-    await Promise.all(workers.map((w) => w.stop()));
-    await database.close();
+    const force = setTimeout(() => app.server.closeAllConnections(), FORCE_CLOSE_MS);
+    await Promise.all([
+      within(WORKERS_STOP_MS, Promise.all(workers.map((w) => w.stop()))),
+      within(FORCE_CLOSE_MS + 200, Promise.all([commandSocket?.close(), smtpReceiver?.stop(), app.close()])),
+    ]);
+    clearTimeout(force);
+    await within(500, database.close());
     redis?.disconnect();
   });
 

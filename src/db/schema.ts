@@ -300,6 +300,10 @@ export const channels = pgTable(
     lastSyncAt: ts('last_sync_at'),
     /** A text channel's provider settings without its secret (the secret is in `outbound_secret`, encrypted); null for email. */
     sms: jsonb('sms').$type<SmsChannelSettings | null>(),
+    /** Attempts in a row that could not get through to the relay (connection, TLS, login); 0 after a success. */
+    sendFailures: integer('send_failures').notNull().default(0),
+    /** After repeated relay failures, no attempt goes to the relay before this time (per-channel backoff). */
+    sendPausedUntil: ts('send_paused_until'),
   },
   (t) => [
     listIndex('channels_list', t),
@@ -437,6 +441,8 @@ export interface OutboxMail {
   references: string[];
   /** RFC 3834: set on mail an automation sends. */
   autoSubmitted?: 'auto-replied' | 'auto-generated' | undefined;
+  /** The attachments, in order: rows of `message_attachments` of this message (their content is read when sending). */
+  attachments?: { id: string; filename: string | null; contentType: string; contentId?: string | null | undefined }[] | undefined;
 }
 
 /**
@@ -480,6 +486,8 @@ export const mailOutbox = pgTable(
     uniqueIndex('mail_outbox_message').on(t.messageId),
     uniqueIndex('mail_outbox_auto_reply').on(t.autoReplyKey).where(sql`${t.autoReplyKey} IS NOT NULL`),
     index('mail_outbox_due').on(t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'sending')`),
+    // The attempts under way per channel: the claim keeps each channel's concurrency bounded.
+    index('mail_outbox_sending').on(t.channelId).where(sql`${t.status} = 'sending'`),
   ],
 );
 

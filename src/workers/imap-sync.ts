@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, inArray, notInArray, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ImapFlow } from 'imapflow';
 import type { Clock } from '../core/clock.js';
@@ -12,8 +12,11 @@ import { onEventsCommitted } from '../modules/events/events.signal.js';
 import { receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
-/** How long a process's claim on a channel lasts without renewal; a crashed process's channels are taken over after it. */
-export const LEASE_MS = 60_000;
+/**
+ * How long a process's claim on a channel lasts without renewal (renewed every third of it); a killed
+ * process's channels are taken over after it, by another process's next pass (within 30 s in all).
+ */
+export const LEASE_MS = 20_000;
 /** Waits before reconnecting after the 1st, 2nd, … failure in a row (the last repeats), ±10% jitter. */
 export const RECONNECT_DELAYS_MS = [1_000, 5_000, 15_000, 60_000, 5 * 60_000];
 /** UIDs whose sizes are asked for at once. */
@@ -118,8 +121,13 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
     if (rows.length === 0) throw new LeaseLost();
   }
 
-  /** Gives every live inbound-IMAP channel its state row, then claims free ones up to `limit`; answers the claimed ids. */
-  async function claim(limit: number, now: Date): Promise<string[]> {
+  /**
+   * Gives every live inbound-IMAP channel its state row, then claims free ones up to `limit` (leaving out the
+   * ones this process syncs, `held`); answers the claimed ids. Fair per organization: the free channels are
+   * taken round-robin over the organizations, those with fewer channels synced now (by any process) first,
+   * so one organization's many channels never keep another's from being synced.
+   */
+  async function claim(limit: number, now: Date, held: string[] = []): Promise<string[]> {
     await db.execute(sql`
       INSERT INTO channel_sync_states (channel_id, organization_id, mailbox)
       SELECT c.id, c.organization_id, COALESCE(c.inbound->>'mailbox', 'INBOX') FROM channels c
@@ -127,22 +135,38 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
         AND NOT EXISTS (SELECT 1 FROM channel_sync_states s WHERE s.channel_id = c.id)
       ON CONFLICT DO NOTHING`);
     if (limit <= 0) return [];
+    const free = and(
+      sql`(${channelSyncStates.leaseUntil} IS NULL OR ${channelSyncStates.leaseUntil} <= ${now} OR ${channelSyncStates.leaseOwner} = ${owner})`,
+      held.length ? notInArray(channelSyncStates.channelId, held) : undefined,
+    );
+    const live = sql`${channels.deletedAt} IS NULL AND ${channels.status} <> 'disabled' AND ${channels.inbound}->>'mode' = 'imap'`;
     return db.transaction(async (tx) => {
-      const free = await tx
-        .select({ id: channelSyncStates.channelId })
+      const busy = tx
+        .select({ organizationId: channelSyncStates.organizationId, n: sql<number>`count(*)`.as('n') })
+        .from(channelSyncStates)
+        .where(and(sql`${channelSyncStates.leaseOwner} IS NOT NULL`, sql`${channelSyncStates.leaseUntil} > ${now}`))
+        .groupBy(channelSyncStates.organizationId)
+        .as('busy');
+      const ranked = await tx
+        .select({
+          id: channelSyncStates.channelId,
+          turn: sql<number>`row_number() OVER (PARTITION BY ${channelSyncStates.organizationId} ORDER BY ${channelSyncStates.leaseUntil} NULLS FIRST, ${channelSyncStates.channelId}) + coalesce(${busy.n}, 0)`.as('turn'),
+        })
         .from(channelSyncStates)
         .innerJoin(channels, eq(channels.id, channelSyncStates.channelId))
-        .where(
-          and(
-            sql`${channels.deletedAt} IS NULL AND ${channels.status} <> 'disabled' AND ${channels.inbound}->>'mode' = 'imap'`,
-            sql`(${channelSyncStates.leaseUntil} IS NULL OR ${channelSyncStates.leaseUntil} <= ${now} OR ${channelSyncStates.leaseOwner} = ${owner})`,
-          ),
-        )
-        .orderBy(channelSyncStates.leaseUntil, channelSyncStates.channelId)
-        .limit(limit)
-        .for('update', { of: channelSyncStates, skipLocked: true });
-      if (free.length === 0) return [];
-      const ids = free.map((f) => f.id);
+        .leftJoin(busy, eq(busy.organizationId, channelSyncStates.organizationId))
+        .where(and(sql`${live}`, free))
+        .orderBy(sql`turn`, channelSyncStates.channelId)
+        .limit(limit * 2);
+      if (ranked.length === 0) return [];
+      const locked = await tx
+        .select({ id: channelSyncStates.channelId })
+        .from(channelSyncStates)
+        .where(and(inArray(channelSyncStates.channelId, ranked.map((r) => r.id)), free))
+        .for('update', { skipLocked: true });
+      const lockedIds = new Set(locked.map((l) => l.id));
+      const ids = ranked.map((r) => r.id).filter((id) => lockedIds.has(id)).slice(0, limit);
+      if (ids.length === 0) return [];
       await tx
         .update(channelSyncStates)
         .set({ leaseOwner: owner, leaseUntil: new Date(now.getTime() + leaseMs) })
@@ -284,24 +308,27 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
 
     private async run() {
       const signal = this.abort.signal;
-      let failures = 0;
       while (!signal.aborted) {
         try {
           const creds = await loadChannelCredentials(db, this.channelId);
           this.client = await connect(creds);
-          await this.live(this.client, creds, () => (failures = 0));
+          await this.live(this.client, creds, () => failuresOf.delete(this.channelId));
         } catch (err) {
           if (signal.aborted) break;
           if (err instanceof LeaseLost) {
             log.warn({ channelId: this.channelId }, 'IMAP sync: the channel is synced by another process now');
             break;
           }
-          failures++;
+          const failures = (failuresOf.get(this.channelId) ?? 0) + 1;
+          failuresOf.set(this.channelId, failures);
           const error = describeError(err);
-          log.warn({ channelId: this.channelId, error, failures }, 'IMAP sync failed; reconnecting');
+          log.warn({ channelId: this.channelId, error, failures }, 'IMAP sync failed; retrying later');
           await recordChannelOutcome(db, this.channelId, { ok: false, error: `IMAP: ${error}` }).catch(() => {});
+          // A failing channel gives its lease up until its next attempt (after the backoff), so that it holds
+          // no slot meanwhile: the next attempt is whichever process claims it then.
           const base = delays[Math.min(failures, delays.length) - 1]!;
-          await sleep(Math.round(base * (0.9 + 0.2 * random())), signal);
+          await backOff(this.channelId, Math.round(base * (0.9 + 0.2 * random()))).catch(() => {});
+          break;
         } finally {
           this.client?.close();
           this.client = undefined;
@@ -345,6 +372,16 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
   }
 
   const sessions = new Map<string, Session>();
+  /** Failed attempts in a row per channel (in this process), for the backoff. */
+  const failuresOf = new Map<string, number>();
+
+  /** Gives up the lease on a failing channel: nobody claims it before `delayMs` have passed. */
+  async function backOff(channelId: string, delayMs: number) {
+    await db
+      .update(channelSyncStates)
+      .set({ leaseOwner: null, leaseUntil: new Date(clock().getTime() + delayMs) })
+      .where(and(eq(channelSyncStates.channelId, channelId), eq(channelSyncStates.leaseOwner, owner)));
+  }
 
   /** Renews held leases, ends sessions of channels gone, disabled, changed or taken, and starts sessions for newly claimed ones. */
   async function pass() {
@@ -371,7 +408,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
     }
     // A channel whose settings changed is claimed again below, with a session on the new settings.
     await release(ended.filter((id) => { const r = byId.get(id); return !r || r.deletedAt !== null || r.status === 'disabled' || r.inbound.mode !== 'imap'; }));
-    const claimed = await claim(maxChannels - sessions.size, now);
+    const claimed = await claim(maxChannels - sessions.size, now, [...sessions.keys()]);
     if (claimed.length === 0) return;
     const fresh = await db
       .select({ id: channels.id, inbound: channels.inbound, inboundSecret: channels.inboundSecret })

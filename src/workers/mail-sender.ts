@@ -6,9 +6,9 @@ import { AppError, toAppError } from '../core/errors.js';
 import type { ActorType } from '../core/operation.js';
 import { ForbiddenAddressError } from '../core/outbound.js';
 import type { Db, DbOrTx } from '../db/client.js';
-import { channels, mailOutbox, messages } from '../db/schema.js';
-import { assertMailHostAllowed, describeError } from '../modules/channels/channels.connect.js';
-import { loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { channels, mailOutbox, messageAttachments, messages } from '../db/schema.js';
+import { assertMailHostAllowed, describeError, type MailTarget } from '../modules/channels/channels.connect.js';
+import { loadChannelCredentials, RELAY_ERROR_PREFIX, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
@@ -41,6 +41,13 @@ const QUEUEING = new Set<string>(sendingOperations.map((op) => op.id));
 export const SEND_RETRY_DELAYS_MS = [30_000, 2 * 60_000, 10 * 60_000, 30 * 60_000, 60 * 60_000, 2 * 60 * 60_000, 4 * 60 * 60_000, 8 * 60 * 60_000];
 export const MAX_SEND_ATTEMPTS = SEND_RETRY_DELAYS_MS.length + 1;
 const BATCH = 16;
+/** Attempts under way at once in one process, over all channels. */
+export const MAX_IN_FLIGHT = 16;
+/** Attempts under way at once per channel (over all processes, as the database counts them). */
+export const PER_CHANNEL = 4;
+/** After 1, 2, 3, … relay failures in a row, a channel sends nothing to its relay for this long. */
+export const CHANNEL_PAUSE_MS = [0, 15_000, 60_000, 5 * 60_000, 15 * 60_000];
+export const channelPause = (failures: number) => CHANNEL_PAUSE_MS[Math.min(failures, CHANNEL_PAUSE_MS.length) - 1] ?? 0;
 
 export const UNKNOWN_OUTCOME =
   'Delivery outcome unknown: the sending stopped after the relay had received the whole message but before it confirmed. ' +
@@ -71,13 +78,37 @@ type OutboxRow = typeof mailOutbox.$inferSelect;
 type Outcome =
   | { kind: 'sent'; response: string; rejected: string[] }
   | { kind: 'retry'; error: string; relay?: boolean }
-  | { kind: 'failed'; error: string; relay?: boolean };
+  | { kind: 'failed'; error: string; relay?: boolean }
+  /** The process is stopping: the attempt gave its claim back before the relay had the whole message. */
+  | { kind: 'released' };
 
 /** An SMTP error with a status code: 5xx is a permanent refusal, 4xx a temporary one. */
 const responseCodeOf = (err: unknown) => {
   const code = (err as { responseCode?: unknown })?.responseCode;
   return typeof code === 'number' ? code : undefined;
 };
+
+/** The SMTP client for one attempt through a channel's relay (every connection option in one place). */
+async function relayConnection(
+  outbound: NonNullable<ChannelCredentials['outbound']>,
+  target: MailTarget,
+  opts: { hostname?: string | undefined; sendTimeoutMs: number },
+) {
+  const stepMs = Math.min(15_000, Math.max(1000, Math.floor(opts.sendTimeoutMs / 2)));
+  const { default: SMTPConnection } = await import('nodemailer/lib/smtp-connection'); // loaded on first use
+  return new SMTPConnection({
+    host: target.address,
+    port: outbound.port,
+    secure: outbound.secure,
+    servername: target.servername,
+    tls: { servername: target.servername },
+    ...(opts.hostname ? { name: opts.hostname } : {}),
+    connectionTimeout: stepMs,
+    greetingTimeout: stepMs,
+    socketTimeout: opts.sendTimeoutMs,
+    logger: false,
+  });
+}
 
 export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce(): Promise<number> } {
   const { db, clock } = deps;
@@ -115,18 +146,45 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
   }
 
   /**
-   * A relay that cannot be reached or refuses the login shows on the channel as its `lastError` ("Sending
-   * through …"), which the next successful send clears (and only that error). The `status` is left alone:
-   * it tells whether the channel receives, and a broken relay does not stop it from receiving.
+   * A relay that cannot be reached, fails its TLS or refuses the login puts the channel in `error`, with
+   * `lastError` "relay: Sending through …" and, after repeated failures, a pause before the channel's next
+   * attempt (`CHANNEL_PAUSE_MS`): its queued mail waits instead of each message trying a dead relay. The next
+   * successful send makes the channel `active` again and clears the error (only a relay error: a failure of the
+   * mailbox side stays until the mailbox works).
    */
-  async function showOnChannel(channel: ChannelCredentials, outcome: Outcome) {
-    const prefix = `Sending through ${channel.outbound!.host}: `;
+  async function showOnChannel(channel: ChannelCredentials, outcome: Exclude<Outcome, { kind: 'released' }>) {
     if (outcome.kind !== 'sent' && !outcome.relay) return;
-    const lastError = outcome.kind === 'sent' ? null : `${prefix}${outcome.error}`.slice(0, 1000);
-    await db
-      .update(channels)
-      .set({ lastError, updatedAt: clock() })
-      .where(and(eq(channels.id, channel.id), outcome.kind === 'sent' ? sql`${channels.lastError} LIKE 'Sending through %'` : undefined));
+    const now = clock();
+    const relayError = sql`${channels.lastError} LIKE ${RELAY_ERROR_PREFIX + '%'}`;
+    if (outcome.kind === 'sent') {
+      await db
+        .update(channels)
+        .set({
+          sendFailures: 0,
+          sendPausedUntil: null,
+          lastError: sql`CASE WHEN ${relayError} THEN NULL ELSE ${channels.lastError} END`,
+          status: sql`CASE WHEN ${channels.status} = 'error' AND ${relayError} THEN 'active' ELSE ${channels.status} END`,
+          updatedAt: now,
+        } as never)
+        .where(and(eq(channels.id, channel.id), sql`(${channels.sendFailures} > 0 OR ${relayError})`));
+      return;
+    }
+    await db.transaction(async (tx) => {
+      const [row] = await tx
+        .update(channels)
+        .set({ sendFailures: sql`${channels.sendFailures} + 1`, updatedAt: now } as never)
+        .where(eq(channels.id, channel.id))
+        .returning({ failures: channels.sendFailures });
+      if (!row) return;
+      const pauseMs = channelPause(row.failures);
+      const until = pauseMs > 0 ? new Date(now.getTime() + pauseMs) : null;
+      const note = row.failures > 1 ? ` (${row.failures} attempts in a row failed${until ? `; the next after ${until.toISOString()}` : ''})` : '';
+      const lastError = `${RELAY_ERROR_PREFIX}Sending through ${channel.outbound!.host}: ${outcome.error}`.slice(0, 900) + note;
+      await tx
+        .update(channels)
+        .set({ lastError, sendPausedUntil: until, status: sql`CASE WHEN ${channels.status} = 'disabled' THEN 'disabled' ELSE 'error' END` } as never)
+        .where(eq(channels.id, channel.id));
+    });
   }
 
   /** Attempts whose process died after the data was transmitted: the outcome is unknown, so they are not sent again. */
@@ -140,23 +198,75 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     return rows.length;
   }
 
+  /** What may be claimed now: pending and due, or claimed by an attempt that died before it transmitted. */
+  const due = (now: Date) =>
+    sql`((${mailOutbox.status} = 'pending' AND ${mailOutbox.nextAttemptAt} <= ${now})
+         OR (${mailOutbox.status} = 'sending' AND ${mailOutbox.leaseUntil} <= ${now} AND ${mailOutbox.transmittedAt} IS NULL))`;
+
+  /** Attempts under way in this process. */
+  let inFlightTotal = 0;
+  const running = new Set<Promise<void>>();
+  let stopping = false;
+  /** How to end each attempt under way, for a stop. */
+  const open = new Set<() => void>();
+
+  /**
+   * Claims due messages for the free slots of this process: at most `PER_CHANNEL` attempts per channel under
+   * way (counting every process's live claims), none for a channel whose relay is paused, oldest first.
+   */
   async function claim(now: Date): Promise<OutboxRow[]> {
+    const free = MAX_IN_FLIGHT - inFlightTotal;
+    if (free <= 0) return [];
     return db.transaction(async (tx) => {
-      const due = await tx
-        .select({ id: mailOutbox.id })
+      // The oldest few of each channel first (ranked without locks), so that one channel's backlog never
+      // fills the candidates and holds another channel's mail back; then those are locked, skipping any
+      // another process holds.
+      const ranked = tx
+        .select({
+          id: mailOutbox.id,
+          channelId: mailOutbox.channelId,
+          nextAttemptAt: mailOutbox.nextAttemptAt,
+          createdAt: mailOutbox.createdAt,
+          turn: sql<number>`row_number() OVER (PARTITION BY ${mailOutbox.channelId} ORDER BY ${mailOutbox.nextAttemptAt}, ${mailOutbox.createdAt})`.as('turn'),
+        })
         .from(mailOutbox)
-        .where(
-          sql`((${mailOutbox.status} = 'pending' AND ${mailOutbox.nextAttemptAt} <= ${now})
-               OR (${mailOutbox.status} = 'sending' AND ${mailOutbox.leaseUntil} <= ${now} AND ${mailOutbox.transmittedAt} IS NULL))`,
-        )
+        .innerJoin(channels, eq(channels.id, mailOutbox.channelId))
+        .where(and(due(now), sql`(${channels.sendPausedUntil} IS NULL OR ${channels.sendPausedUntil} <= ${now})`))
+        .as('ranked');
+      const candidates = await tx
+        .select({ id: ranked.id })
+        .from(ranked)
+        .where(sql`${ranked.turn} <= ${PER_CHANNEL}`)
+        .orderBy(ranked.nextAttemptAt, ranked.createdAt)
+        .limit(free * 2);
+      if (candidates.length === 0) return [];
+      const lockable = await tx
+        .select({ id: mailOutbox.id, channelId: mailOutbox.channelId })
+        .from(mailOutbox)
+        .where(and(inArray(mailOutbox.id, candidates.map((c) => c.id)), due(now)))
         .orderBy(mailOutbox.nextAttemptAt, mailOutbox.createdAt)
-        .limit(BATCH)
         .for('update', { skipLocked: true });
-      if (due.length === 0) return [];
+      if (lockable.length === 0) return [];
+      const channelIds = [...new Set(lockable.map((d) => d.channelId))];
+      const busy = await tx
+        .select({ channelId: mailOutbox.channelId, n: sql<number>`count(*)::int` })
+        .from(mailOutbox)
+        .where(and(eq(mailOutbox.status, 'sending'), gt(mailOutbox.leaseUntil, now), inArray(mailOutbox.channelId, channelIds)))
+        .groupBy(mailOutbox.channelId);
+      const slots = new Map(busy.map((b) => [b.channelId, b.n]));
+      const picked: string[] = [];
+      for (const d of lockable) {
+        if (picked.length >= free) break;
+        const used = slots.get(d.channelId) ?? 0;
+        if (used >= PER_CHANNEL) continue;
+        slots.set(d.channelId, used + 1);
+        picked.push(d.id);
+      }
+      if (picked.length === 0) return [];
       return tx
         .update(mailOutbox)
         .set({ status: 'sending', leaseUntil: new Date(now.getTime() + leaseMs), attempt: sql`${mailOutbox.attempt} + 1`, transmittedAt: null, updatedAt: now })
-        .where(inArray(mailOutbox.id, due.map((d) => d.id)))
+        .where(inArray(mailOutbox.id, picked))
         .returning();
     });
   }
@@ -172,6 +282,17 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     return Boolean(updated);
   }
 
+  /** The bytes of the message's attachments, by id (read when sending: the outbox row holds only their ids). */
+  async function attachmentContents(row: OutboxRow): Promise<Map<string, Buffer>> {
+    const ids = (row.mail.attachments ?? []).map((a) => a.id);
+    if (ids.length === 0) return new Map();
+    const rows = await db
+      .select({ id: messageAttachments.id, content: messageAttachments.content })
+      .from(messageAttachments)
+      .where(and(eq(messageAttachments.messageId, row.messageId), inArray(messageAttachments.id, ids)));
+    return new Map(rows.map((r) => [r.id, r.content]));
+  }
+
   /** One SMTP transaction through the channel's relay. */
   async function transmit(row: OutboxRow, channel: ChannelCredentials): Promise<Outcome> {
     const outbound = channel.outbound!;
@@ -183,22 +304,9 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       return { kind: 'retry', error: `Could not resolve ${outbound.host}: ${describeError(err)}`, relay: true };
     }
     const domain = row.mail.from.email.slice(row.mail.from.email.lastIndexOf('@') + 1);
-    const raw = await composeMail(row.mail, await signingKeyFor(db, row.organizationId, domain));
+    const raw = await composeMail(row.mail, await signingKeyFor(db, row.organizationId, domain), await attachmentContents(row));
 
-    const stepMs = Math.min(15_000, Math.max(1000, Math.floor(deps.sendTimeoutMs / 2)));
-    const { default: SMTPConnection } = await import('nodemailer/lib/smtp-connection'); // loaded on first use
-    const connection = new SMTPConnection({
-      host: target.address,
-      port: outbound.port,
-      secure: outbound.secure,
-      servername: target.servername,
-      tls: { servername: target.servername },
-      ...(deps.hostname ? { name: deps.hostname } : {}),
-      connectionTimeout: stepMs,
-      greetingTimeout: stepMs,
-      socketTimeout: deps.sendTimeoutMs,
-      logger: false,
-    });
+    const connection = await relayConnection(outbound, target, { hostname: deps.hostname, sendTimeoutMs: deps.sendTimeoutMs });
     let transmitted = false;
     /** Until the login succeeded, a failure is the relay's (its address, TLS, credentials), not this message's. */
     let relayStage = true;
@@ -212,7 +320,16 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       expire(Object.assign(new Error(`The relay did not finish within ${deps.sendTimeoutMs} ms`), { code: 'ETIMEDOUT' }));
       connection.close();
     }, deps.sendTimeoutMs);
-    connection.on('error', () => {}); // reported through the callbacks
+    // A refused connection or a failed TLS handshake is reported only as an `error` event (the callback of
+    // `connect` is never called): it ends the attempt at once, with its real cause.
+    connection.on('error', (err: Error) => expire(err));
+    // A stop ends an attempt that has not handed over the whole message (see `stop`).
+    const abort = () => {
+      if (transmitted) return;
+      expire(new Error('The service is stopping'));
+      connection.close();
+    };
+    open.add(abort);
     try {
       await step(new Promise<void>((resolve, reject) => connection.connect((err) => (err ? reject(err) : resolve()))));
       if (outbound.username) {
@@ -249,6 +366,7 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       return { kind: 'sent', response: info.response, rejected: info.rejected };
     } catch (err) {
       connection.close();
+      if (stopping && !transmitted) return { kind: 'released' };
       const code = responseCodeOf(err);
       const error = code ? `The relay answered ${describeError(err)}` : describeError(err);
       const relay = relayStage;
@@ -258,6 +376,7 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       return { kind: 'retry', error, relay };
     } finally {
       clearTimeout(deadline);
+      open.delete(abort);
     }
   }
 
@@ -275,6 +394,7 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     if (!channel.outbound) return fail(row, 'The channel has no outbound relay any more');
     if (channel.status === 'disabled') return fail(row, 'The channel is disabled');
     const outcome = await transmit(row, channel);
+    if (outcome.kind === 'released') return release(row);
     const now = clock();
     await showOnChannel(channel, outcome);
     if (outcome.kind === 'sent') {
@@ -305,25 +425,70 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       .where(mine(row));
   }
 
-  async function runOnce(): Promise<number> {
+  /** Starts an attempt without waiting for it; its end frees its slot and wakes the loop for more. */
+  function start(row: OutboxRow) {
+    inFlightTotal++;
+    const done: Promise<void> = attempt(row)
+      .catch(async (err: unknown) => {
+        if (toAppError(err).code === 'SERVICE_UNAVAILABLE') return; // the database is away: the lease brings the attempt back
+        deps.log.error({ err, outboxId: row.id }, 'mail send attempt failed');
+        await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
+      })
+      .finally(() => {
+        inFlightTotal--;
+        running.delete(done);
+        if (!stopping) loop.kick();
+      });
+    running.add(done);
+  }
+
+  /**
+   * One pass: claims what is due for the free slots and starts it, without waiting for the attempts: each
+   * channel's mail goes at its relay's pace, and a slow or dead relay holds only its own channel's slots.
+   */
+  async function pass(): Promise<number> {
     let total = await settleAbandoned(clock());
-    for (let round = 0; round < 20; round++) {
+    for (let round = 0; round < 20 && !stopping; round++) {
       const claimed = await claim(clock());
       if (claimed.length === 0) break;
-      await Promise.all(
-        claimed.map((row) =>
-          attempt(row).catch(async (err: unknown) => {
-            if (toAppError(err).code === 'SERVICE_UNAVAILABLE') return; // the database is away: the lease brings the attempt back
-            deps.log.error({ err, outboxId: row.id }, 'mail send attempt failed');
-            await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
-          }),
-        ),
-      );
+      for (const row of claimed) start(row);
       total += claimed.length;
     }
     return total;
   }
 
-  const loop = createWorkerLoop({ name: 'mail sender', pass: runOnce, intervalMs: deps.pollMs ?? 1000, wake: (kick) => onEventsCommitted(kick, (c) => c.operation !== undefined && QUEUEING.has(c.operation)), wakeDelayMs: 10, log: deps.log });
-  return { ...loop, runOnce };
+  /** A pass that also waits for the attempts it started (tests, and the command line). */
+  async function runOnce(): Promise<number> {
+    const total = await pass();
+    while (running.size > 0) await Promise.all([...running]);
+    return total;
+  }
+
+  /** Gives the claims of attempts that have not transmitted back (pending again, the attempt not counted). */
+  async function release(row: OutboxRow) {
+    await db
+      .update(mailOutbox)
+      .set({ status: 'pending', attempt: sql`${mailOutbox.attempt} - 1`, leaseUntil: null, updatedAt: clock() })
+      .where(and(mine(row), sql`${mailOutbox.transmittedAt} IS NULL`));
+  }
+
+  const loop = createWorkerLoop({ name: 'mail sender', pass, intervalMs: deps.pollMs ?? 1000, wake: (kick) => onEventsCommitted(kick, (c) => c.operation !== undefined && QUEUEING.has(c.operation)), wakeDelayMs: 10, log: deps.log });
+  return {
+    ...loop,
+    start() {
+      stopping = false;
+      loop.start();
+    },
+    /**
+     * Stops claiming, ends the attempts under way that have not handed the relay the whole message (their
+     * claims are given back, so another process sends them at once), and waits for the others' answers.
+     */
+    async stop() {
+      stopping = true;
+      await loop.stop();
+      for (const close of open) close();
+      while (running.size > 0) await Promise.all([...running]);
+    },
+    runOnce,
+  };
 }

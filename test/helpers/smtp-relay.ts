@@ -1,4 +1,4 @@
-import type { AddressInfo } from 'node:net';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 
 /**
@@ -50,7 +50,7 @@ export interface Relay {
 
 const refusalError = (r: Refusal) => Object.assign(new Error(r.message), { responseCode: r.code });
 
-export async function startRelay(opts: { user?: string; pass?: string } = {}): Promise<Relay> {
+export async function startRelay(opts: { user?: string; pass?: string; tls?: { key: Buffer; cert: Buffer } } = {}): Promise<Relay> {
   const user = opts.user ?? 'relay-user';
   const pass = opts.pass ?? 'relay-pass-123';
   const relay: Relay = {
@@ -73,7 +73,8 @@ export async function startRelay(opts: { user?: string; pass?: string } = {}): P
   };
 
   const server = new SMTPServer({
-    secure: false,
+    // With `tls`: TLS from the first byte (port 465 style), with that certificate.
+    ...(opts.tls ? { secure: true, key: opts.tls.key, cert: opts.tls.cert } : { secure: false }),
     disabledCommands: ['STARTTLS'],
     allowInsecureAuth: true,
     authMethods: ['PLAIN', 'LOGIN'],
@@ -125,4 +126,34 @@ export function headerOf(raw: Buffer, name: string): string | undefined {
   const head = raw.toString('utf8').split(/\r?\n\r?\n/)[0]!.replace(/\r?\n[ \t]+/g, ' ');
   const line = head.split(/\r?\n/).find((l) => l.toLowerCase().startsWith(`${name.toLowerCase()}:`));
   return line?.slice(name.length + 1).trim();
+}
+
+/** A loopback port nothing listens on: a connection to it is refused (ECONNREFUSED). */
+export async function refusedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** A server that accepts connections and never says a word (a hung relay); `connections` counts them. */
+export async function startHangingServer(): Promise<{ port: number; connections: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    hanging.connections++;
+    sockets.add(socket);
+    socket.on('error', () => {});
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const hanging = {
+    port: (server.address() as AddressInfo).port,
+    connections: 0,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+  return hanging;
 }

@@ -295,8 +295,8 @@ describe('POST /messages/send', () => {
     const failed = await get(a, m.id);
     expect(failed.status).toBe('failed');
     expect(failed.statusReason).toMatch(/535/);
-    // The relay's refusal shows on the channel (which still receives), until a send through it succeeds.
-    expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data).toMatchObject({ status: 'active', lastError: expect.stringMatching(/^Sending through 127\.0\.0\.1: .*535/) });
+    // The relay's refusal shows on the channel (which still receives), until new relay settings or a send through it succeeds.
+    expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data).toMatchObject({ status: 'error', lastError: expect.stringMatching(/^relay: Sending through 127\.0\.0\.1: .*535/) });
     const fixed = await a.request('PATCH', `/v1/channels/${channel.id}`, { outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass } });
     expect(fixed.status, fixed.body).toBe(200);
     await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'Login again', text: 'x' });
@@ -378,6 +378,87 @@ describe('replies and forwards', () => {
     const fwd = await a.request('POST', `/v1/messages/${recorded.id}/forward`, { to: ['x@example.com'] });
     expect(fwd.json.error.details.properties.channelId.errors[0]).toMatch(/channel/);
     expect((await a.request('POST', `/v1/messages/${recorded.id}/forward`, { to: ['x@example.com'], channelId: channel.id })).status).toBe(201);
+  });
+});
+
+describe('attachments', () => {
+  const pdf = Buffer.concat([Buffer.from('%PDF-1.4\n'), randomBytes(3000)]);
+  const csv = Buffer.from('id;amount\n1;42,00\n');
+  const attachmentsOf = async (messageId: string) => (await simpleParser(relayed(messageId)[0]!.raw)).attachments.map((x) => [x.filename, x.contentType, x.content.toString('base64')]);
+
+  it('send and reply take uploaded files and attachments the organization has; the relay receives them', async () => {
+    const channel = await addChannel(a);
+    const m = await send(a, {
+      channelId: channel.id,
+      to: ['ada@example.com'],
+      subject: 'Your invoice',
+      text: 'Attached.',
+      attachments: [{ filename: 'invoice.pdf', contentType: 'application/pdf', content: pdf.toString('base64') }, { filename: 'lines.csv', contentType: 'text/csv', content: csv.toString('base64') }],
+    });
+    expect(m.metadata.email.attachments).toEqual([
+      { id: expect.any(String), filename: 'invoice.pdf', contentType: 'application/pdf', size: pdf.length, stored: true },
+      { id: expect.any(String), filename: 'lines.csv', contentType: 'text/csv', size: csv.length, stored: true },
+    ]);
+    const listed = (await a.request('GET', `/v1/messages/${m.id}/attachments`)).json.data as Json[];
+    expect(listed.map((x) => x.filename).sort()).toEqual(['invoice.pdf', 'lines.csv']);
+    await drain();
+    expect((await get(a, m.id)).status).toBe('sent');
+    expect(await attachmentsOf(m.metadata.email.messageId)).toEqual([
+      ['invoice.pdf', 'application/pdf', pdf.toString('base64')],
+      ['lines.csv', 'text/csv', csv.toString('base64')],
+    ]);
+
+    // A reply re-sends one of them by its id (copied, so it outlives the first message).
+    const reply = await a.request('POST', `/v1/messages/${m.id}/reply`, { text: 'Again', attachments: [{ attachmentId: m.metadata.email.attachments[0].id }] });
+    expect(reply.status, reply.body).toBe(201);
+    expect(reply.json.data.metadata.email.attachments[0].id).not.toBe(m.metadata.email.attachments[0].id);
+    await drain();
+    expect(await attachmentsOf(reply.json.data.metadata.email.messageId)).toEqual([['invoice.pdf', 'application/pdf', pdf.toString('base64')]]);
+  });
+
+  it('refuses another organization\'s attachment id, bad content and too many files with a 400 at the field, queueing nothing', async () => {
+    const channel = await addChannel(a);
+    const mine = await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'x', text: 'x', attachments: [{ filename: 'a.txt', content: Buffer.from('a').toString('base64') }] });
+    expect(mine.metadata.email.attachments[0].contentType).toBe('application/octet-stream');
+    const otherChannel = await addChannel(b);
+    const base = { channelId: otherChannel.id, to: ['ada@example.com'], subject: 'x', text: 'x' };
+    const foreign = await b.request('POST', '/v1/messages/send', { ...base, attachments: [{ attachmentId: mine.metadata.email.attachments[0].id }] });
+    expect(foreign.status).toBe(400);
+    expect(foreign.json.error.details.properties.attachments.items[0].properties.attachmentId.errors[0]).toMatch(/No attachment/);
+    const bad = await b.request('POST', '/v1/messages/send', { ...base, attachments: [{ filename: 'a.txt', content: 'not base64!' }] });
+    expect(bad.status).toBe(400);
+    const injected = await b.request('POST', '/v1/messages/send', { ...base, attachments: [{ filename: 'a.txt\r\nBcc: x@evil.example', content: 'YQ==' }] });
+    expect(injected.status).toBe(400);
+    const many = await b.request('POST', '/v1/messages/send', { ...base, attachments: Array.from({ length: 21 }, (_, i) => ({ filename: `${i}.txt`, content: 'YQ==' })) });
+    expect(many.status).toBe(400);
+    const listed = (await b.request('GET', '/v1/messages?limit=100')).json.data as Json[];
+    expect(listed.filter((x) => x.channelId === otherChannel.id)).toHaveLength(0);
+  });
+
+  it('forward carries the original\'s attachments by default (three received, three leave); includeAttachments false leaves them out', async () => {
+    const channel = await addChannel(a);
+    const received = await receive(a, channel.id, {
+      from: 'supplier@example.org',
+      to: channel.address,
+      subject: 'Invoices',
+      attachments: [
+        { filename: 'one.pdf', content: pdf, contentType: 'application/pdf' },
+        { filename: 'two.csv', content: csv, contentType: 'text/csv' },
+        { filename: 'three.txt', content: 'three', contentType: 'text/plain' },
+      ],
+    });
+    expect(received.metadata.email.attachments).toHaveLength(3);
+    const fwd = await a.request('POST', `/v1/messages/${received.id}/forward`, { to: ['accounts@example.com'], text: 'For booking' });
+    expect(fwd.status, fwd.body).toBe(201);
+    const without = await a.request('POST', `/v1/messages/${received.id}/forward`, { to: ['accounts@example.com'], includeAttachments: false });
+    expect(without.status, without.body).toBe(201);
+    await drain();
+    expect(await attachmentsOf(fwd.json.data.metadata.email.messageId)).toEqual([
+      ['one.pdf', 'application/pdf', pdf.toString('base64')],
+      ['two.csv', 'text/csv', csv.toString('base64')],
+      ['three.txt', 'text/plain', Buffer.from('three').toString('base64')],
+    ]);
+    expect(await attachmentsOf(without.json.data.metadata.email.messageId)).toEqual([]);
   });
 });
 

@@ -154,7 +154,7 @@ describe.skipIf(skipWithoutDovecot())('IMAP sync against Dovecot (skipped: Dovec
     expect(await sync.runOnce()).toMatchObject({ channels: 0, received: 0 });
     const ch = await box.channel();
     expect(ch.status).toBe('error');
-    expect(ch.lastError).toMatch(/^IMAP: Authentication failed/);
+    expect(ch.lastError).toMatch(/^mailbox: IMAP: Authentication failed/);
     expect(ch.lastError).not.toContain('not-the-password');
 
     expect((await a.request('PATCH', `/v1/channels/${box.channelId}`, { inbound: { ...wrong, password: dovecot.password } })).status).toBe(200);
@@ -264,10 +264,10 @@ describe.skipIf(skipWithoutDovecot())('IMAP sync against Dovecot (skipped: Dovec
 });
 
 describe('IMAP sync without a reachable server', () => {
-  const { t, a } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
+  const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
 
-  const channelOn = async (port: number) => {
-    const res = await a.request('POST', '/v1/channels', {
+  const channelOn = async (port: number, who = a) => {
+    const res = await who.request('POST', '/v1/channels', {
       type: 'email',
       name: 'Unreachable',
       address: `unreachable-${port}-${Math.random().toString(36).slice(2, 6)}@acme.example`,
@@ -276,7 +276,29 @@ describe('IMAP sync without a reachable server', () => {
     expect(res.status, res.body).toBe(201);
     return res.json.data.id as string;
   };
-  const channel = async (id: string) => (await a.request('GET', `/v1/channels/${id}`)).json.data as { status: string; lastError: string | null };
+  const channel = async (id: string, who = a) => (await who.request('GET', `/v1/channels/${id}`)).json.data as { status: string; lastError: string | null };
+
+  it('another organization\'s many channels to a dead host do not keep a new channel from being synced: failing channels give up their lease, claims are fair per organization', async () => {
+    const port = await freePort();
+    const dead: string[] = [];
+    for (let i = 0; i < 3; i++) dead.push(await channelOn(port));
+    // One process with room for three channels, all taken by the dead ones at first.
+    const sync = createImapSync({ db: t.database.db, clock: () => new Date(), log: silent, initialDays: 30, pollMs: 60_000, allowPrivate: true, inbound: { resolver: offline }, leaseMs: 3000, maxChannels: 3, reconnectDelaysMs: [1000] });
+    sync.start();
+    try {
+      await until('the dead channels to be tried', async () => (await Promise.all(dead.map((id) => channel(id)))).every((c) => c.status === 'error'));
+      const fresh = await channelOn(await freePort(), b);
+      // The new channel of another organization gets its attempt (its server is down too: it shows the error).
+      const tried = await until('the new channel to be tried', async () => ((await channel(fresh, b)).lastError ? channel(fresh, b) : undefined));
+      expect(tried.lastError).toMatch(/^mailbox: IMAP: .*ECONNREFUSED/);
+      // A failing channel holds no lease between its attempts.
+      const states = await t.database.db.select().from(channelSyncStates);
+      for (const s of states.filter((r) => [...dead, fresh].includes(r.channelId))) if (!sync.held().includes(s.channelId)) expect(s.leaseOwner).toBeNull();
+    } finally {
+      await sync.stop();
+      for (const id of dead) await a.request('DELETE', `/v1/channels/${id}`);
+    }
+  });
 
   it('a server that does not answer, or an address the service may not reach, shows on the channel as an error', async () => {
     const port = await freePort();
@@ -285,7 +307,7 @@ describe('IMAP sync without a reachable server', () => {
     expect(await sync.runOnce()).toMatchObject({ channels: 0, received: 0 });
     const down = await channel(id);
     expect(down.status).toBe('error');
-    expect(down.lastError).toMatch(/^IMAP: .*ECONNREFUSED/);
+    expect(down.lastError).toMatch(/^mailbox: IMAP: .*ECONNREFUSED/);
     expect(down.lastError).not.toContain('secret-password');
     await sync.stop();
 

@@ -1,4 +1,4 @@
-import { and, eq, isNotNull, isNull, or, sql } from 'drizzle-orm';
+import { and, eq, isNotNull, isNull, ne, or, sql } from 'drizzle-orm';
 import { canStoreSecrets, decryptSecret, encryptSecret, isUnderCurrentKey, missingKeyError } from '../../core/encryption.js';
 import { fieldError, notFound, pgErrorCode } from '../../core/errors.js';
 import type { Page, PageInput } from '../../core/pagination.js';
@@ -14,7 +14,7 @@ export type ChannelRow = typeof channels.$inferSelect;
 /** A channel as the API answers it: settings without passwords, and whether each is set. */
 export function toChannel(row: ChannelRow) {
   if (row.type === 'sms') return toSmsChannel(row);
-  const { inboundSecret, outboundSecret, inbound, outbound, ...rest } = row;
+  const { inboundSecret, outboundSecret, inbound, outbound, sendFailures: _failures, sendPausedUntil: _paused, ...rest } = row;
   return {
     ...rest,
     inbound: { ...inbound, passwordSet: inboundSecret !== null },
@@ -133,6 +133,21 @@ export async function updateChannel(db: DbOrTx, orgId: string, id: string, patch
     values.outbound = outboundSettings(patch.outbound);
     if (patch.outbound.password !== undefined) values.outboundSecret = seal(patch.outbound.password, ['outbound', 'password'])!;
   }
+  // New server settings start afresh: a change of inbound mode ends the mailbox side's error, new relay
+  // settings the relay side's (and its backoff); the next failure sets them again.
+  const relayError = current.lastError?.startsWith(RELAY_ERROR_PREFIX) ?? false;
+  if (patch.inbound !== undefined && patch.inbound.mode !== current.inbound.mode && current.lastError !== null && !relayError) {
+    values.lastError = null;
+    if (current.status === 'error') values.status = 'active';
+  }
+  if (patch.outbound !== undefined) {
+    values.sendFailures = 0;
+    values.sendPausedUntil = null;
+    if (relayError) {
+      values.lastError = null;
+      if (current.status === 'error') values.status = 'active';
+    }
+  }
   if (patch.status !== undefined) {
     values.status = patch.status;
     // A person re-activating a channel clears the last error; the next failure sets it again.
@@ -183,26 +198,47 @@ export function withSecrets(row: ChannelRow): ChannelCredentials {
   };
 }
 
+/** What a failure of the sending side starts `lastError` with ("relay: Sending through …"). */
+export const RELAY_ERROR_PREFIX = 'relay: ';
+/** What a failure of the receiving side (IMAP mailbox, receiving) starts `lastError` with. */
+export const MAILBOX_ERROR_PREFIX = 'mailbox: ';
+
+/** A channel that cannot take mail now (in `error` on its mailbox side): the SMTP receiver answers 451 with the message. */
+export class ChannelUnavailable extends Error {}
+
 /**
- * The live, active inbound-SMTP channel with this address, in whichever organization has it (the SMTP
- * receiver does not know the organization before the recipient names it; an address has at most one).
+ * The live inbound-SMTP channel with this address, in whichever organization has it (the SMTP receiver does
+ * not know the organization before the recipient names it; an address has at most one). A disabled channel
+ * is not there; a channel in `error` because of its relay receives as usual; one in `error` on its mailbox
+ * side throws ChannelUnavailable, a temporary refusal (never a permanent one, which would bounce the mail).
  */
 export async function smtpChannelsFor(db: DbOrTx, address: string): Promise<ChannelRow[]> {
-  return db
+  const found = await db
     .select()
     .from(channels)
-    .where(and(eq(channels.address, address.toLowerCase()), isNull(channels.deletedAt), eq(channels.status, 'active'), sql`${channels.inbound}->>'mode' = 'smtp'`));
+    .where(and(eq(channels.address, address.toLowerCase()), isNull(channels.deletedAt), ne(channels.status, 'disabled'), sql`${channels.inbound}->>'mode' = 'smtp'`));
+  const usable = found.filter((c) => c.status === 'active' || (c.lastError?.startsWith(RELAY_ERROR_PREFIX) ?? false));
+  if (usable.length === 0 && found.length > 0) throw new ChannelUnavailable('This mailbox cannot take mail right now; try again later');
+  return usable;
 }
 
-/** Records the outcome of receiving or syncing: `lastSyncAt` on success, `status` error with `lastError` on failure. */
+/**
+ * Records the outcome of receiving or syncing (the mailbox side): `lastSyncAt` on success, `status` error with
+ * `lastError` "mailbox: …" on failure. A success ends a mailbox error, never a relay error (see the sender).
+ */
 export async function recordChannelOutcome(db: DbOrTx, channelId: string, outcome: { ok: true; at?: Date } | { ok: false; error: string }) {
+  const relayError = sql`coalesce(${channels.lastError} LIKE ${RELAY_ERROR_PREFIX + '%'}, false)`;
   const set = outcome.ok
-    ? { lastSyncAt: outcome.at ?? new Date(), lastError: null, status: sql`CASE WHEN ${channels.status} = 'error' THEN 'active' ELSE ${channels.status} END` }
-    : { lastError: outcome.error.slice(0, 1000), status: sql`CASE WHEN ${channels.status} = 'disabled' THEN 'disabled' ELSE 'error' END` };
+    ? {
+        lastSyncAt: outcome.at ?? new Date(),
+        lastError: sql`CASE WHEN ${relayError} THEN ${channels.lastError} ELSE NULL END`,
+        status: sql`CASE WHEN ${channels.status} = 'error' AND NOT ${relayError} THEN 'active' ELSE ${channels.status} END`,
+      }
+    : { lastError: `${MAILBOX_ERROR_PREFIX}${outcome.error}`.slice(0, 1000), status: sql`CASE WHEN ${channels.status} = 'disabled' THEN 'disabled' ELSE 'error' END` };
   // A success changes nothing worth a write (and a row lock held to the end of every receiving transaction,
   // which would serialise a busy channel's deliveries) while the channel is fine and `lastSyncAt` is recent.
   const worthWriting = outcome.ok
-    ? sql`(${channels.status} = 'error' OR ${channels.lastError} IS NOT NULL OR ${channels.lastSyncAt} IS NULL OR ${channels.lastSyncAt} < ${(outcome.at ?? new Date()).toISOString()}::timestamptz - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds')`
+    ? sql`((${channels.status} = 'error' AND NOT ${relayError}) OR (${channels.lastError} IS NOT NULL AND NOT ${relayError}) OR ${channels.lastSyncAt} IS NULL OR ${channels.lastSyncAt} < ${(outcome.at ?? new Date()).toISOString()}::timestamptz - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds')`
     : undefined;
   await db
     .update(channels)

@@ -70,10 +70,10 @@ export const MessageCreateInput = z.strictObject({
   metadata: JsonValue.optional().describe('Free-form JSON value'),
 });
 
-const flag = (what: string) => DateTimeInput.nullable().optional().describe(`${what}: a date-time sets it, null clears it, absent leaves it unchanged`);
+const flag = (what: string) => DateTimeInput.nullable().optional().describe(`${what} (null clears it)`);
 
 const triage = (what: string, examples: string) =>
-  ShortText(64).min(1).nullable().optional().describe(`${openValue(what, examples)}: a value sets it, null clears it, absent leaves it unchanged`);
+  ShortText(64).min(1).nullable().optional().describe(`${openValue(what, examples)} (null clears it)`);
 
 /** PATCH /messages/{id}: the three flags of the specification, and the triage fields automations set. */
 export const MessageUpdateInput = z.strictObject({

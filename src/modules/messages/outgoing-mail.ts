@@ -28,9 +28,9 @@ export function envelopeRecipients(mail: OutboxMail): string[] {
 /**
  * The message as it goes over the wire (RFC 5322, built by nodemailer's composer): the Message-ID and Date
  * fixed when it was queued, so every attempt sends the same message; Bcc never in the headers. Signed with
- * the sender domain's DKIM key when it has one.
+ * the sender domain's DKIM key when it has one. `contents`: the attachments' bytes by their id.
  */
-export async function composeMail(mail: OutboxMail, dkim?: DkimKey): Promise<Buffer> {
+export async function composeMail(mail: OutboxMail, dkim?: DkimKey, contents: ReadonlyMap<string, Buffer> = new Map()): Promise<Buffer> {
   const headers: Record<string, string> = {};
   if (mail.autoSubmitted) {
     headers['Auto-Submitted'] = mail.autoSubmitted;
@@ -51,13 +51,32 @@ export async function composeMail(mail: OutboxMail, dkim?: DkimKey): Promise<Buf
     ...(mail.inReplyTo ? { inReplyTo: `<${mail.inReplyTo}>` } : {}),
     ...(mail.references.length ? { references: mail.references.map((r) => `<${r}>`) } : {}),
     headers,
+    ...(mail.attachments?.length
+      ? {
+          attachments: mail.attachments.map((a) => ({
+            ...(a.filename ? { filename: a.filename } : {}),
+            contentType: a.contentType,
+            content: contents.get(a.id) ?? Buffer.alloc(0),
+            ...(a.contentId ? { cid: a.contentId } : {}),
+          })),
+        }
+      : {}),
     // The composer's own headers (X-Mailer) are left out: the mail says nothing of the software that sent it.
     xMailer: false,
   });
   const raw = await composer.compile().build();
   if (!dkim) return raw;
-  return streamToBuffer(new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey }).sign(raw));
+  return streamToBuffer(new DKIM({ domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey, headerFieldNames: SIGNED_HEADERS }).sign(raw));
 }
+
+/**
+ * The header fields the DKIM signature covers: nodemailer's list (RFC 6376 §5.4.1) plus `Auto-Submitted`, so
+ * that nobody on the way can strip or change the mark that keeps automatic replies from answering automatic mail.
+ */
+export const SIGNED_HEADERS =
+  'From:Sender:Reply-To:Subject:Date:Message-ID:To:Cc:MIME-Version:Content-Type:Content-Transfer-Encoding:Content-ID:' +
+  'Content-Description:Resent-Date:Resent-From:Resent-Sender:Resent-To:Resent-Cc:Resent-Message-ID:In-Reply-To:References:' +
+  'List-Id:List-Help:List-Unsubscribe:List-Unsubscribe-Post:List-Subscribe:List-Post:List-Owner:List-Archive:Auto-Submitted';
 
 async function streamToBuffer(stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];

@@ -1,13 +1,25 @@
-import { and, eq, inArray, isNull } from 'drizzle-orm';
+import { randomUUID } from 'node:crypto';
+import { and, asc, eq, inArray, isNull, sql } from 'drizzle-orm';
 import addressparser from 'nodemailer/lib/addressparser';
-import { AppError, fieldError, notFound } from '../../core/errors.js';
+import { AppError, fieldError, notFound, type ErrorTree } from '../../core/errors.js';
 import type { Actor, OperationContext } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
-import { channels, mailOutbox, messages, type OutboxMail } from '../../db/schema.js';
+import { channels, mailOutbox, messageAttachments, messages, type OutboxMail } from '../../db/schema.js';
 import { AutomaticMailRefused, silenceReason } from '../automations/auto-mail.js';
-import { contactEmailIdFor, createMessage, type MessageJson, type MessageRow } from './messages.repository.js';
+import { contactEmailIdFor, createMessage, insertAttachments, type MessageJson, type MessageRow } from './messages.repository.js';
 import { newMessageId } from './outgoing-mail.js';
-import { emailProblem, headerValueProblem, MAX_RECIPIENTS, type MailAddress, type MessageForwardValues, type MessageReplyValues, type MessageSendValues } from './sending.schemas.js';
+import {
+  emailProblem,
+  headerValueProblem,
+  MAX_ATTACHMENTS,
+  MAX_RECIPIENTS,
+  OUTGOING_ATTACHMENTS_MAX_BYTES,
+  type AttachmentValues,
+  type MailAddress,
+  type MessageForwardValues,
+  type MessageReplyValues,
+  type MessageSendValues,
+} from './sending.schemas.js';
 import { messageIdList, normalizeMessageId, resolveThreadId } from './threads.js';
 
 /**
@@ -128,6 +140,102 @@ async function refuseOwnAddresses(db: DbOrTx, orgId: string, recipients: MailAdd
   if (looping) throw loopRefusal(field, `${looping.email} is one of the organization's own channel addresses; automations never send mail to them`);
 }
 
+// ------------------------------------------------------------------ attachments
+
+/** An attachment of a message being queued: uploaded bytes, or a copy of an attachment the organization has. */
+type OutgoingAttachment =
+  | { id: string; filename: string; contentType: string; size: number; contentId: null; content: Buffer }
+  | { id: string; filename: string | null; contentType: string; size: number; contentId: string | null; copyOf: string };
+
+type KeptAttachment = { id: string; filename: string | null; contentType: string; size: number; contentId: string | null };
+
+const keptColumns = {
+  id: messageAttachments.id,
+  filename: messageAttachments.filename,
+  contentType: messageAttachments.contentType,
+  size: messageAttachments.size,
+  contentId: messageAttachments.contentId,
+};
+
+/** The kept attachments of a live message of the organization, or those with the given ids, without content. */
+async function keptAttachments(db: DbOrTx, orgId: string, where: { messageId: string } | { ids: string[] }): Promise<KeptAttachment[]> {
+  if ('ids' in where && where.ids.length === 0) return [];
+  return db
+    .select(keptColumns)
+    .from(messageAttachments)
+    .innerJoin(messages, eq(messages.id, messageAttachments.messageId))
+    .where(
+      and(
+        eq(messageAttachments.organizationId, orgId),
+        eq(messages.organizationId, orgId),
+        isNull(messages.deletedAt),
+        'ids' in where ? inArray(messageAttachments.id, where.ids) : eq(messageAttachments.messageId, where.messageId),
+      ),
+    )
+    .orderBy(asc(messageAttachments.createdAt), asc(messageAttachments.id));
+}
+
+/**
+ * The attachments of a request (uploads decoded, ids looked up in the organization: another organization's
+ * is unknown here), after `carried` (a forward's originals); a 400 at the field for an unknown id, and at
+ * `attachments` past the count or the size limit.
+ */
+async function outgoingAttachments(db: DbOrTx, orgId: string, given: AttachmentValues[] | undefined, carried: KeptAttachment[] = []): Promise<OutgoingAttachment[]> {
+  const list = given ?? [];
+  const ids = list.flatMap((a) => (a.attachmentId !== undefined ? [a.attachmentId] : []));
+  const found = new Map((await keptAttachments(db, orgId, { ids })).map((a) => [a.id, a]));
+  const copy = (a: KeptAttachment): OutgoingAttachment => ({ id: randomUUID(), filename: a.filename, contentType: a.contentType, size: a.size, contentId: a.contentId, copyOf: a.id });
+  const out: OutgoingAttachment[] = carried.map(copy);
+  list.forEach((a, i) => {
+    if (a.attachmentId !== undefined) {
+      const kept = found.get(a.attachmentId);
+      if (!kept) throw attachmentIdError(i);
+      out.push(copy(kept));
+      return;
+    }
+    // The schema made sure an upload has its content and name.
+    const content = Buffer.from(a.content ?? '', 'base64');
+    out.push({ id: randomUUID(), filename: a.filename ?? 'attachment', contentType: (a.contentType ?? 'application/octet-stream').toLowerCase(), size: content.length, contentId: null, content });
+  });
+  if (out.length > MAX_ATTACHMENTS) throw fieldError('attachments', `At most ${MAX_ATTACHMENTS} attachments in all (the forwarded message's included)`);
+  const total = out.reduce((sum, a) => sum + a.size, 0);
+  if (total > OUTGOING_ATTACHMENTS_MAX_BYTES) {
+    throw fieldError('attachments', `The attachments come to ${total} bytes; at most ${OUTGOING_ATTACHMENTS_MAX_BYTES} bytes in all (the forwarded message's included)`);
+  }
+  return out;
+}
+
+/** Kept attachments in the order the message lists them (`metadata.email.attachments`, as they came in the mail). */
+function inListedOrder(kept: KeptAttachment[], listed: unknown): KeptAttachment[] {
+  const ids = Array.isArray(listed) ? listed.map((a) => (a && typeof a === 'object' ? (a as { id?: unknown }).id : undefined)) : [];
+  const at = (id: string) => (ids.includes(id) ? ids.indexOf(id) : ids.length);
+  return [...kept].sort((x, y) => at(x.id) - at(y.id));
+}
+
+/** A 400 at `attachments[i].attachmentId`, in the shape of the validation's tree (`items`). */
+function attachmentIdError(i: number): AppError {
+  const item: ErrorTree = { errors: [], properties: { attachmentId: { errors: ['No attachment with this id exists in the organization'] } } };
+  const details: ErrorTree = { errors: [], properties: { attachments: { errors: [], items: Array.from({ length: i + 1 }, (_, k) => (k === i ? item : null)) } } };
+  return new AppError('VALIDATION_ERROR', 'The request is invalid', details);
+}
+
+/** Stores a queued message's attachments: uploads as given, copies inside the database (the bytes never pass through here). */
+async function storeAttachments(db: DbOrTx, orgId: string, messageId: string, list: OutgoingAttachment[]) {
+  await insertAttachments(
+    db,
+    orgId,
+    messageId,
+    list.flatMap((a) => ('content' in a ? [{ id: a.id, filename: a.filename, contentType: a.contentType, size: a.size, contentId: null, content: a.content }] : [])),
+  );
+  for (const a of list) {
+    if (!('copyOf' in a)) continue;
+    await db.execute(sql`
+      INSERT INTO ${messageAttachments} (id, organization_id, message_id, filename, content_type, size, content_id, content)
+      SELECT ${a.id}, organization_id, ${messageId}, filename, content_type, size, content_id, content
+      FROM ${messageAttachments} WHERE id = ${a.copyOf} AND organization_id = ${orgId}`);
+  }
+}
+
 // ------------------------------------------------------------------ queueing
 
 interface Outgoing {
@@ -144,6 +252,7 @@ interface Outgoing {
   /** For an automatic reply: the key that allows one reply per sender per automation per day. */
   autoReplyKey?: string | undefined;
   autoSubmitted?: OutboxMail['autoSubmitted'];
+  attachments?: OutgoingAttachment[];
 }
 
 /**
@@ -166,6 +275,7 @@ async function queue(db: DbOrTx, orgId: string, actor: Actor, out: Outgoing): Pr
     ...(out.inReplyTo ? { inReplyTo: out.inReplyTo } : {}),
     references: out.references,
     ...(out.autoSubmitted ? { autoSubmitted: out.autoSubmitted } : {}),
+    ...(out.attachments?.length ? { attachments: out.attachments.map((a) => ({ id: a.id, filename: a.filename, contentType: a.contentType, contentId: a.contentId })) } : {}),
   };
   const message = await createMessage(db, orgId, {
     type: 'email',
@@ -193,9 +303,11 @@ async function queue(db: DbOrTx, orgId: string, actor: Actor, out: Outgoing): Pr
         bcc: mail.bcc,
         ...(mail.html !== undefined ? { html: true } : {}),
         autoSubmitted: mail.autoSubmitted ?? null,
+        attachments: (out.attachments ?? []).map((a) => ({ id: a.id, filename: a.filename, contentType: a.contentType, size: a.size, stored: true })),
       },
     },
   });
+  if (out.attachments?.length) await storeAttachments(db, orgId, message.id, out.attachments);
   const [queued] = await db
     .insert(mailOutbox)
     .values({
@@ -236,6 +348,7 @@ export async function sendMessage(ctx: OperationContext, input: MessageSendValue
   const cc = distinct(input.cc ?? [], new Set(to.map(lower)));
   const bcc = distinct(input.bcc ?? [], new Set([...to, ...cc].map(lower)));
   if (automatic(ctx)) await refuseOwnAddresses(ctx.db, ctx.orgId, [...to, ...cc, ...bcc], 'to');
+  const attachments = await outgoingAttachments(ctx.db, ctx.orgId, input.attachments);
   threadId ??= await resolveThreadId(ctx.db, ctx.orgId, { inReplyTo, references });
   return queue(ctx.db, ctx.orgId, ctx.actor, {
     channel,
@@ -245,6 +358,7 @@ export async function sendMessage(ctx: OperationContext, input: MessageSendValue
     subject: input.subject,
     text: input.text,
     html: input.html,
+    attachments,
     inReplyTo,
     references,
     threadId,
@@ -289,8 +403,10 @@ export async function replyToMessage(ctx: OperationContext, input: MessageReplyV
   if (to.length === 0 && cc.length === 0) throw fieldError('id', 'The message names no address to answer (no sender or Reply-To, or only the organization\'s own addresses)');
 
   const thread = threadOf(original);
+  const attachments = await outgoingAttachments(ctx.db, ctx.orgId, input.attachments);
   return queue(ctx.db, ctx.orgId, ctx.actor, {
     channel,
+    attachments,
     to: to.length ? to : cc,
     cc: to.length ? cc : [],
     bcc: [],
@@ -327,8 +443,12 @@ export async function forwardMessage(ctx: OperationContext, input: MessageForwar
     '',
     original.text ?? '',
   ].join('\n');
+  // The original's kept attachments go along (copied in the database), then any given.
+  const carried = input.includeAttachments ? inListedOrder(await keptAttachments(ctx.db, ctx.orgId, { messageId: original.id }), email.attachments) : [];
+  const attachments = await outgoingAttachments(ctx.db, ctx.orgId, input.attachments, carried);
   return queue(ctx.db, ctx.orgId, ctx.actor, {
     channel,
+    attachments,
     to,
     cc: [],
     bcc: [],

@@ -52,8 +52,7 @@ export interface MailAddress {
  * message rather than as "no branch of the union matched".
  */
 export const AddressInput = z
-  .union([z.string().max(400), z.strictObject({ email: z.string().max(400), name: z.string().max(200).optional() })])
-  .meta({ examples: ['ada@example.com'] })
+  .union([z.string().max(400).meta({ format: 'email' }), z.strictObject({ email: z.string().max(400), name: z.string().optional() })])
   .transform((value, ctx): MailAddress => {
     const given = typeof value === 'string' ? { email: value } : value;
     const email = given.email.trim();
@@ -61,7 +60,7 @@ export const AddressInput = z
     const problem = headerValueProblem(given.email) ?? emailProblem(email);
     if (problem) ctx.addIssue({ code: 'custom', message: problem, path: typeof value === 'string' ? [] : ['email'] });
     if (given.name !== undefined) {
-      const nameProblem = headerValueProblem(given.name);
+      const nameProblem = given.name.length > 200 ? 'Must be at most 200 characters' : headerValueProblem(given.name);
       if (nameProblem) ctx.addIssue({ code: 'custom', message: nameProblem, path: ['name'] });
     }
     const name = given.name?.trim();
@@ -72,20 +71,61 @@ export const AddressInput = z
 export const MAX_RECIPIENTS = 50;
 const Recipients = (what: string) => z.array(AddressInput).max(MAX_RECIPIENTS).describe(what);
 
-export const Subject = HeaderText(998).describe('The subject (one line)').meta({ examples: ['Your invoice'] });
-const Text = LongText.describe('The plain-text body').meta({ examples: ['Thanks, we received your invoice.'] });
-const Html = z.string().max(500_000).describe('An HTML body beside the text');
+export const Subject = HeaderText(998).describe('One line');
+const Text = LongText.describe('The plain-text body');
+const Html = z.string().max(500_000).describe('HTML body beside the text');
+
+/** Attachments of one outgoing message: how many, and their bytes in all (uploaded or copied). */
+export const MAX_ATTACHMENTS = 20;
+export const OUTGOING_ATTACHMENTS_MAX_BYTES = 10 * 1024 * 1024;
+
+const ContentType = z
+  .string()
+  .max(127)
+  .regex(/^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*$/i, 'Must be a media type, e.g. "application/pdf"');
+
+/**
+ * An attachment in a request: uploaded content (`filename`, `contentType`, `content` in base64), or
+ * `attachmentId`, an attachment the organization has (its content is copied). One flat object, checked by hand,
+ * so that each problem is reported at its own field.
+ */
+export const AttachmentInput = z
+  .strictObject({
+    filename: HeaderText(255).optional(),
+    contentType: ContentType.optional(),
+    content: z.string().optional(),
+    attachmentId: Uuid.optional(),
+  })
+  .superRefine((a, ctx) => {
+    if (a.attachmentId !== undefined) {
+      for (const key of ['filename', 'contentType', 'content'] as const) {
+        if (a[key] !== undefined) ctx.addIssue({ code: 'custom', path: [key], message: 'Give either `attachmentId` or the uploaded file, not both' });
+      }
+      return;
+    }
+    if (a.content === undefined) ctx.addIssue({ code: 'custom', path: ['content'], message: 'Required (the file in base64), unless `attachmentId` names an attachment the organization has' });
+    else if (!BASE64.test(a.content)) ctx.addIssue({ code: 'custom', path: ['content'], message: 'Must be base64' });
+    if (!a.filename) ctx.addIssue({ code: 'custom', path: ['filename'], message: 'Required with `content` (the name the recipient sees)' });
+  });
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+export type AttachmentValues = z.output<typeof AttachmentInput>;
+
+const Attachments = z
+  .array(AttachmentInput)
+  .max(MAX_ATTACHMENTS)
+  .describe(`{filename, contentType, content: base64} or {attachmentId}; at most ${MAX_ATTACHMENTS}, ${OUTGOING_ATTACHMENTS_MAX_BYTES / 1024 / 1024} MiB in all`);
 
 export const MessageSendInput = z
   .strictObject({
-    channelId: Uuid.describe('The email channel to send through'),
-    to: Recipients('Required. The recipients: addresses, "ada@example.com" or {"email", "name"}; numbers for a text').min(1),
-    cc: Recipients('Copy recipients, as `to`').optional(),
-    bcc: Recipients('Blind-copy recipients (never in the headers), as `to`').optional(),
+    channelId: Uuid.describe('The channel to send through'),
+    to: Recipients('Required. "ada@example.com", {"email", "name"}, or a number for a text').min(1),
+    cc: Recipients('Copy recipients').optional(),
+    bcc: Recipients('Blind copies (not in headers)').optional(),
     subject: Subject,
     text: Text,
     html: Html.optional(),
-    replyToMessageId: Uuid.optional().describe('A message this one answers (In-Reply-To, References, its thread)'),
+    attachments: Attachments.optional(),
+    replyToMessageId: Uuid.optional().describe('The message this answers'),
   })
   .superRefine((v, ctx) => {
     const total = v.to.length + (v.cc?.length ?? 0) + (v.bcc?.length ?? 0);
@@ -96,14 +136,17 @@ export const MessageReplyInput = z.strictObject({
   id: IdParam('message to answer'),
   text: Text,
   html: Html.optional(),
-  replyAll: z.boolean().default(false).describe('Also answer its other To and Cc addresses (default false)'),
+  attachments: Attachments.optional(),
+  replyAll: z.boolean().default(false).describe('Also answer its other To and Cc'),
 });
 
 export const MessageForwardInput = z.strictObject({
   id: IdParam('message to forward'),
-  to: Recipients('Required. Who receives the forwarded message: addresses, as in `send`').min(1),
+  to: Recipients('Required. Who receives it').min(1),
   text: Text.optional().describe('A note above the forwarded message'),
   channelId: Uuid.optional().describe("The channel to send through; default the message's"),
+  includeAttachments: z.boolean().default(true).describe("Include the original's files"),
+  attachments: Attachments.optional(),
 });
 
 export type MessageSendValues = z.output<typeof MessageSendInput>;

@@ -681,7 +681,7 @@ export function takeAmount(s: Scanner): { tests: ConditionTest[]; phrase: string
   ];
   const tests: ConditionTest[] = [test('amount', operator, value)];
   if (currency) tests.push(test('currency', 'equals', currency));
-  return { tests, phrase: m[0].trim() };
+  return { tests, phrase: s.plainGroup(m, 0).trim() };
 }
 
 /** A "whose … is …" phrase, read before the trigger (it sits inside it: "a customer whose type is VIP is added"). */
@@ -697,7 +697,7 @@ export function takeRecordPhrases(s: Scanner): RecordPhrase[] {
   const out: RecordPhrase[] = [];
   const pattern = new RegExp(`\\b(?:whose |where (?:the |its )?)([a-z]+(?: [a-z]+)?) (is not|isn't|is|equals|=) (${QUOTED}|[a-z0-9@][\\w.@+-]*)`);
   for (let m = s.take(pattern); m; m = s.take(pattern)) {
-    out.push({ phrase: m[0], field: m[1]!, negated: m[2] === 'is not' || m[2] === "isn't", value: unquote(s.writtenGroup(m, 3)) });
+    out.push({ phrase: s.plainGroup(m, 0), field: m[1]!, negated: m[2] === 'is not' || m[2] === "isn't", value: unquote(s.writtenGroup(m, 3)) });
   }
   return out;
 }
@@ -821,16 +821,16 @@ export function takeEmailActions(s: Scanner): ActionSpec[] {
   const out: ActionSpec[] = [];
   const text = `(${QUOTED})`;
   const reply = new RegExp(`\\breply(?: to (?:it|them|this|the (?:message|email|mail|sender)))?( to all| to everyone| all)?(?: with| saying| that says| with the text)?:? ${text}`, 'd');
-  for (const m of s.takeAll(reply)) out.push({ kind: 'reply', at: m.index, phrase: m[0].trim(), text: unquote(s.writtenGroup(m, 2)), replyAll: Boolean(m[1]) });
+  for (const m of s.takeAll(reply)) out.push({ kind: 'reply', at: m.index, phrase: s.plainGroup(m, 0).trim(), text: unquote(s.writtenGroup(m, 2)), replyAll: Boolean(m[1]) });
   const forward = new RegExp(`\\bforward(?: it| them| this| the (?:message|email|mail))? to (${EMAILS})(?:,? (?:with the note|with a note|with the text|saying|adding):? ${text})?`, 'd');
   for (const m of s.takeAll(forward)) {
-    const spec: ActionSpec = { kind: 'forward', at: m.index, phrase: m[0].trim(), to: addresses(m[1]!) };
+    const spec: ActionSpec = { kind: 'forward', at: m.index, phrase: s.plainGroup(m, 0).trim(), to: addresses(m[1]!) };
     if (m[2]) spec.text = unquote(s.writtenGroup(m, 2));
     out.push(spec);
   }
   const send = new RegExp(`\\b(?:send|write) (?:an? )?(?:new )?(?:e-?mail|mail|message) to (${EMAILS})(?:,? with the subject:? ${text}(?: and)?)?,? (?:saying|that says|with the text|with the message|reading):? ${text}`, 'd');
   for (const m of s.takeAll(send)) {
-    out.push({ kind: 'send', at: m.index, phrase: m[0].trim(), to: addresses(m[1]!), subject: m[2] ? unquote(s.writtenGroup(m, 2)) : '', text: unquote(s.writtenGroup(m, 3)) });
+    out.push({ kind: 'send', at: m.index, phrase: s.plainGroup(m, 0).trim(), to: addresses(m[1]!), subject: m[2] ? unquote(s.writtenGroup(m, 2)) : '', text: unquote(s.writtenGroup(m, 3)) });
   }
   // "text +1 212 555 0100 'Big payment'", "send a text (message) / an SMS to +1… saying '…'".
   const sendText = new RegExp(`\\b(?:text|sms|(?:send|write) (?:an? )?(?:text(?: message)?|sms) to) (${PHONES}),?(?: (?:saying|that says|with the text|with the message|reading))?:? ${text}`, 'd');
@@ -844,10 +844,10 @@ export function takeEmailActions(s: Scanner): ActionSpec[] {
 export function takeActions(s: Scanner): ActionSpec[] {
   const out: ActionSpec[] = [];
   const push = (m: RegExpExecArray[], spec: (m: RegExpExecArray) => ActionSpec) => out.push(...m.map(spec));
-  const simple = (kind: 'read' | 'unread' | 'archive' | 'contact' | 'digest') => (m: RegExpExecArray): ActionSpec => ({ kind, at: m.index, phrase: m[0].trim() });
+  const simple = (kind: 'read' | 'unread' | 'archive' | 'contact' | 'digest') => (m: RegExpExecArray): ActionSpec => ({ kind, at: m.index, phrase: s.plainGroup(m, 0).trim() });
   const cadenced = (m: RegExpExecArray): ActionSpec => {
     const cadence = /\b(daily|weekly|monthly)\b/.exec(m[0])?.[1] as 'daily' | 'weekly' | 'monthly' | undefined;
-    return cadence ? { kind: 'digest', at: m.index, phrase: m[0].trim(), cadence } : { kind: 'digest', at: m.index, phrase: m[0].trim() };
+    return cadence ? { kind: 'digest', at: m.index, phrase: s.plainGroup(m, 0).trim(), cadence } : { kind: 'digest', at: m.index, phrase: s.plainGroup(m, 0).trim() };
   };
 
   push(
@@ -864,16 +864,16 @@ export function takeActions(s: Scanner): ActionSpec[] {
   push(
     s.takeAll(new RegExp(`\\b(?:set|change|update)\\s+(?:its\\s+|the\\s+|their\\s+)?(importance|urgency|status)\\s+(?:to|as|=)\\s+(${QUOTED}|[a-z0-9_-]+)`)),
     // A status keeps the case it was written in; importance and urgency are lower-case words.
-    (m) => ({ kind: 'set', at: m.index, phrase: m[0].trim(), field: m[1] as 'importance', value: m[1] === 'status' ? unquote(s.writtenGroup(m, 2)) : unquote(s.plainGroup(m, 2)) }),
+    (m) => ({ kind: 'set', at: m.index, phrase: s.plainGroup(m, 0).trim(), field: m[1] as 'importance', value: m[1] === 'status' ? unquote(s.writtenGroup(m, 2)) : unquote(s.plainGroup(m, 2)) }),
   );
   push(
     s.takeAll(new RegExp(`\\b(?:mark|flag|tag)${IT}\\s+(?:as\\s+|with\\s+)?${LEVEL}[-\\s](importance|urgency|priority)\\b`)),
-    (m) => ({ kind: 'set', at: m.index, phrase: m[0].trim(), field: m[2] === 'urgency' ? 'urgency' : 'importance', value: m[1] === 'medium' ? 'normal' : m[1]! }),
+    (m) => ({ kind: 'set', at: m.index, phrase: s.plainGroup(m, 0).trim(), field: m[2] === 'urgency' ? 'urgency' : 'importance', value: m[1] === 'medium' ? 'normal' : m[1]! }),
   );
   push(s.takeAll(new RegExp(`\\b(?:mark|flag|tag)${IT}\\s+(?:as\\s+)?(urgent|important)\\b`)), (m) => ({
     kind: 'set',
     at: m.index,
-    phrase: m[0].trim(),
+    phrase: s.plainGroup(m, 0).trim(),
     field: m[1] === 'urgent' ? 'urgency' : 'importance',
     value: 'high',
   }));
@@ -893,7 +893,7 @@ export function takeActions(s: Scanner): ActionSpec[] {
     ),
     (m) => {
       const until = snoozeUntil(m);
-      return typeof until === 'string' ? { kind: 'snooze', at: m.index, phrase: m[0].trim(), until } : { kind: 'snooze', at: m.index, phrase: m[0].trim(), until: '', error: until.error };
+      return typeof until === 'string' ? { kind: 'snooze', at: m.index, phrase: s.plainGroup(m, 0).trim(), until } : { kind: 'snooze', at: m.index, phrase: s.plainGroup(m, 0).trim(), until: '', error: until.error };
     },
   );
   // "Snooze every email from x for 2 hours": the duration away from the verb.

@@ -126,6 +126,18 @@ describe('the built-in evaluator: failures', () => {
     expect(outcome).toHaveProperty('reason', expect.stringMatching(reason));
   });
 
+  it('a reason shows a quoted text as quoted, never the mask the scanner reads it through', async () => {
+    for (const instructions of ["Every Friday at 5pm, reply 'Thanks, we got it'", 'When a customer whose type is "VIP" is deleted, set its status to "gone"', "When a contact is deleted, forward it to ada@example.com with the note 'see this'"]) {
+      const outcome = await evaluate(instructions);
+      expect(outcome.status, instructions).not.toBe('planned');
+      const reason = (outcome as { reason: string }).reason;
+      // eslint-disable-next-line no-control-regex
+      expect(reason, instructions).not.toMatch(/[\u0000-\u0008\u000b-\u001f]/);
+    }
+    const outcome = (await evaluate("Every Friday at 5pm, reply 'Thanks, we got it'")) as { reason: string };
+    expect(outcome.reason).toMatch(/reply 'thanks, we got it'/);
+  });
+
   it('a creator without messages:write gets code_generation_failed naming the permission', async () => {
     const outcome = await evaluate('When a new email arrives, mark it as read', {}, ['automations:write', 'messages:read']);
     expect(outcome).toEqual({ status: 'code_generation_failed', reason: expect.stringMatching(/"messages:write"/) });

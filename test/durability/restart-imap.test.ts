@@ -1,0 +1,114 @@
+import { randomBytes } from 'node:crypto';
+import { Agent, request as httpRequest } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rawEmail, skipWithoutDovecot, startDovecot, type Dovecot } from '../helpers/dovecot.js';
+import { freePort } from '../helpers/listen.js';
+import { send, startServer, useStore, type ServerProcess } from './server-process.js';
+
+/**
+ * A stop within 3 s whatever is open, and no mail lost to a restart: SIGTERM while an SMTP session, an IMAP
+ * IDLE, a keep-alive connection and a request whose body never ends are open; mail that reached the IMAP
+ * mailbox while the service was down appears soon after it is back. A killed process's channel is taken over
+ * by the next process within 30 s (the lease).
+ */
+
+const dovecotMissing = skipWithoutDovecot();
+const store = useStore(!dovecotMissing);
+let dovecot: Dovecot;
+beforeAll(async () => {
+  if (!dovecotMissing) dovecot = await startDovecot();
+}, 60_000);
+afterAll(() => dovecot?.close());
+
+async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe.skipIf(dovecotMissing)('restarts with an IMAP channel', () => {
+  const SECRETS_KEY = randomBytes(32).toString('base64');
+  let smtpPort = 0;
+  const env = () => ({ ...store.env, SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true', SMTP_PORT: String(smtpPort), SMTP_HOST: '127.0.0.1', IMAP_SYNC_WORKER: 'true' });
+  const mailbox = `Restart${Math.random().toString(36).slice(2, 6)}`;
+  let channelId = '';
+
+  const arrived = async (server: ServerProcess, messageId: string) => {
+    const res = await send(server.url, 'GET', '/v1/messages/incoming?limit=100', store.key);
+    const list = (JSON.parse(res.body) as { data: { providerMessageId: string | null; channelId: string }[] }).data;
+    return list.some((m) => m.channelId === channelId && m.providerMessageId === messageId);
+  };
+  const deliver = (id: string) => dovecot.append([rawEmail({ messageId: id, subject: `About ${id}`, text: `Body of ${id}` })], { mailbox });
+
+  it('SIGTERM ends within 3 s whatever is open; mail that arrived while the service was down appears soon after it is back', async () => {
+    smtpPort = await freePort();
+    const c = await dovecot.client();
+    await c.mailboxCreate(mailbox);
+    await c.logout();
+    const server = await startServer(env());
+    const created = await send(server.url, 'POST', '/v1/channels', store.key, {
+      type: 'email',
+      name: 'Restarts',
+      address: `${mailbox.toLowerCase()}@acme.example`,
+      inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, mailbox },
+    });
+    expect(created.status, created.body).toBe(201);
+    channelId = (JSON.parse(created.body) as { data: { id: string } }).data.id;
+    await deliver('before-stop@example.com');
+    await until('the first mail', () => arrived(server, 'before-stop@example.com'), 30_000);
+
+    // Open: an SMTP session, a keep-alive connection, a request whose body never ends (and the IMAP IDLE).
+    const smtp: Socket = connect(smtpPort, '127.0.0.1');
+    smtp.on('error', () => {});
+    await new Promise<void>((resolve) => smtp.once('data', () => resolve()));
+    smtp.write('EHLO client.example\r\n');
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    await new Promise<void>((resolve, reject) =>
+      httpRequest(`${server.url}/healthz`, { agent }, (res) => {
+        res.resume();
+        res.on('end', () => resolve());
+      })
+        .on('error', reject)
+        .end(),
+    );
+    const stuck = httpRequest(`${server.url}/v1/contacts`, { method: 'POST', agent: false, headers: { authorization: `Bearer ${store.key}`, 'content-type': 'application/json', 'content-length': 1000 } });
+    stuck.on('error', () => {});
+    stuck.write('{"name":');
+    await new Promise((r) => setTimeout(r, 300));
+
+    const started = Date.now();
+    server.proc.kill('SIGTERM');
+    const exit = await server.exited;
+    const stopMs = Date.now() - started;
+    console.info(`SIGTERM with open connections: exited ${stopMs} ms after the signal`);
+    expect(exit, server.output()).toEqual({ code: 0, signal: null });
+    expect(stopMs).toBeLessThan(3_500);
+    smtp.destroy();
+    agent.destroy();
+
+    // Mail that reaches the mailbox while the service is down appears soon after it is back: the lease was given back.
+    await deliver('while-down@example.com');
+    const again = await startServer(env());
+    const back = Date.now();
+    await until('the mail sent while the service was down', () => arrived(again, 'while-down@example.com'), 20_000);
+    console.info(`restart: the mail that arrived while the service was down appeared ${Date.now() - back} ms after it was back`);
+
+    // A killed process keeps its lease until it runs out: the next process takes the channel over within 30 s.
+    again.proc.kill('SIGKILL');
+    await again.exited;
+    await deliver('after-kill@example.com');
+    const third = await startServer(env());
+    const restarted = Date.now();
+    await until('the mail after the kill', () => arrived(third, 'after-kill@example.com'), 40_000);
+    const takeoverMs = Date.now() - restarted;
+    console.info(`kill -9: the next process took the channel over ${takeoverMs} ms after it started`);
+    expect(takeoverMs).toBeLessThan(35_000);
+    third.proc.kill('SIGTERM');
+    expect(await third.exited).toEqual({ code: 0, signal: null });
+  }, 180_000);
+});
