@@ -80,6 +80,18 @@ const Env = z.object({
   IMAP_MAX_CHANNELS: z.coerce.number().int().min(1).max(10_000).default(100),
   /** The longest one attempt to send an email through a channel's relay may take (ms); a crashed attempt is taken over after twice this. */
   MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000),
+  /** Worker threads that read (parse and authenticate) received mail off the main thread. */
+  EMAIL_PARSE_THREADS: z.coerce.number().int().min(1).max(64).default(2),
+  /** The longest the reading of one received email may take (ms); past it the thread is replaced and the email refused for now (SMTP 451). */
+  EMAIL_PARSE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
+  /** RCPT commands one IP address (an IPv6 /64) may give per minute, accepted or refused; 0: no limit. */
+  SMTP_RCPT_RATE_LIMIT: z.coerce.number().int().min(0).default(600),
+  /** Refused commands (RCPT TO an unknown address, …) after which the receiver closes the connection. */
+  SMTP_MAX_ERRORS: z.coerce.number().int().min(1).max(10_000).default(20),
+  /** The longest the DATA of one message may take in all (ms). */
+  SMTP_DATA_TIMEOUT_MS: z.coerce.number().int().min(1000).max(3_600_000).default(600_000),
+  /** The slowest DATA the receiver waits for (bytes per second, averaged from the start of DATA, after its first 10 s); 0: no minimum. */
+  SMTP_DATA_MIN_RATE: z.coerce.number().int().min(0).default(500),
 });
 
 function keyProblem(value: string): string | undefined {
@@ -145,6 +157,8 @@ function fromEnv(e: z.infer<typeof Env>) {
     attachmentMaxBytes: e.EMAIL_ATTACHMENT_MAX_BYTES,
     imap: { worker: e.IMAP_SYNC_WORKER === 'true', initialDays: e.IMAP_INITIAL_DAYS, pollMs: e.IMAP_POLL_MS, maxChannels: e.IMAP_MAX_CHANNELS },
     mailSendTimeoutMs: e.MAIL_SEND_TIMEOUT_MS,
+    emailParse: { threads: e.EMAIL_PARSE_THREADS, timeoutMs: e.EMAIL_PARSE_TIMEOUT_MS },
+    smtpAbuse: { rcptPerMinute: e.SMTP_RCPT_RATE_LIMIT, maxErrors: e.SMTP_MAX_ERRORS, dataTimeoutMs: e.SMTP_DATA_TIMEOUT_MS, dataMinRate: e.SMTP_DATA_MIN_RATE },
   };
 }
 

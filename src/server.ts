@@ -8,6 +8,7 @@ import { mailHostname } from './modules/domains/dkim.js';
 import { evaluatorFromConfig } from './workers/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
+import { closeParsePool, configureParsePool } from './modules/messages/parse-pool.js';
 import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
@@ -76,6 +77,9 @@ export async function serve(config: Config = loadConfig()) {
     app.log.info(`Re-encrypted the passwords of ${changed} channel(s) under the current SECRETS_KEY`);
   }
 
+  // Received mail is read in worker threads (started on the first email).
+  configureParsePool(config.emailParse);
+
   // The built-in SMTP receiver, when SMTP_PORT is set.
   let smtpReceiver: SmtpReceiver | undefined;
   if (config.smtp.port !== undefined) {
@@ -93,6 +97,7 @@ export async function serve(config: Config = loadConfig()) {
       maxConnections: config.smtp.maxConnections,
       maxConnectionsPerIp: config.smtp.maxConnectionsPerIp,
       ratePerMinute: config.smtp.ratePerMinute,
+      ...config.smtpAbuse,
       attachmentMaxBytes: config.attachmentMaxBytes,
       clock: app.deps.clock,
     });
@@ -122,6 +127,7 @@ export async function serve(config: Config = loadConfig()) {
     await smtpReceiver?.stop();
     await app.close();
     await Promise.all(workers.map((w) => w.stop()));
+    await closeParsePool();
     await database.close();
     redis?.disconnect();
   });

@@ -8,7 +8,7 @@ import { isDatabaseUnavailable } from '../core/errors.js';
 import { createLimiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
 import { smtpChannelsFor, type ChannelRow } from '../modules/channels/channels.repository.js';
-import { receiveEmail } from '../modules/messages/inbound.js';
+import { failureReason, MailRefused, readReceivedEmail, writeReceivedEmail, type InboundDeps } from '../modules/messages/inbound.js';
 import { runOperation } from '../run-operation.js';
 
 /**
@@ -37,6 +37,8 @@ export interface SmtpReceiverOptions {
   clock?: Clock | undefined;
   /** Recipients one message may name. */
   maxRecipients?: number;
+  /** The longest reading one message may take (ms); default EMAIL_PARSE_TIMEOUT_MS. */
+  parseTimeoutMs?: number | undefined;
 }
 
 export interface SmtpReceiver {
@@ -143,7 +145,8 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
         deliver(raw, channels, session).then(
           (ids) => callback(null, `Message accepted as ${ids.join(', ')}`),
           (err: unknown) => {
-            if (!isDatabaseUnavailable(err)) opts.log.error({ err }, 'SMTP receiver: a message could not be stored');
+            if (err instanceof MailRefused) return callback(reply(err.permanent ? 554 : 451, `${err.message}${err.permanent ? '' : '; try again later'}`));
+            if (!isDatabaseUnavailable(err)) opts.log.error({ reason: failureReason(err) }, 'SMTP receiver: a message could not be stored');
             callback(reply(451, 'Temporary failure storing the message; try again later'));
           },
         );
@@ -154,19 +157,14 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   // A broken connection or a client speaking nonsense is that client's problem: logged, never fatal.
   server.on('error', (err) => opts.log.warn({ err }, 'SMTP receiver: connection error'));
 
-  /** Writes the message once per channel named; resolves only when all are committed. */
+  const inbound: InboundDeps = { db: opts.db, run: runOperation, resolver: opts.resolver, clock: opts.clock, attachmentMaxBytes: opts.attachmentMaxBytes, mta: opts.serverName, parseTimeoutMs: opts.parseTimeoutMs };
+
+  /** Reads the message once, then writes it once per channel named; resolves only when all are committed. */
   async function deliver(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession): Promise<string[]> {
+    const envelope = { remoteAddress: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined };
+    const read = await readReceivedEmail(inbound, raw, 'smtp', envelope);
     const ids: string[] = [];
-    for (const channel of channels) {
-      const result = await receiveEmail(
-        { db: opts.db, run: runOperation, resolver: opts.resolver, clock: opts.clock, attachmentMaxBytes: opts.attachmentMaxBytes, mta: opts.serverName },
-        channel,
-        raw,
-        'smtp',
-        { remoteAddress: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined },
-      );
-      ids.push(result.messageId);
-    }
+    for (const channel of channels) ids.push((await writeReceivedEmail(inbound, channel, read, 'smtp')).messageId);
     return ids;
   }
 
