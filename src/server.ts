@@ -8,7 +8,7 @@ import { mailHostname } from './modules/domains/dkim.js';
 import { evaluatorFromConfig } from './workers/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
-import { closeParsePool, configureParsePool } from './modules/messages/parse-pool.js';
+import { closeParsePool, configureParsePool, onParsePoolError } from './modules/messages/parse-pool.js';
 import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
@@ -79,6 +79,7 @@ export async function serve(config: Config = loadConfig()) {
 
   // Received mail is read in worker threads (started on the first email).
   configureParsePool(config.emailParse);
+  onParsePoolError((err) => app.log.error({ err }, 'A mail reading thread failed'));
 
   // The built-in SMTP receiver, when SMTP_PORT is set.
   let smtpReceiver: SmtpReceiver | undefined;

@@ -5,7 +5,7 @@ import { MessageChannel } from 'node:worker_threads';
 import type { DnsResolver } from 'mailauth';
 import { Piscina } from 'piscina';
 import { headerBlockProblem, type AnalyzedEmail, type SmtpEnvelope } from './inbound-parse.js';
-import type { DnsAnswer, DnsQuestion, ParseTask } from './parse-worker.js';
+import type { DnsAnswer, DnsQuestion, ParseTask, Started } from './parse-worker.js';
 
 /**
  * Received mail is read (parsed and authenticated) in a pool of worker threads, never on the main thread:
@@ -55,7 +55,8 @@ function thePool(): Piscina {
   // `.ts` under vitest and tsx, `.js` once compiled (dist/): the worker is the sibling file of the same kind.
   const ext = extname(fileURLToPath(import.meta.url));
   const filename = fileURLToPath(new URL(`./parse-worker${ext}`, import.meta.url));
-  const needsTsx = ext === '.ts' && !process.execArgv.some((a) => a.includes('tsx'));
+  // A thread does not inherit the parent's `--import tsx`: TypeScript needs the loader named again.
+  const needsTsx = ext === '.ts';
   pool = new Piscina({
     filename,
     minThreads: 0,
@@ -66,7 +67,15 @@ function thePool(): Piscina {
     resourceLimits: { maxOldGenerationSizeMb: 512 },
     ...(needsTsx ? { execArgv: ['--import', 'tsx'] } : {}),
   });
+  // A thread that dies outside an email (it could not start) must not take the service with it.
+  pool.on('error', (err: unknown) => onPoolError(err));
   return pool;
+}
+
+let onPoolError: (err: unknown) => void = () => {};
+/** Where the pool reports a thread that failed outside an email (the service's log). */
+export function onParsePoolError(report: (err: unknown) => void): void {
+  onPoolError = report;
 }
 
 /** The deadline counts from when a thread is free for the email, not while it waits behind others. */
@@ -80,10 +89,11 @@ async function slot(): Promise<() => void> {
   };
 }
 
-/** Answers the worker's DNS questions with the service's resolver (and its cache) on this thread. */
-function serveDns(resolver: DnsResolver) {
+/** Answers the worker's DNS questions with the service's resolver (and its cache) on this thread; `started` when it begins. */
+function serveDns(resolver: DnsResolver, started: () => void) {
   const { port1, port2 } = new MessageChannel();
-  port1.on('message', (q: DnsQuestion) => {
+  port1.on('message', (q: DnsQuestion | Started) => {
+    if ('started' in q) return started();
     const answer = (a: DnsAnswer) => {
       try {
         port1.postMessage(a);
@@ -108,11 +118,13 @@ export async function readEmail(
   const problem = headerBlockProblem(raw);
   if (problem) throw new MailRefused(true, problem);
   const release = await slot();
-  const dns = serveDns(opts.resolver);
   const timeoutMs = opts.timeoutMs ?? settings.timeoutMs;
+  const deadline = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const dns = serveDns(opts.resolver, () => (timer = setTimeout(() => deadline.abort(), timeoutMs)));
   try {
     const task: ParseTask = { raw, provider, envelope: opts.envelope, mta: opts.mta, now: opts.now.getTime(), attachmentMaxBytes: opts.attachmentMaxBytes, dns: dns.port };
-    const read = (await thePool().run(task, { transferList: [dns.port], signal: AbortSignal.timeout(timeoutMs) })) as AnalyzedEmail;
+    const read = (await thePool().run(task, { transferList: [dns.port], signal: deadline.signal })) as AnalyzedEmail;
     // Buffers come back from a thread as plain Uint8Arrays.
     for (const a of read.attachments) a.content = Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength);
     return read;
@@ -121,6 +133,7 @@ export async function readEmail(
     if ((err as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') throw new MailRefused(false, 'Reading the message ran out of memory');
     throw new MailRefused(false, 'Reading the message failed');
   } finally {
+    clearTimeout(timer);
     dns.close();
     release();
   }
