@@ -9,6 +9,7 @@ import { createLimiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
 import { smtpChannelsFor, type ChannelRow } from '../modules/channels/channels.repository.js';
 import { failureReason, MailRefused, readReceivedEmail, writeReceivedEmail, type InboundDeps } from '../modules/messages/inbound.js';
+import { recordInboundFailure, smtpFingerprint } from '../modules/messages/inbound-failures.js';
 import { runOperation } from '../run-operation.js';
 
 /**
@@ -146,7 +147,6 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
           (ids) => callback(null, `Message accepted as ${ids.join(', ')}`),
           (err: unknown) => {
             if (err instanceof MailRefused) return callback(reply(err.permanent ? 554 : 451, `${err.message}${err.permanent ? '' : '; try again later'}`));
-            if (!isDatabaseUnavailable(err)) opts.log.error({ reason: failureReason(err) }, 'SMTP receiver: a message could not be stored');
             callback(reply(451, 'Temporary failure storing the message; try again later'));
           },
         );
@@ -162,10 +162,24 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   /** Reads the message once, then writes it once per channel named; resolves only when all are committed. */
   async function deliver(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession): Promise<string[]> {
     const envelope = { remoteAddress: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined };
-    const read = await readReceivedEmail(inbound, raw, 'smtp', envelope);
-    const ids: string[] = [];
-    for (const channel of channels) ids.push((await writeReceivedEmail(inbound, channel, read, 'smtp')).messageId);
-    return ids;
+    try {
+      const read = await readReceivedEmail(inbound, raw, 'smtp', envelope);
+      const ids: string[] = [];
+      for (const channel of channels) ids.push((await writeReceivedEmail(inbound, channel, read, 'smtp')).messageId);
+      return ids;
+    } catch (err) {
+      if (isDatabaseUnavailable(err)) throw err;
+      // Counted per channel: the third failure the same way (or a permanent refusal) gives the message up, with a 554.
+      const reason = failureReason(err);
+      const fingerprint = smtpFingerprint(raw);
+      let givenUp = err instanceof MailRefused && err.permanent;
+      for (const channel of channels) {
+        const failure = await recordInboundFailure(opts.db, { organizationId: channel.organizationId, channelId: channel.id, provider: 'smtp', fingerprint, reason, raw, permanent: givenUp }).catch(() => undefined);
+        if (failure?.notImportable) givenUp = true;
+      }
+      opts.log.warn({ reason, givenUp, channels: channels.map((c) => c.id) }, 'SMTP receiver: a message could not be imported');
+      throw new MailRefused(givenUp, givenUp ? `${reason}; the message cannot be imported` : reason);
+    }
   }
 
   return {
