@@ -209,3 +209,120 @@ describe.skipIf(skipWithoutDovecot())('IMAP: one message never stops a mailbox (
     expect((rows[1]!.metadata as Json).email.authentication.spf).toBe('none');
   }, 90_000);
 });
+
+/** Opens an SMTP session and gives `commands` one by one; answers each reply code, and whether the server closed the connection. */
+function converse(port: number, commands: string[]): Promise<{ codes: number[]; closed: boolean }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const codes: number[] = [];
+    let buffered = '';
+    let next = 0;
+    let quit = false;
+    socket.setEncoding('utf8');
+    socket.on('error', reject);
+    // The greeting's code is not an answer to a command.
+    socket.on('close', () => resolve({ codes: codes.slice(1, commands.length + 1), closed: !quit }));
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      const lines = buffered.split('\r\n');
+      buffered = lines.pop()!;
+      for (const l of lines) {
+        if (!/^\d{3} /.test(l)) continue;
+        codes.push(Number(l.slice(0, 3)));
+        if (next < commands.length) socket.write(commands[next++]!);
+        else if (!quit) {
+          quit = true;
+          socket.end('QUIT\r\n');
+        }
+      }
+    });
+  });
+}
+
+describe('SMTP: fair under abuse', () => {
+  it('closes a connection after 20 refused recipients, and limits RCPTs per IP address, refused ones included', async () => {
+    const { receiver, port } = await startTestReceiver(t.database.db, { rcptPerMinute: 30 });
+    try {
+      const channel = await smtpChannel(a);
+      const probes = Array.from({ length: 25 }, (_, i) => `RCPT TO:<nobody-${i}@acme.example>\r\n`);
+      const first = await converse(port, ['EHLO p.example\r\n', 'MAIL FROM:<p@p.example>\r\n', ...probes]);
+      expect(first.codes.slice(2)).toEqual([...Array(19).fill(550), 421]);
+      expect(first.closed).toBe(true);
+      // 20 RCPTs of the 30 a minute are spent: the rest of the minute is refused, a real address too.
+      const second = await converse(port, ['EHLO p.example\r\n', 'MAIL FROM:<p@p.example>\r\n', ...Array.from({ length: 10 }, (_, i) => `RCPT TO:<nobody-x${i}@acme.example>\r\n`), `RCPT TO:<${channel.address}>\r\n`]);
+      expect(second.codes.slice(2)).toEqual([...Array(10).fill(550), 450]);
+    } finally {
+      await receiver.stop();
+    }
+  });
+
+  it('counts an IPv6 address by its /64', async () => {
+    const { ipKey } = await import('../../src/workers/smtp-addresses.js');
+    expect(ipKey('2001:db8:1:2:aaaa::1')).toBe(ipKey('2001:db8:1:2:bbbb::2'));
+    expect(ipKey('2001:db8:1:3::1')).not.toBe(ipKey('2001:db8:1:2::1'));
+    expect(ipKey('::ffff:192.0.2.7')).toBe('192.0.2.7');
+  });
+
+  it('knows a channel made by this process at once, and one made elsewhere within the refresh', async () => {
+    const { receiver, port } = await startTestReceiver(t.database.db, { addressRefreshMs: 200 });
+    try {
+      const channel = await smtpChannel(a);
+      expect((await converse(port, ['EHLO p.example\r\n', 'MAIL FROM:<p@p.example>\r\n', `RCPT TO:<${channel.address}>\r\n`])).codes[2]).toBe(250);
+      // Another process's write: no event in this one.
+      const { channels } = await import('../../src/db/schema.js');
+      const [row] = await t.database.db.select().from(channels).where(eq(channels.id, channel.id));
+      const address = `elsewhere-${Math.random().toString(36).slice(2, 8)}@acme.example`;
+      await t.database.db.insert(channels).values({ ...row!, id: undefined as never, address, createdAt: new Date(), updatedAt: new Date() });
+      await new Promise((r) => setTimeout(r, 600));
+      expect((await converse(port, ['EHLO p.example\r\n', 'MAIL FROM:<p@p.example>\r\n', `RCPT TO:<${address}>\r\n`])).codes[2]).toBe(250);
+    } finally {
+      await receiver.stop();
+    }
+  });
+
+  it('drops DATA that trickles in (slow-loris), so that the slots come free', async () => {
+    const { receiver, port } = await startTestReceiver(t.database.db, { maxConnections: 5, maxConnectionsPerIp: 5, dataMinRate: 100, dataGraceMs: 500 });
+    try {
+      const channel = await smtpChannel(a);
+      const started = Date.now();
+      const slow = Array.from(
+        { length: 5 },
+        () =>
+          new Promise<number>((resolve, reject) => {
+            const socket = connect(port, '127.0.0.1');
+            const steps = ['EHLO s.example\r\n', 'MAIL FROM:<s@s.example>\r\n', `RCPT TO:<${channel.address}>\r\n`, 'DATA\r\n'];
+            let trickle: NodeJS.Timeout | undefined;
+            socket.setEncoding('utf8');
+            socket.on('error', reject);
+            socket.on('close', () => (clearInterval(trickle), resolve(Date.now() - started)));
+            socket.on('data', (chunk: string) => {
+              if (steps.length > 0) return void socket.write(steps.shift()!);
+              // After 354: one byte every 300 ms.
+              if (!trickle && chunk.startsWith('354')) trickle = setInterval(() => socket.write('x'), 300);
+            });
+          }),
+      );
+      const closedAfter = await Promise.all(slow);
+      // Dropped within seconds (the grace and a check), not held for the socket's minutes.
+      for (const ms of closedAfter) expect(ms).toBeLessThan(10_000);
+      expect((await deliver(port, channel.address, mail({ to: channel.address, messageId: 'after-loris@outside.example' }))).code).toBe(250);
+    } finally {
+      await receiver.stop();
+    }
+  });
+
+  it('receives at an IDN address, whether the recipient is given in A-labels or in Unicode', async () => {
+    const { receiver, port } = await startTestReceiver(t.database.db);
+    try {
+      const local = `support-${Math.random().toString(36).slice(2, 8)}`;
+      const res = await a.request('POST', '/v1/channels', { type: 'email', name: 'IDN', address: `${local}@xn--bcher-kva.example`, inbound: { mode: 'smtp' } });
+      expect(res.status, res.body).toBe(201);
+      expect((await deliver(port, `${local}@xn--bcher-kva.example`, mail({ to: `${local}@xn--bcher-kva.example`, messageId: 'idn-1@outside.example' }))).code).toBe(250);
+      const unicode = await converse(port, ['EHLO p.example\r\n', 'MAIL FROM:<p@p.example> SMTPUTF8\r\n', `RCPT TO:<${local}@bücher.example>\r\n`]);
+      expect(unicode.codes[2]).toBe(250);
+      expect(await received(res.json.data.id as string)).toHaveLength(1);
+    } finally {
+      await receiver.stop();
+    }
+  });
+});
