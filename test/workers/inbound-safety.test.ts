@@ -17,7 +17,7 @@ import { noDns, startTestReceiver } from '../helpers/smtp-receiver.js';
  */
 
 const SECRETS_KEY = randomBytes(32).toString('base64');
-const { t, a } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
+const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
 const silent = { error() {}, warn() {}, info() {} };
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -105,6 +105,11 @@ describe('SMTP: one message never stops a mailbox', () => {
     expect(failure).toMatchObject({ provider: 'smtp', subject: 'Folded', sender: 'Ada <ada@outside.example>', size: expect.any(Number) });
     expect(failure!.notImportableAt).not.toBeNull();
     expect(failure!.reason).toContain('header block');
+    // Operators see it on the channel; another organization does not.
+    const listed = await a.request('GET', `/v1/channels/${channel.id}/not-imported`);
+    expect(listed.status, listed.body).toBe(200);
+    expect(listed.json.data).toEqual([expect.objectContaining({ id: failure!.id, provider: 'smtp', subject: 'Folded', attempts: 1, notImportableAt: expect.any(String) })]);
+    expect((await b.request('GET', `/v1/channels/${channel.id}/not-imported`)).status).toBe(404);
   });
 
   it('answers 451 while a message takes too long to read, and 554 the third time, recorded as not importable', async () => {

@@ -1,7 +1,13 @@
 import { createHash } from 'node:crypto';
-import { sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
+import { z } from 'zod';
+import { notFound } from '../../core/errors.js';
+import { defineOperation, type Operation } from '../../core/operation.js';
+import { Pagination, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
 import { inboundFailures } from '../../db/schema.js';
+import { channelRows } from '../channels/channels.repository.js';
+import { ChannelIdParam } from '../channels/channels.schemas.js';
 import { cleanText } from './inbound-parse.js';
 
 /**
@@ -68,3 +74,50 @@ export async function recordInboundFailure(
     .returning({ attempts: inboundFailures.attempts, notImportableAt: inboundFailures.notImportableAt });
   return { attempts: row!.attempts, notImportable: row!.notImportableAt !== null };
 }
+
+/** The emails of a channel that failed to be imported, newest first unless `sortOrder=asc`; 404 when the channel is not the organization's. */
+export async function listInboundFailures(db: DbOrTx, orgId: string, channelId: string, page: PageInput): Promise<Page<typeof inboundFailures.$inferSelect>> {
+  if (!(await channelRows.exists(db, orgId, channelId))) throw notFound('Channel');
+  const dir = page.sortOrder === 'asc' ? sql`ASC` : sql`DESC`;
+  const { limit, offset } = pageWindow(page);
+  const items = await db
+    .select()
+    .from(inboundFailures)
+    .where(and(eq(inboundFailures.organizationId, orgId), eq(inboundFailures.channelId, channelId)))
+    .orderBy(sql`${inboundFailures.createdAt} ${dir}`, sql`${inboundFailures.id} ${dir}`)
+    .limit(limit)
+    .offset(offset);
+  return { items };
+}
+
+export const InboundFailure = z
+  .object({
+    id: z.uuid().describe('Id of the record'),
+    channelId: z.uuid().describe('The channel the email was for'),
+    provider: z.enum(['smtp', 'imap']).describe('How it arrived: the SMTP receiver or the IMAP sync'),
+    reason: z.string().describe('Why it failed (the last failure), for a person; never SQL or the email\'s content'),
+    size: z.number().int().describe('Its size in bytes'),
+    sender: z.string().nullable().describe('Its From header as written, where readable'),
+    subject: z.string().nullable().describe('Its Subject header as written (not decoded), where readable'),
+    attempts: z.number().int().describe(`Failures in a row with this reason; at ${MAX_ATTEMPTS} it is given up on`),
+    notImportableAt: z.iso.datetime({ offset: true }).nullable().describe('When it was given up on (SMTP answered 554, the IMAP sync moved past it); null while it may still be tried again'),
+    createdAt: z.iso.datetime({ offset: true }).describe('First failure'),
+    updatedAt: z.iso.datetime({ offset: true }).describe('Last failure'),
+  })
+  .describe('A received email that failed to be imported');
+
+export const inboundFailuresOperations: Operation[] = [
+  defineOperation({
+    id: 'channels.list_not_imported',
+    kind: 'list',
+    method: 'GET',
+    path: '/channels/{id}/not-imported',
+    summary: 'List the emails a channel could not import',
+    description:
+      'Received emails that failed to be imported on this channel: each with the reason, its size, sender and subject where readable, and how often it failed. ' +
+      `An email that fails the same way ${MAX_ATTEMPTS} times, or is refused for good (a header block over the bounds), is not importable: the SMTP receiver answers 554 and the IMAP sync moves past it, so that later mail arrives. Newest first unless \`sortOrder=asc\`.`,
+    input: z.strictObject({ ...ChannelIdParam, ...Pagination.shape }),
+    output: InboundFailure,
+    handler: (input, ctx) => listInboundFailures(ctx.db, ctx.orgId, input.id, input),
+  }),
+];
