@@ -10,7 +10,7 @@ import { channels, channelSyncStates } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, imapOptions } from '../modules/channels/channels.connect.js';
 import { loadChannelCredentials, recordChannelOutcome, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { onEventsCommitted } from '../modules/events/events.signal.js';
-import { failureReason, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
+import { databaseErrorReason, failureReason, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
 import { MAX_ATTEMPTS, recordInboundFailure } from '../modules/messages/inbound-failures.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
@@ -323,7 +323,8 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
             break;
           }
           failures++;
-          const error = describeError(err);
+          // Never a statement or its values in lastError and the log: a database error is named by its SQLSTATE.
+          const error = databaseErrorReason(err) ?? describeError(err);
           log.warn({ channelId: this.channelId, error, failures }, 'IMAP sync failed; reconnecting');
           await recordChannelOutcome(db, this.channelId, { ok: false, error: `IMAP: ${error}` }).catch(() => {});
           const base = delays[Math.min(failures, delays.length) - 1]!;

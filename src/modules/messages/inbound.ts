@@ -245,11 +245,23 @@ export async function receiveEmail(deps: InboundDeps, channel: InboundChannel, r
  */
 export function failureReason(err: unknown): string {
   if (err instanceof MailRefused) return err.message;
+  const state = sqlState(err);
+  return state ? `The database refused the message (SQLSTATE ${state})` : `The message could not be stored (${err instanceof Error ? err.name : 'unknown error'})`;
+}
+
+/** A database error named by its SQLSTATE alone (its message holds the statement and its values), or undefined for another error. */
+export function databaseErrorReason(err: unknown): string | undefined {
+  const state = sqlState(err);
+  return state ? `A database error (SQLSTATE ${state})` : undefined;
+}
+
+function sqlState(err: unknown): string | undefined {
   for (let e: unknown = err, i = 0; e && i < 5; e = (e as { cause?: unknown }).cause, i++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return `The database refused the message (SQLSTATE ${code})`;
+    // SQLSTATE: five digits or capitals, no class begins with E (Node's EPIPE, EPERM, … do).
+    if (typeof code === 'string' && /^[0-9A-DF-Z][0-9A-Z]{4}$/.test(code)) return code;
   }
-  return `The message could not be stored (${err instanceof Error ? err.name : 'unknown error'})`;
+  return undefined;
 }
 
 const isUniqueViolation = (err: unknown): boolean => {
