@@ -104,7 +104,7 @@ function legitMessages(to: string): { subject: string; raw: string }[] {
 }
 
 describe('hostile mail over SMTP', () => {
-  it('never stops /healthz for more than 250 ms, and the ordinary mail arrives', async () => {
+  it('never stops /healthz for more than 250 ms (or what the ordinary mail alone costs), and the ordinary mail arrives', async () => {
     const smtpPort = await freePort();
     const server = await startServer({ ...store.env, SMTP_PORT: String(smtpPort), SMTP_HOST: '127.0.0.1', EMAIL_PARSE_TIMEOUT_MS: '3000' });
     const address = `hostile-${Math.random().toString(36).slice(2, 8)}@mx.example`;
@@ -118,10 +118,13 @@ describe('hostile mail over SMTP', () => {
 
     // The service has received mail before (its reading threads have started).
     expect(await deliver(smtpPort, address, legitMessages(address)[0]!.raw)).toBe(250);
-    // This machine now, for as long as the hostile mail takes: on a shared, busy machine a thread reading mail
-    // competes with everything else for the cores, so the bound is 250 ms or five times the quiet gap (the mail read on the main thread held it for a minute).
-    const quiet = await probeWhile(server, () => new Promise((r) => setTimeout(r, 4000)));
-    const limit = Math.max(250, 5 * quiet.maxGapMs);
+    // The same ordinary mail alone first: what storing it costs this machine now (with the embedded database,
+    // each write runs on the main thread, and a shared machine is busy). The hostile mail may add no more
+    // than that again: read on the main thread, the table alone held it for 50 s and the folded header for 57 s.
+    const ordinary = await probeWhile(server, async () => {
+      for (const m of legitMessages(address)) expect(await deliver(smtpPort, address, m.raw)).toBe(250);
+    });
+    const limit = Math.max(250, 2 * ordinary.maxGapMs);
 
     const replies: Record<string, number> = {};
     const { probes, maxGapMs } = await probeWhile(server, async () => {
@@ -136,8 +139,7 @@ describe('hostile mail over SMTP', () => {
     expect([250, 451]).toContain(replies.table);
     for (const m of legitMessages(address)) expect(replies[m.subject], m.subject).toBe(250);
     expect(probes).toBeGreaterThan(10);
-    // Read on the main thread, the table alone held it for 50 s and the folded header for 57 s.
-    expect(maxGapMs, `${probes} probes; quiet: ${quiet.maxGapMs.toFixed(0)} ms in ${quiet.probes}`).toBeLessThan(limit);
+    expect(maxGapMs, `${probes} probes; the ordinary mail alone: ${ordinary.maxGapMs.toFixed(0)} ms in ${ordinary.probes}`).toBeLessThan(limit);
 
     const list = await call(server, 'GET', `/v1/messages?limit=100`);
     const subjects = (list as Json[]).filter((m) => m.channelId === channel.id).map((m) => m.summary as string);
