@@ -64,7 +64,8 @@ function thePool(): Piscina {
     // A process that receives no mail holds no thread (each holds the mail libraries, about 30 MB).
     idleTimeout: 60_000,
     atomics: 'disabled',
-    resourceLimits: { maxOldGenerationSizeMb: 512 },
+    // A message that would need more is refused for now (like one over its deadline), never the process's memory.
+    resourceLimits: { maxOldGenerationSizeMb: 256 },
     ...(needsTsx ? { execArgv: ['--import', 'tsx'] } : {}),
   });
   // A thread that dies outside an email (it could not start) must not take the service with it.
