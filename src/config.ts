@@ -68,6 +68,12 @@ export const Env = z.object({
   IMAP_POLL_MS: z.coerce.number().int().min(1000).max(3_600_000).default(60_000).describe('Where the IMAP server has no IDLE, how often a mailbox is looked at; with IDLE, the longest wait before a look anyway (ms).'),
   IMAP_MAX_CHANNELS: z.coerce.number().int().min(1).max(10_000).default(100).describe('Inbound-IMAP channels one process syncs at most (one IMAP connection each).'),
   MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000).describe('The longest one attempt to send an email through a channel\'s relay may take (connection, login, transfer, answer; ms); an attempt a crashed process held is taken over after twice this.'),
+  EMAIL_PARSE_THREADS: z.coerce.number().int().min(1).max(64).default(2).describe('Worker threads that read (parse and authenticate) received mail off the main thread.'),
+  EMAIL_PARSE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000).describe('The longest the reading of one received email may take (ms); past it the thread is replaced and the email refused for now (SMTP 451; the third time for good).'),
+  SMTP_RCPT_RATE_LIMIT: z.coerce.number().int().min(0).default(600).describe('RCPT commands one IP address (an IPv6 /64) may give per minute, accepted or refused; `0` turns the limit off.'),
+  SMTP_MAX_ERRORS: z.coerce.number().int().min(1).max(10_000).default(20).describe('Refused commands (RCPT TO an unknown address, …) after which the receiver closes the connection (421).'),
+  SMTP_DATA_TIMEOUT_MS: z.coerce.number().int().min(1000).max(3_600_000).default(600_000).describe('The longest the DATA of one message may take in all (ms).'),
+  SMTP_DATA_MIN_RATE: z.coerce.number().int().min(0).default(500).describe('The slowest DATA the receiver waits for (bytes per second, averaged from the start of DATA, after its first 10 s); `0`: no minimum.'),
   SMS_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(15_000).describe('The longest one request to a text provider (Twilio-compatible API) may take (ms); a request that left without an answer is an unknown outcome: the text is marked failed, never sent twice.'),
   SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('Provider webhooks (`/hooks/sms/{channelId}` and `/status`) one text channel may receive per minute; past it 429 with `Retry-After` (the provider retries).'),
 });
@@ -138,6 +144,8 @@ function fromEnv(e: z.infer<typeof Env>) {
     attachmentMaxBytes: e.EMAIL_ATTACHMENT_MAX_BYTES,
     imap: { worker: e.IMAP_SYNC_WORKER === 'true', initialDays: e.IMAP_INITIAL_DAYS, pollMs: e.IMAP_POLL_MS, maxChannels: e.IMAP_MAX_CHANNELS },
     mailSendTimeoutMs: e.MAIL_SEND_TIMEOUT_MS,
+    emailParse: { threads: e.EMAIL_PARSE_THREADS, timeoutMs: e.EMAIL_PARSE_TIMEOUT_MS },
+    smtpAbuse: { rcptPerMinute: e.SMTP_RCPT_RATE_LIMIT, maxErrors: e.SMTP_MAX_ERRORS, dataTimeoutMs: e.SMTP_DATA_TIMEOUT_MS, dataMinRate: e.SMTP_DATA_MIN_RATE },
     sms: { sendTimeoutMs: e.SMS_SEND_TIMEOUT_MS, hookRateLimit: e.SMS_HOOK_RATE_LIMIT },
   };
 }

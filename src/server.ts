@@ -10,6 +10,7 @@ import { mailHostname } from './modules/domains/dkim.js';
 import { evaluatorFromConfig } from './workers/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
+import { closeParsePool, configureParsePool, onParsePoolError } from './modules/messages/parse-pool.js';
 import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
 import { createSmsSender } from './workers/sms-sender.js';
@@ -119,6 +120,10 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
     app.log.info(`Re-encrypted the passwords of ${changed} channel(s) under the current SECRETS_KEY`);
   }
 
+  // Received mail is read in worker threads (started on the first email).
+  configureParsePool(config.emailParse);
+  onParsePoolError((err) => app.log.error({ err }, 'A mail reading thread failed'));
+
   // The built-in SMTP receiver, when SMTP_PORT is set.
   let smtpReceiver: SmtpReceiver | undefined;
   if (config.smtp.port !== undefined) {
@@ -136,6 +141,7 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
       maxConnections: config.smtp.maxConnections,
       maxConnectionsPerIp: config.smtp.maxConnectionsPerIp,
       ratePerMinute: config.smtp.ratePerMinute,
+      ...config.smtpAbuse,
       attachmentMaxBytes: config.attachmentMaxBytes,
       clock: app.deps.clock,
     });
@@ -169,7 +175,7 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
     else app.log.info({ signal }, 'shutting down');
     const force = setTimeout(() => app.server.closeAllConnections(), FORCE_CLOSE_MS);
     await Promise.all([
-      within(WORKERS_STOP_MS, Promise.all(workers.map((w) => w.stop()))),
+      within(WORKERS_STOP_MS, Promise.all([...workers.map((w) => w.stop()), closeParsePool()])),
       within(FORCE_CLOSE_MS + 200, Promise.all([commandSocket?.close(), smtpReceiver?.stop(), app.close()])),
     ]);
     clearTimeout(force);

@@ -424,6 +424,37 @@ export const smsOutbox = pgTable(
   ],
 );
 
+/**
+ * A received email that failed to be imported: counted per channel and email while it fails the same way,
+ * and given up on (`not_importable_at`) after the third such failure or a permanent refusal; the IMAP
+ * checkpoint then moves past it and SMTP answers 5xx. Holds what is readable of it, never its content.
+ */
+export const inboundFailures = pgTable(
+  'inbound_failures',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    channelId: uuid('channel_id')
+      .notNull()
+      .references(() => channels.id),
+    /** `smtp` or `imap`. */
+    provider: text('provider').notNull(),
+    /** The same email across attempts: `imap:<uidvalidity>:<uid>`, or the sha256 of the bytes received over SMTP. */
+    fingerprint: text('fingerprint').notNull(),
+    /** Why it failed, for a person: never SQL, never the email's content. */
+    reason: text('reason').notNull(),
+    size: integer('size').notNull(),
+    sender: text('sender'),
+    subject: text('subject'),
+    /** Failures in a row with this reason. */
+    attempts: integer('attempts').notNull().default(1),
+    notImportableAt: ts('not_importable_at'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('inbound_failures_email').on(t.channelId, t.fingerprint), index('inbound_failures_list').on(t.organizationId, t.channelId, t.createdAt, t.id)],
+);
+
 /** What the mail sender needs to send one outgoing message: the message as composed when it was queued. */
 export interface OutboxMail {
   /** The Message-ID, fixed when queued (without the angle brackets): every attempt sends the same one. */

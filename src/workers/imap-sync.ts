@@ -4,12 +4,14 @@ import { and, eq, inArray, notInArray, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ImapFlow } from 'imapflow';
 import type { Clock } from '../core/clock.js';
+import { isDatabaseUnavailable } from '../core/errors.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { channels, channelSyncStates } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, imapOptions } from '../modules/channels/channels.connect.js';
 import { loadChannelCredentials, recordChannelOutcome, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { onEventsCommitted } from '../modules/events/events.signal.js';
-import { receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
+import { databaseErrorReason, failureReason, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
+import { MAX_ATTEMPTS, recordInboundFailure } from '../modules/messages/inbound-failures.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /**
@@ -248,7 +250,11 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
           await checkpoint(db);
           continue;
         }
-        const result = await receive(channel, source, checkpoint);
+        const result = await receiveOrGiveUp(channel, source, uid, uidValidity, checkpoint);
+        if (!result) {
+          lastUid = uid;
+          continue;
+        }
         if (result.duplicate) {
           // The write rolled back with its checkpoint: the message exists already, so move past it.
           await checkpoint(db);
@@ -262,6 +268,26 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
       await writeState(db, creds.id, { uidValidity, lastUid: Math.max(lastUid, uidNextAtOpen - 1), initialDone: true });
     }
     return outcome;
+  }
+
+  /**
+   * Receives one fetched email; when that fails, counts the failure (`inbound_failures`). An email that
+   * failed the same way MAX_ATTEMPTS times (or was refused for good) is not importable: the checkpoint moves
+   * past it and this answers undefined. Otherwise the failure is thrown, as a reason without SQL or content,
+   * and the session tries again after its backoff.
+   */
+  async function receiveOrGiveUp(channel: InboundChannel, source: Buffer, uid: number, uidValidity: number, checkpoint: (tx: DbOrTx) => Promise<void>): Promise<ReceiveResult | undefined> {
+    try {
+      return await receive(channel, source, checkpoint);
+    } catch (err) {
+      if (err instanceof LeaseLost || isDatabaseUnavailable(err)) throw err;
+      const reason = failureReason(err);
+      const failure = await recordInboundFailure(db, { organizationId: channel.organizationId, channelId: channel.id, provider: 'imap', fingerprint: `imap:${uidValidity}:${uid}`, reason, raw: source, permanent: err instanceof MailRefused && err.permanent });
+      if (!failure.notImportable) throw new Error(`A message could not be imported (attempt ${failure.attempts} of ${MAX_ATTEMPTS}): ${reason}`);
+      log.warn({ channelId: channel.id, uid, reason }, 'IMAP sync: a message is not importable; moving past it');
+      await writeState(db, channel.id, { uidValidity, lastUid: uid });
+      return undefined;
+    }
   }
 
   /** The UIDs in groups of at most FETCH_BYTES (by the sizes the server reports) and FETCH_MAX_MESSAGES. */
@@ -321,7 +347,8 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
           }
           const failures = (failuresOf.get(this.channelId) ?? 0) + 1;
           failuresOf.set(this.channelId, failures);
-          const error = describeError(err);
+          // Never a statement or its values in lastError and the log: a database error is named by its SQLSTATE.
+          const error = databaseErrorReason(err) ?? describeError(err);
           log.warn({ channelId: this.channelId, error, failures }, 'IMAP sync failed; retrying later');
           await recordChannelOutcome(db, this.channelId, { ok: false, error: `IMAP: ${error}` }).catch(() => {});
           // A failing channel gives its lease up until its next attempt (after the backoff), so that it holds

@@ -7,9 +7,11 @@ import type { Clock } from '../core/clock.js';
 import { isDatabaseUnavailable } from '../core/errors.js';
 import { createLimiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
-import { ChannelUnavailable, smtpChannelsFor, type ChannelRow } from '../modules/channels/channels.repository.js';
-import { receiveEmail } from '../modules/messages/inbound.js';
+import { ChannelUnavailable, type ChannelRow } from '../modules/channels/channels.repository.js';
+import { failureReason, MailRefused, readReceivedEmail, writeReceivedEmail, type InboundDeps } from '../modules/messages/inbound.js';
+import { recordInboundFailure, smtpFingerprint } from '../modules/messages/inbound-failures.js';
 import { runOperation } from '../run-operation.js';
+import { createAddressBook, ipKey } from './smtp-addresses.js';
 
 /**
  * The built-in SMTP receiver (`SMTP_PORT`): the service's own MX. It accepts mail only for the addresses
@@ -37,6 +39,20 @@ export interface SmtpReceiverOptions {
   clock?: Clock | undefined;
   /** Recipients one message may name. */
   maxRecipients?: number;
+  /** The longest reading one message may take (ms); default EMAIL_PARSE_TIMEOUT_MS. */
+  parseTimeoutMs?: number | undefined;
+  /** RCPT commands one IP address (an IPv6 /64) may give per minute, accepted or refused; 0: no limit (SMTP_RCPT_RATE_LIMIT). */
+  rcptPerMinute?: number | undefined;
+  /** Refused commands after which the connection is closed (SMTP_MAX_ERRORS); default 20. */
+  maxErrors?: number | undefined;
+  /** The longest one DATA may take in all (SMTP_DATA_TIMEOUT_MS); default 10 minutes. */
+  dataTimeoutMs?: number | undefined;
+  /** The slowest DATA waited for, in bytes per second from its start (SMTP_DATA_MIN_RATE); default 500, 0: none. */
+  dataMinRate?: number | undefined;
+  /** How long DATA may go before the minimum rate applies; default 10 s. */
+  dataGraceMs?: number | undefined;
+  /** How often the live addresses are read again for changes made by other processes; default 10 s. */
+  addressRefreshMs?: number | undefined;
 }
 
 export interface SmtpReceiver {
@@ -51,7 +67,12 @@ const reply = (code: number, message: string) => Object.assign(new Error(message
 
 interface SessionState {
   channels: Map<string, ChannelRow>;
+  /** Refused commands on this connection. */
+  errors: number;
 }
+
+/** How often a DATA in progress is checked against its deadline and minimum rate. */
+const DATA_CHECK_MS = 250;
 
 export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   const perIp = new Map<string, number>();
@@ -61,10 +82,30 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   const sessions = new WeakMap<SMTPServerSession, SessionState>();
   const stateOf = (session: SMTPServerSession) => {
     let s = sessions.get(session);
-    if (!s) sessions.set(session, (s = { channels: new Map() }));
+    if (!s) sessions.set(session, (s = { channels: new Map(), errors: 0 }));
     return s;
   };
   const maxRecipients = opts.maxRecipients ?? 100;
+  const maxErrors = opts.maxErrors ?? 20;
+  const dataTimeoutMs = opts.dataTimeoutMs ?? 600_000;
+  const dataMinRate = opts.dataMinRate ?? 500;
+  const dataGraceMs = opts.dataGraceMs ?? 10_000;
+  const rcptLimiter = (opts.rcptPerMinute ?? 600) > 0 ? createLimiter({ name: 'smtp-rcpt', points: opts.rcptPerMinute ?? 600, durationSeconds: 60 }) : undefined;
+  const addresses = createAddressBook(opts.db, { refreshMs: opts.addressRefreshMs, onError: (err) => isDatabaseUnavailable(err) || opts.log.error({ reason: failureReason(err) }, 'SMTP receiver: the addresses could not be read') });
+
+  /** A refused command: counted, and the connection closed (421) at the limit, as Postfix's smtpd_hard_error_limit. */
+  const refuse = (session: SMTPServerSession, code: number, message: string) => {
+    const state = stateOf(session);
+    state.errors++;
+    return state.errors >= maxErrors ? reply(421, 'Too many refused commands; closing the connection') : reply(code, message);
+  };
+
+  /** Ends a connection from outside its commands (a DATA too slow or too long): a 421 closes it. */
+  const drop = (session: SMTPServerSession, message: string) => {
+    for (const c of (server as unknown as { connections: Set<{ session: SMTPServerSession; send(code: number, text: string): void }> }).connections) {
+      if (c.session === session) c.send(421, message);
+    }
+  };
 
   const server = new SMTPServer({
     name: opts.serverName,
@@ -108,16 +149,22 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
 
     onRcptTo(address: SMTPServerAddress, session, callback) {
       const state = stateOf(session);
-      if (state.channels.size >= maxRecipients) return callback(reply(452, 'Too many recipients'));
-      smtpChannelsFor(opts.db, address.address).then(
-        (found) => {
-          if (found.length === 0) return callback(reply(550, `No mailbox here by that name: ${address.address.slice(0, 320)}`));
-          for (const c of found) state.channels.set(c.id, c);
-          callback();
-        },
+      if (state.channels.size >= maxRecipients) return callback(refuse(session, 452, 'Too many recipients'));
+      // Every RCPT counts toward the IP's rate, accepted or refused: probing for addresses costs the prober.
+      const allowed = rcptLimiter ? rcptLimiter.consume(ipKey(session.remoteAddress)) : Promise.resolve({ allowed: true as const });
+      allowed
+        .then((rate) => {
+          if (!rate.allowed) return callback(refuse(session, 450, `Too many recipients from your address; try again in ${rate.retryAfter} s`));
+          return addresses.lookup(address.address).then((found) => {
+            if (found.length === 0) return callback(refuse(session, 550, `No mailbox here by that name: ${address.address.slice(0, 320)}`));
+            for (const c of found) state.channels.set(c.id, c);
+            callback();
+          });
+        })
+        .catch(
         (err: unknown) => {
           if (err instanceof ChannelUnavailable) return callback(reply(451, err.message));
-          if (!isDatabaseUnavailable(err)) opts.log.error({ err }, 'SMTP receiver: recipient look-up failed');
+          if (!isDatabaseUnavailable(err)) opts.log.error({ reason: failureReason(err) }, 'SMTP receiver: recipient look-up failed');
           callback(reply(451, 'Temporary failure; try again later'));
         },
       );
@@ -132,19 +179,32 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
       };
       const chunks: Buffer[] = [];
       let size = 0;
+      // A deadline for the whole DATA and a minimum rate after its first seconds (slow-loris senders hold
+      // connection slots otherwise: a byte every 25 s keeps the socket's idle timeout from ever firing).
+      const started = Date.now();
+      const watch = setInterval(() => {
+        const elapsed = Date.now() - started;
+        const slow = dataMinRate > 0 && elapsed > dataGraceMs && size < (dataMinRate * elapsed) / 1000;
+        if (elapsed <= dataTimeoutMs && !slow) return;
+        clearInterval(watch);
+        drop(session, slow ? `Data too slow: under ${dataMinRate} bytes per second` : `Data took longer than ${Math.round(dataTimeoutMs / 1000)} s`);
+      }, Math.min(DATA_CHECK_MS, dataGraceMs));
+      watch.unref();
+      stream.on('close', () => clearInterval(watch));
       stream.on('data', (chunk: Buffer) => {
         size += chunk.length;
         if (size <= opts.maxBytes) chunks.push(chunk);
       });
       stream.on('error', () => callback(reply(451, 'Temporary failure; try again later')));
       stream.on('end', () => {
+        clearInterval(watch);
         if (size > opts.maxBytes || stream.sizeExceeded) return callback(reply(552, `Message too large: at most ${opts.maxBytes} bytes`));
         const raw = Buffer.concat(chunks);
         const channels = [...stateOf(session).channels.values()];
         deliver(raw, channels, session).then(
           (ids) => callback(null, `Message accepted as ${ids.join(', ')}`),
           (err: unknown) => {
-            if (!isDatabaseUnavailable(err)) opts.log.error({ err }, 'SMTP receiver: a message could not be stored');
+            if (err instanceof MailRefused) return callback(reply(err.permanent ? 554 : 451, `${err.message}${err.permanent ? '' : '; try again later'}`));
             callback(reply(451, 'Temporary failure storing the message; try again later'));
           },
         );
@@ -155,20 +215,29 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   // A broken connection or a client speaking nonsense is that client's problem: logged, never fatal.
   server.on('error', (err) => opts.log.warn({ err }, 'SMTP receiver: connection error'));
 
-  /** Writes the message once per channel named; resolves only when all are committed. */
+  const inbound: InboundDeps = { db: opts.db, run: runOperation, resolver: opts.resolver, clock: opts.clock, attachmentMaxBytes: opts.attachmentMaxBytes, mta: opts.serverName, parseTimeoutMs: opts.parseTimeoutMs };
+
+  /** Reads the message once, then writes it once per channel named; resolves only when all are committed. */
   async function deliver(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession): Promise<string[]> {
-    const ids: string[] = [];
-    for (const channel of channels) {
-      const result = await receiveEmail(
-        { db: opts.db, run: runOperation, resolver: opts.resolver, clock: opts.clock, attachmentMaxBytes: opts.attachmentMaxBytes, mta: opts.serverName },
-        channel,
-        raw,
-        'smtp',
-        { remoteAddress: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined },
-      );
-      ids.push(result.messageId);
+    const envelope = { remoteAddress: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined };
+    try {
+      const read = await readReceivedEmail(inbound, raw, 'smtp', envelope);
+      const ids: string[] = [];
+      for (const channel of channels) ids.push((await writeReceivedEmail(inbound, channel, read, 'smtp')).messageId);
+      return ids;
+    } catch (err) {
+      if (isDatabaseUnavailable(err)) throw err;
+      // Counted per channel: the third failure the same way (or a permanent refusal) gives the message up, with a 554.
+      const reason = failureReason(err);
+      const fingerprint = smtpFingerprint(raw);
+      let givenUp = err instanceof MailRefused && err.permanent;
+      for (const channel of channels) {
+        const failure = await recordInboundFailure(opts.db, { organizationId: channel.organizationId, channelId: channel.id, provider: 'smtp', fingerprint, reason, raw, permanent: givenUp }).catch(() => undefined);
+        if (failure?.notImportable) givenUp = true;
+      }
+      opts.log.warn({ reason, givenUp, channels: channels.map((c) => c.id) }, 'SMTP receiver: a message could not be imported');
+      throw new MailRefused(givenUp, givenUp ? `${reason}; the message cannot be imported` : reason);
     }
-    return ids;
   }
 
   return {
@@ -182,6 +251,7 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
       }),
     stop: () =>
       new Promise<void>((resolve) => {
+        addresses.stop();
         if (!server.server.listening) return resolve();
         server.close(() => resolve());
       }),

@@ -207,18 +207,14 @@ export const MAILBOX_ERROR_PREFIX = 'mailbox: ';
 export class ChannelUnavailable extends Error {}
 
 /**
- * The live inbound-SMTP channel with this address, in whichever organization has it (the SMTP receiver does
- * not know the organization before the recipient names it; an address has at most one). A disabled channel
- * is not there; a channel in `error` because of its relay receives as usual; one in `error` on its mailbox
- * side throws ChannelUnavailable, a temporary refusal (never a permanent one, which would bounce the mail).
+ * Of the live inbound-SMTP channels of one address (an address has at most one per organization), those that
+ * take mail now. A disabled channel is never among them; a channel in `error` because of its relay receives as
+ * usual; when every one is in `error` on its mailbox side this throws ChannelUnavailable, a temporary refusal
+ * (never a permanent one, which would bounce the mail).
  */
-export async function smtpChannelsFor(db: DbOrTx, address: string): Promise<ChannelRow[]> {
-  const found = await db
-    .select()
-    .from(channels)
-    .where(and(eq(channels.address, address.toLowerCase()), isNull(channels.deletedAt), ne(channels.status, 'disabled'), sql`${channels.inbound}->>'mode' = 'smtp'`));
-  const usable = found.filter((c) => c.status === 'active' || (c.lastError?.startsWith(RELAY_ERROR_PREFIX) ?? false));
-  if (usable.length === 0 && found.length > 0) throw new ChannelUnavailable('This mailbox cannot take mail right now; try again later');
+export function receivingChannels(found: ChannelRow[]): ChannelRow[] {
+  const usable = found.filter((c) => c.status === 'active' || (c.status === 'error' && (c.lastError?.startsWith(RELAY_ERROR_PREFIX) ?? false)));
+  if (usable.length === 0 && found.some((c) => c.status === 'error')) throw new ChannelUnavailable('This mailbox cannot take mail right now; try again later');
   return usable;
 }
 

@@ -347,14 +347,14 @@ export async function insertReceivedMessage(db: DbOrTx, orgId: string, values: R
   return row;
 }
 
-/** The live message of a channel with this Message-ID. */
-export async function messageIdOnChannel(db: DbOrTx, orgId: string, channelId: string, providerMessageId: string): Promise<string | undefined> {
+/** The live message of a channel with this Message-ID, with its content fingerprint (null on messages received before they were kept). */
+export async function receivedOnChannel(db: DbOrTx, orgId: string, channelId: string, providerMessageId: string): Promise<{ id: string; contentHash: string | null } | undefined> {
   const [row] = await db
-    .select({ id: messages.id })
+    .select({ id: messages.id, contentHash: sql<string | null>`${messages.metadata}->'email'->>'contentHash'` })
     .from(messages)
     .where(messageRows.live(orgId, eq(messages.channelId, channelId), eq(messages.providerMessageId, providerMessageId)))
     .limit(1);
-  return row?.id;
+  return row;
 }
 
 /** The organization's contact email matching an address (case-insensitive), oldest first; null when none. */

@@ -1,9 +1,22 @@
 import { and, desc, eq, inArray, isNotNull, isNull } from 'drizzle-orm';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { DbOrTx } from '../../db/client.js';
 import { messages } from '../../db/schema.js';
 
-/** A Message-ID as stored: without angle brackets and surrounding space (`abc@example.com`). */
+/**
+ * The longest identifier (Message-ID, a References entry) stored as given, in UTF-8 bytes. A longer one is
+ * stored as its hash (`LONG_ID_SUFFIX`), and a reference to it is hashed the same way, so threads still
+ * join; indexed columns stay far below PostgreSQL's 2,704-byte btree row limit.
+ */
+export const MAX_ID_BYTES = 250;
+const LONG_ID_SUFFIX = '@long-id.switchboard.invalid';
+
+/** An identifier as stored: itself up to MAX_ID_BYTES, else `<sha256 hex>@long-id.switchboard.invalid`. */
+export function boundedId(id: string): string {
+  return Buffer.byteLength(id, 'utf8') <= MAX_ID_BYTES ? id : `${createHash('sha256').update(id, 'utf8').digest('hex')}${LONG_ID_SUFFIX}`;
+}
+
+/** A Message-ID as stored: without angle brackets and surrounding space (`abc@example.com`), bounded by `boundedId`. */
 export function normalizeMessageId(value: string | null | undefined): string | undefined {
   if (!value) return undefined;
   // Strips the brackets by index: a `>+$` pattern rescans the tail from every `>` (quadratic on hostile input).
@@ -14,7 +27,7 @@ export function normalizeMessageId(value: string | null | undefined): string | u
   while (end > start && text[end - 1] === '>') end--;
   text = text.slice(start, end);
   const trimmed = text.trim();
-  return trimmed && trimmed.length <= 998 ? trimmed : undefined;
+  return trimmed ? boundedId(trimmed) : undefined;
 }
 
 /** The Message-IDs of a References / In-Reply-To header (a string of `<id>`s, or mailparser's array). */

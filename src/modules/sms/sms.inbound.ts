@@ -6,7 +6,7 @@ import { recordEvents } from '../events/events.recorder.js';
 import { notifyEventsCommitted } from '../events/events.signal.js';
 import { recordChannelOutcome, type ChannelRow } from '../channels/channels.repository.js';
 import { cleanText, type OperationRunner } from '../messages/inbound.js';
-import { getMessage, insertReceivedMessage, messageIdOnChannel } from '../messages/messages.repository.js';
+import { getMessage, insertReceivedMessage, receivedOnChannel } from '../messages/messages.repository.js';
 import { Message } from '../messages/messages.schemas.js';
 import { partyNumber } from './numbers.js';
 import type { IncomingText } from './provider.js';
@@ -121,7 +121,7 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
     return { messageId: (out.data as { id: string }).id, duplicate: false };
   } catch (err) {
     if (!(err instanceof DuplicateText) && !isUniqueViolation(err)) throw err;
-    const existing = await messageIdOnChannel(db, channel.organizationId, channel.id, input.providerMessageId);
+    const existing = (await receivedOnChannel(db, channel.organizationId, channel.id, input.providerMessageId))?.id;
     if (!existing) throw err;
     return { messageId: existing, duplicate: true };
   }
