@@ -1,4 +1,4 @@
-import { and, eq, isNotNull, isNull, ne, or, sql } from 'drizzle-orm';
+import { and, eq, isNotNull, isNull, or, sql } from 'drizzle-orm';
 import { canStoreSecrets, decryptSecret, encryptSecret, isUnderCurrentKey, missingKeyError } from '../../core/encryption.js';
 import { fieldError, notFound, pgErrorCode } from '../../core/errors.js';
 import type { Page, PageInput } from '../../core/pagination.js';
