@@ -1,5 +1,5 @@
 import { domainToASCII } from 'node:url';
-import { and, isNull, ne, sql } from 'drizzle-orm';
+import { and, inArray, isNull, ne, sql } from 'drizzle-orm';
 import ipaddr from 'ipaddr.js';
 import type { Db } from '../db/client.js';
 import { channels } from '../db/schema.js';
@@ -99,7 +99,14 @@ export function createAddressBook(db: Db, opts: { refreshMs?: number; onError?: 
         await loading;
         found = book!.get(key);
       }
-      return receivingChannels(found ?? []);
+      if (!found?.length) return [];
+      // The book refuses unknown addresses without a query (probes cost nothing); a known one is read again by
+      // its ids, so a status or mode another process changed a moment ago counts at once.
+      const fresh = await db
+        .select()
+        .from(channels)
+        .where(and(inArray(channels.id, found.map((c) => c.id)), isNull(channels.deletedAt), ne(channels.status, 'disabled'), sql`${channels.inbound}->>'mode' = 'smtp'`));
+      return receivingChannels(fresh);
     },
     stop() {
       clearInterval(timer);
