@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { parseDnsServers } from './core/dns.js';
 
 /** Environment, parsed once at start-up. Every setting the service reads is here. */
 const Env = z.object({
@@ -54,6 +55,8 @@ const Env = z.object({
   SECRETS_KEY_PREVIOUS: z.string().default(''),
   /** Self-hosting on a LAN and tests: channels may reach mail servers on private and loopback addresses. */
   CHANNELS_ALLOW_PRIVATE: z.enum(['true', 'false']).default('false'),
+  /** DNS servers for domain verification and the authentication of received mail, comma-separated `host:port`; unset: the system's. */
+  DNS_SERVERS: z.string().default('').refine((v) => dnsServersProblem(v) === undefined, { error: (i) => dnsServersProblem(String(i.input)) ?? 'invalid' }),
   /** Port of the built-in SMTP receiver; unset: no receiver. 0 picks a free port. */
   SMTP_PORT: z.coerce.number().int().min(0).max(65535).optional().or(z.literal('').transform(() => undefined)),
   /** Address the SMTP receiver listens on; default HOST. */
@@ -86,6 +89,15 @@ function keyProblem(value: string): string | undefined {
   const t = value.trim();
   const bytes = /^[0-9a-f]{64}$/i.test(t) ? Buffer.from(t, 'hex') : Buffer.from(t, 'base64');
   return bytes.length === 32 ? undefined : 'bad length';
+}
+
+function dnsServersProblem(value: string): string | undefined {
+  try {
+    parseDnsServers(value);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
 }
 
 
@@ -132,6 +144,7 @@ function fromEnv(e: z.infer<typeof Env>) {
       previousKeys: e.SECRETS_KEY_PREVIOUS.split(',').map((k) => k.trim()).filter(Boolean),
     },
     channelsAllowPrivate: e.CHANNELS_ALLOW_PRIVATE === 'true',
+    dnsServers: parseDnsServers(e.DNS_SERVERS),
     smtp: {
       port: e.SMTP_PORT,
       host: e.SMTP_HOST ?? e.HOST,

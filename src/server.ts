@@ -13,7 +13,7 @@ import { createMailSender } from './workers/mail-sender.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
 import type { SmtpReceiver } from './workers/smtp-receiver.js';
 import { readFileSync } from 'node:fs';
-import { reencryptChannelSecrets } from './modules/channels/channels.repository.js';
+import { assertSecretsReadable, reencryptSecrets } from './db/encrypted-columns.js';
 
 /**
  * `switchboard serve` / `npm start`: configuration -> database (+ migrations) -> app -> listen.
@@ -70,10 +70,12 @@ export async function serve(config: Config = loadConfig()) {
     );
   }
 
-  // A rotated secrets key: what the previous keys encrypted is encrypted again under SECRETS_KEY.
+  // Every stored secret must be readable (else start-up refuses, saying which key is missing); after a
+  // rotation, what the previous keys encrypted is encrypted again under SECRETS_KEY.
+  await assertSecretsReadable(database.db);
   if (config.secrets.previousKeys.length > 0) {
-    const changed = await reencryptChannelSecrets(database.db);
-    app.log.info(`Re-encrypted the passwords of ${changed} channel(s) under the current SECRETS_KEY`);
+    const changed = await reencryptSecrets(database.db);
+    app.log.info(`Re-encrypted ${changed} stored secret(s) (passwords, DKIM keys) under the current SECRETS_KEY`);
   }
 
   // The built-in SMTP receiver, when SMTP_PORT is set.

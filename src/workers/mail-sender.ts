@@ -7,7 +7,7 @@ import type { ActorType } from '../core/operation.js';
 import { ForbiddenAddressError } from '../core/outbound.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { channels, mailOutbox, messages } from '../db/schema.js';
-import { assertMailHostAllowed, describeError } from '../modules/channels/channels.connect.js';
+import { assertMailHostAllowed, describeError, tlsOptions, tlsRequired } from '../modules/channels/channels.connect.js';
 import { loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
@@ -183,7 +183,14 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       return { kind: 'retry', error: `Could not resolve ${outbound.host}: ${describeError(err)}`, relay: true };
     }
     const domain = row.mail.from.email.slice(row.mail.from.email.lastIndexOf('@') + 1);
-    const raw = await composeMail(row.mail, await signingKeyFor(db, row.organizationId, domain));
+    let raw: Buffer;
+    try {
+      raw = await composeMail(row.mail, await signingKeyFor(db, row.organizationId, domain));
+    } catch (err) {
+      // The DKIM key cannot be read (its secrets key is gone) or cannot sign: no attempt would do better.
+      if (toAppError(err).code === 'SERVICE_UNAVAILABLE') throw err;
+      return { kind: 'failed', error: `DKIM signing failed for ${domain}: ${describeError(err)}` };
+    }
 
     const stepMs = Math.min(15_000, Math.max(1000, Math.floor(deps.sendTimeoutMs / 2)));
     const { default: SMTPConnection } = await import('nodemailer/lib/smtp-connection'); // loaded on first use
@@ -192,7 +199,8 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       port: outbound.port,
       secure: outbound.secure,
       servername: target.servername,
-      tls: { servername: target.servername },
+      requireTLS: tlsRequired(outbound),
+      tls: tlsOptions(outbound, target),
       ...(deps.hostname ? { name: deps.hostname } : {}),
       connectionTimeout: stepMs,
       greetingTimeout: stepMs,

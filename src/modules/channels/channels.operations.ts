@@ -2,6 +2,7 @@ import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { channelPolicy, testChannel } from './channels.connect.js';
 import { channelRows, createChannel, deleteChannel, getChannel, listChannels, updateChannel, withSecrets } from './channels.repository.js';
+import { signSample } from './channels.sign.js';
 import { Channel, ChannelCreateInput, ChannelId, ChannelTestResult, ChannelUpdateInput } from './channels.schemas.js';
 
 const PASSWORDS = 'Passwords are write-only (stored encrypted, never answered; `passwordSet` tells). With PostgreSQL a password needs the server\'s SECRETS_KEY (400 otherwise).';
@@ -20,6 +21,7 @@ export const channelsOperations: Operation[] = [
   }),
   defineOperation({
     id: 'channels.create',
+    errors: ['CONFLICT'],
     method: 'POST',
     event: 'channel.created',
     path: '/channels',
@@ -42,6 +44,7 @@ export const channelsOperations: Operation[] = [
   }),
   defineOperation({
     id: 'channels.update',
+    errors: ['CONFLICT'],
     method: 'PATCH',
     event: 'channel.updated',
     path: '/channels/{id}',
@@ -69,11 +72,14 @@ export const channelsOperations: Operation[] = [
     path: '/channels/{id}/test',
     summary: "Check a channel's mail servers",
     description:
-      'Connects to the configured servers now: the IMAP server (resolve, login, mailbox) and the SMTP relay (resolve, greeting, STARTTLS when offered, authentication). ' +
+      'Connects to the configured servers now: the IMAP server (resolve, login, mailbox) and the SMTP relay (sign: a sample signed with the sender domain\'s DKIM key, when it has one; resolve, greeting, STARTTLS, authentication). ' +
       'Answers what worked and what failed, step by step; a failure is an answer (`ok` false), not an error. Changes nothing.',
     effects: { openWorld: true },
     input: ChannelId,
     output: ChannelTestResult,
-    handler: async (input, ctx) => testChannel(withSecrets(await channelRows.get(ctx.db, ctx.orgId, input.id)), channelPolicy().allowPrivate),
+    handler: async (input, ctx) => {
+      const row = await channelRows.get(ctx.db, ctx.orgId, input.id);
+      return testChannel(withSecrets(row), channelPolicy().allowPrivate, () => signSample(ctx.db, ctx.orgId, row));
+    },
   }),
 ];

@@ -27,6 +27,31 @@ const Password = z.string().min(1).max(1000).describe('Password (write-only, sto
 const Username = z.string().min(1).max(320).describe('User name to log in with');
 const Mailbox = z.string().min(1).max(255).default('INBOX').describe('Mailbox (folder) to sync; default "INBOX"');
 
+/** The PEM certificate(s) a channel trusts for one server, besides the system's authorities. */
+const Pem = z
+  .string()
+  .max(20_000)
+  .regex(/^-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*$/, { message: 'Must be a PEM certificate ("-----BEGIN CERTIFICATE----- …")' })
+  .describe(
+    "A PEM certificate to trust for this server (its own self-signed certificate, or the private authority that issued it), besides the system's; null or absent: the system's authorities only",
+  );
+
+/** Secrets travel only over TLS: the settings every mail server of a channel has. */
+const tlsFields = {
+  tls: z
+    .enum(['required', 'none'])
+    .default('required')
+    .describe(
+      '"required" (default): no login and no mail without TLS (TLS from the start with `secure`, else STARTTLS, which the server must offer); ' +
+        '"none": TLS is used when offered, and a password may travel in clear: only with CHANNELS_ALLOW_PRIVATE=true, and shown in the channel\'s `warnings`',
+    ),
+  ca: Pem.nullable().optional(),
+  verifyCertificate: z
+    .boolean()
+    .default(true)
+    .describe("Whether the server's certificate is checked (default true); false only with CHANNELS_ALLOW_PRIVATE=true, and shown in the channel's `warnings`. Prefer `ca`"),
+};
+
 export const InboundSmtp = z.strictObject({
   mode: z.literal('smtp').describe('"smtp": mail arrives at the built-in SMTP receiver'),
 });
@@ -38,6 +63,7 @@ const imapFields = {
   secure: z.boolean().default(true).describe('TLS from the start (port 993); false: STARTTLS when offered; default true'),
   username: Username,
   mailbox: Mailbox,
+  ...tlsFields,
 };
 
 export const InboundImapCreate = z.strictObject({ ...imapFields, password: Password });
@@ -49,7 +75,12 @@ const outboundFields = {
   port: Port.default(587).describe('SMTP port; default 587'),
   secure: z.boolean().default(false).describe('TLS from the start (port 465); false: STARTTLS when offered (port 587); default false'),
   username: Username.optional(),
-  from: z.string().max(500).optional().describe('From header of sent mail, e.g. "Acme <support@acme.example>"; default the address'),
+  from: z
+    .string()
+    .max(500)
+    .optional()
+    .describe('From header of sent mail, e.g. "Acme <support@acme.example>": the channel\'s address or an address at a domain the organization has verified; default the address'),
+  ...tlsFields,
 };
 export const OutboundCreate = z.strictObject({ ...outboundFields, password: Password.optional() });
 export const OutboundUpdate = z.strictObject({ ...outboundFields, password: Password.optional() });
@@ -95,6 +126,9 @@ const InboundOut = z
     secure: z.boolean().optional(),
     username: z.string().optional(),
     mailbox: z.string().optional(),
+    tls: z.enum(['required', 'none']).optional().describe('IMAP: "required" or "none"'),
+    ca: z.string().nullable().optional().describe('IMAP: the PEM certificate trusted for the server; null: the system\'s authorities'),
+    verifyCertificate: z.boolean().optional().describe("IMAP: whether the server's certificate is checked"),
     passwordSet: z.boolean().describe('Whether a password is stored (the password itself is never returned)'),
   })
   .describe('How mail arrives; the password is never returned');
@@ -106,6 +140,9 @@ const OutboundOut = z
     secure: z.boolean(),
     username: z.string().nullable(),
     from: z.string().nullable(),
+    tls: z.enum(['required', 'none']).describe('"required": no login and no mail without TLS; "none": TLS only when offered'),
+    ca: z.string().nullable().describe("The PEM certificate trusted for the relay; null: the system's authorities"),
+    verifyCertificate: z.boolean().describe("Whether the relay's certificate is checked"),
     passwordSet: z.boolean().describe('Whether a password is stored (the password itself is never returned)'),
   })
   .nullable()
@@ -121,6 +158,9 @@ export const Channel = z.object({
   status: z.enum(CHANNEL_STATUSES).describe('"active"; "error" while receiving or syncing fails (see `lastError`); "disabled" by a person'),
   lastError: z.string().nullable().describe('What failed last (connection, login, …); null when the last attempt worked'),
   lastSyncAt: NullableTimestamp.describe('When mail was last received or synced on this channel'),
+  warnings: z
+    .array(z.string())
+    .describe('Settings that weaken the channel\'s security, for a person to see: a server reached without TLS (`tls` "none") or without checking its certificate; empty when none'),
 });
 
 const CheckResult = z.object({

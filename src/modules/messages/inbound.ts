@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { createHash, randomUUID } from 'node:crypto';
-import { promises as dns } from 'node:dns';
+import { resolveDns } from '../../core/dns.js';
 import { hostname } from 'node:os';
 import { LRUCache } from 'lru-cache';
 import type { AuthenticateResult, DnsResolver } from 'mailauth';
@@ -175,7 +175,7 @@ export function cachingResolver(resolve: DnsResolver, opts: { ttlMs?: number; ma
 }
 
 /** The system resolver, each query bounded in time, its answers kept for a minute. */
-const systemResolver: DnsResolver = cachingResolver((name, rrtype) => withTimeout(dns.resolve(name, rrtype) as Promise<unknown>, DNS_TIMEOUT_MS, `DNS ${rrtype} ${name}`));
+const systemResolver: DnsResolver = cachingResolver((name, rrtype) => withTimeout(resolveDns(name, rrtype), DNS_TIMEOUT_MS, `DNS ${rrtype} ${name}`));
 
 export interface AuthenticationSummary {
   spf: string;
