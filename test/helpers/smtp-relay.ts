@@ -1,4 +1,8 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 
 /**
@@ -50,7 +54,11 @@ export interface Relay {
 
 const refusalError = (r: Refusal) => Object.assign(new Error(r.message), { responseCode: r.code });
 
-export async function startRelay(opts: { user?: string; pass?: string } = {}): Promise<Relay> {
+/**
+ * `tls`: the relay offers STARTTLS with this certificate and key (e.g. self-signed: `selfSignedCertificate`);
+ * without it, it offers no STARTTLS at all.
+ */
+export async function startRelay(opts: { user?: string; pass?: string; tls?: { key: string; cert: string } } = {}): Promise<Relay> {
   const user = opts.user ?? 'relay-user';
   const pass = opts.pass ?? 'relay-pass-123';
   const relay: Relay = {
@@ -74,7 +82,7 @@ export async function startRelay(opts: { user?: string; pass?: string } = {}): P
 
   const server = new SMTPServer({
     secure: false,
-    disabledCommands: ['STARTTLS'],
+    ...(opts.tls ? { key: opts.tls.key, cert: opts.tls.cert } : { disabledCommands: ['STARTTLS'] }),
     allowInsecureAuth: true,
     authMethods: ['PLAIN', 'LOGIN'],
     logger: false,
@@ -125,4 +133,19 @@ export function headerOf(raw: Buffer, name: string): string | undefined {
   const head = raw.toString('utf8').split(/\r?\n\r?\n/)[0]!.replace(/\r?\n[ \t]+/g, ' ');
   const line = head.split(/\r?\n/).find((l) => l.toLowerCase().startsWith(`${name.toLowerCase()}:`));
   return line?.slice(name.length + 1).trim();
+}
+
+/** A self-signed certificate for 127.0.0.1 and localhost (openssl), valid for a day: `{ key, cert }` in PEM. */
+export function selfSignedCertificate(): { key: string; cert: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'sb-cert-'));
+  try {
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
+      '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
+    ], { stdio: 'ignore' });
+    return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
