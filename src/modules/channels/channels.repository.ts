@@ -1,5 +1,5 @@
-import { and, eq, isNotNull, isNull, or, sql } from 'drizzle-orm';
-import { canStoreSecrets, decryptSecret, encryptSecret, isUnderCurrentKey, missingKeyError } from '../../core/encryption.js';
+import { and, eq, isNull, sql } from 'drizzle-orm';
+import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../core/encryption.js';
 import { AppError, fieldError, notFound, pgErrorCode } from '../../core/errors.js';
 import { assertMayReceiveAt, assertMaySendAs } from '../domains/verification.js';
 import { channelPolicy } from './channels.connect.js';

@@ -27,29 +27,22 @@ const Password = z.string().min(1).max(1000).describe('Password (write-only, sto
 const Username = z.string().min(1).max(320).describe('User name to log in with');
 const Mailbox = z.string().min(1).max(255).default('INBOX').describe('Mailbox (folder) to sync; default "INBOX"');
 
-/** The PEM certificate(s) a channel trusts for one server, besides the system's authorities. */
-const Pem = z
-  .string()
-  .max(20_000)
-  .regex(/^-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*$/, { message: 'Must be a PEM certificate ("-----BEGIN CERTIFICATE----- …")' })
-  .describe(
-    "A PEM certificate to trust for this server (its own self-signed certificate, or the private authority that issued it), besides the system's; null or absent: the system's authorities only",
-  );
+const PEM_CERTIFICATE = /^-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*$/;
 
-/** Secrets travel only over TLS: the settings every mail server of a channel has. */
+/**
+ * Secrets travel only over TLS: the settings every mail server of a channel has (kept short: they are in
+ * the MCP tool's schema four times). `docs/email.md` tells the whole story.
+ */
 const tlsFields = {
-  tls: z
-    .enum(['required', 'none'])
-    .default('required')
-    .describe(
-      '"required" (default): no login and no mail without TLS (TLS from the start with `secure`, else STARTTLS, which the server must offer); ' +
-        '"none": TLS is used when offered, and a password may travel in clear: only with CHANNELS_ALLOW_PRIVATE=true, and shown in the channel\'s `warnings`',
-    ),
-  ca: Pem.nullable().optional(),
-  verifyCertificate: z
-    .boolean()
-    .default(true)
-    .describe("Whether the server's certificate is checked (default true); false only with CHANNELS_ALLOW_PRIVATE=true, and shown in the channel's `warnings`. Prefer `ca`"),
+  tls: z.enum(['required', 'none']).default('required').describe('"required" (default): no login or mail without TLS; "none": CHANNELS_ALLOW_PRIVATE only, warned'),
+  ca: z
+    .string()
+    .max(20_000)
+    .refine((v) => PEM_CERTIFICATE.test(v), { message: 'Must be a PEM certificate ("-----BEGIN CERTIFICATE----- …")' })
+    .nullable()
+    .optional()
+    .describe('PEM certificate to trust for this server'),
+  verifyCertificate: z.boolean().default(true).describe('Default true; false: CHANNELS_ALLOW_PRIVATE only, warned'),
 };
 
 export const InboundSmtp = z.strictObject({
@@ -75,11 +68,7 @@ const outboundFields = {
   port: Port.default(587).describe('SMTP port; default 587'),
   secure: z.boolean().default(false).describe('TLS from the start (port 465); false: STARTTLS when offered (port 587); default false'),
   username: Username.optional(),
-  from: z
-    .string()
-    .max(500)
-    .optional()
-    .describe('From header of sent mail, e.g. "Acme <support@acme.example>": the channel\'s address or an address at a domain the organization has verified; default the address'),
+  from: z.string().max(500).optional().describe('From header, e.g. "Acme <support@acme.example>": the address, or one at a verified domain; default the address'),
   ...tlsFields,
 };
 export const OutboundCreate = z.strictObject({ ...outboundFields, password: Password.optional() });
