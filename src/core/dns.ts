@@ -14,8 +14,12 @@ import { isIP, isIPv4, isIPv6 } from 'node:net';
 const QUERY_TIMEOUT_MS = 2500;
 const TRIES = 2;
 
+/** Domain verification runs inside a write's transaction (which, embedded, holds the only connection): one short try. */
+const VERIFY_TIMEOUT_MS = 1500;
+
 let configured: string[] | undefined;
 let resolver: dns.Resolver | undefined;
+let quickResolver: dns.Resolver | undefined;
 
 /** `host:port` entries of a `DNS_SERVERS` value; throws with a readable message on a bad entry. */
 export function parseDnsServers(text: string | undefined): string[] {
@@ -39,24 +43,29 @@ export function parseDnsServers(text: string | undefined): string[] {
 export function setDnsServers(servers: string[]): void {
   configured = servers;
   resolver = undefined;
+  quickResolver = undefined;
+}
+
+function makeResolver(timeout: number, tries: number): dns.Resolver {
+  const servers = configured ?? parseDnsServers(process.env.DNS_SERVERS);
+  const next = new dns.Resolver({ timeout, tries });
+  if (servers.length > 0) next.setServers(servers);
+  return next;
 }
 
 /** The resolver every DNS question of the service goes through. */
-export function dnsResolver(): dns.Resolver {
-  if (resolver) return resolver;
-  const servers = configured ?? parseDnsServers(process.env.DNS_SERVERS);
-  const next = new dns.Resolver({ timeout: QUERY_TIMEOUT_MS, tries: TRIES });
-  if (servers.length > 0) next.setServers(servers);
-  return (resolver = next);
-}
+export const dnsResolver = (): dns.Resolver => (resolver ??= makeResolver(QUERY_TIMEOUT_MS, TRIES));
 
 /** `dns.promises.resolve` through the service's resolver (the shape mailauth's `resolver` option takes). */
 export const resolveDns = (name: string, rrtype: string): Promise<unknown> => dnsResolver().resolve(name, rrtype);
 
-/** The TXT records at `name`, each joined from its strings; [] when the name or the record does not exist. */
+/**
+ * The TXT records at `name`, each joined from its strings; [] when the name or the record does not exist.
+ * One try of at most 1.5 s: the lookup of domain verification.
+ */
 export async function resolveTxt(name: string): Promise<string[]> {
   try {
-    return (await dnsResolver().resolveTxt(name)).map((chunks) => chunks.join(''));
+    return (await (quickResolver ??= makeResolver(VERIFY_TIMEOUT_MS, 1)).resolveTxt(name)).map((chunks) => chunks.join(''));
   } catch (err) {
     if (['ENOTFOUND', 'ENODATA'].includes((err as { code?: string }).code ?? '')) return [];
     throw err;

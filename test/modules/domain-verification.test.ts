@@ -79,6 +79,8 @@ describe.skipIf(noDnsmasq)('domain verification', () => {
     expect(verified.status, verified.body).toBe(200);
     expect(verified.json.data.verification).toMatchObject({ status: 'verified', token: domain.verification.token });
     expect(verified.json.data.verification.verifiedAt).not.toBeNull();
+    const events = (await a.request('GET', '/v1/events?type=domain.updated&limit=100')).json.data as Json[];
+    expect(events.some((e) => e.resourceId === domain.id)).toBe(true);
     // Again: answers it as it is.
     expect((await a.request('POST', `/v1/domains/${domain.id}/verify`, {})).json.data.verification.status).toBe('verified');
     // Now the organization receives at it.
