@@ -127,6 +127,26 @@ describe.skipIf(noDnsmasq)('domain verification', () => {
     expect(row!.verifiedAt).toBeNull();
   });
 
+  it("the owner's verification releases addresses another organization took before domains were verified", async () => {
+    const name = unique('legacy');
+    // A channel made before receiving needed a verified domain (written directly: the API refuses it now).
+    const [squatted] = await t.database.db
+      .insert(channels)
+      .values({ organizationId: b.orgId, type: 'email', name: 'Squat', address: `billing@${name}`, inbound: { mode: 'smtp' } })
+      .returning();
+    const blocked = await a.request('POST', '/v1/channels', smtpChannel(`billing@${name}`));
+    expect(blocked.status).toBe(400);
+    const owned = await addDomain(a, name);
+    await dns.setTxt({ [`_switchboard.${name}`]: owned.verification.token });
+    expect((await a.request('POST', `/v1/domains/${owned.id}/verify`, {})).status).toBe(200);
+    expect((await b.request('GET', `/v1/channels/${squatted!.id}`)).status).toBe(404);
+    const deleted = (await b.request('GET', '/v1/events?type=channel.deleted&limit=100')).json.data as Json[];
+    const event = deleted.find((e) => e.resourceId === squatted!.id);
+    expect(event).toBeDefined();
+    expect(JSON.stringify(event)).not.toContain(a.orgId);
+    expect((await a.request('POST', '/v1/channels', smtpChannel(`billing@${name}`))).status).toBe(201);
+  });
+
   it('receiving through the SMTP receiver needs the domain verified by the organization; an IMAP mailbox does not', async () => {
     const name = unique('unverified');
     await addDomain(a, name);

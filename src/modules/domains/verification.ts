@@ -3,7 +3,8 @@ import addressparser from 'nodemailer/lib/addressparser';
 import { resolveTxt } from '../../core/dns.js';
 import { AppError, fieldError, pgErrorCode } from '../../core/errors.js';
 import type { DbOrTx } from '../../db/client.js';
-import { domains } from '../../db/schema.js';
+import { channels, domains } from '../../db/schema.js';
+import { recordEvents } from '../events/events.recorder.js';
 import { canonicalDomain } from './domains.schemas.js';
 
 /**
@@ -92,16 +93,39 @@ export async function tokenPublished(domain: string, token: string): Promise<boo
 
 /** Marks the organization's live domain `id` verified at `now`; 409 when another organization got there first. */
 export async function markVerified(db: DbOrTx, orgId: string, id: string, name: string, now: Date) {
+  let row;
   try {
-    const [row] = await db
+    [row] = await db
       .update(domains)
       .set({ verifiedAt: now, updatedAt: now })
       .where(and(eq(domains.id, id), eq(domains.organizationId, orgId), isNull(domains.deletedAt)))
       .returning();
-    return row;
   } catch (err) {
     // Two organizations verifying the same name at once: the partial unique index decides.
     if (pgErrorCode(err) === '23505') throw domainTaken(name);
     throw err;
   }
+  if (row) await releaseSquattedAddresses(db, orgId, name, now);
+  return row;
+}
+
+/**
+ * Inbound-SMTP channels of other organizations at the domain, made before receiving needed a verified
+ * domain, receive mail that is the owner's and hold addresses the owner cannot then create: once the owner
+ * proves the domain they are deleted (soft: their messages stay), each with a `channel.deleted` event in its
+ * own organization recorded by the system (nothing names the owner).
+ */
+async function releaseSquattedAddresses(db: DbOrTx, orgId: string, name: string, now: Date) {
+  const released = await db
+    .update(channels)
+    .set({ deletedAt: now, updatedAt: now, lastError: 'Deleted: another organization verified the domain of this address' })
+    .where(and(ne(channels.organizationId, orgId), isNull(channels.deletedAt), sql`${channels.inbound}->>'mode' = 'smtp'`, sql`split_part(${channels.address}, '@', 2) = ${name}`))
+    .returning();
+  if (released.length === 0) return;
+  const { toChannel } = await import('../channels/channels.repository.js'); // on use: channels import this module
+  await recordEvents(
+    db,
+    { type: 'system', id: null, depth: 0 },
+    released.map((c) => ({ type: 'channel.deleted' as const, organizationId: c.organizationId, resourceId: c.id, data: toChannel(c) })),
+  );
 }
