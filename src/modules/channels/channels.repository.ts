@@ -59,6 +59,9 @@ function assertTlsAllowed(settings: { tls?: string; verifyCertificate?: boolean 
   }
 }
 
+/** Whether a channel's address is an email address (the checks of domains apply to those). */
+const isEmail = (type: string) => type === 'email';
+
 const duplicate = () => fieldError('address', 'A channel with this address already exists in the organization');
 
 /** Encrypts a password given in a write; 400 at its field when the server may not store secrets. */
@@ -124,8 +127,11 @@ function constraintOf(err: unknown): string | undefined {
 export async function createChannel(db: DbOrTx, orgId: string, input: ChannelCreate) {
   if (input.inbound.mode === 'imap') assertTlsAllowed(input.inbound, 'inbound');
   assertTlsAllowed(input.outbound, 'outbound');
-  await assertMayReceiveAt(db, orgId, input.address, input.inbound.mode);
-  await assertMaySendAs(db, orgId, input.address, input.outbound?.from);
+  // Email addresses: the right to receive at the address and to send as `from` (other kinds have their own rules).
+  if (isEmail(input.type)) {
+    await assertMayReceiveAt(db, orgId, input.address, input.inbound.mode);
+    await assertMaySendAs(db, orgId, input.address, input.outbound?.from);
+  }
   await assertAddressFree(db, orgId, input.address, input.inbound.mode);
   const inboundSecret = input.inbound.mode === 'imap' ? seal(input.inbound.password, ['inbound', 'password']) : undefined;
   const outboundSecret = input.outbound ? seal(input.outbound.password, ['outbound', 'password']) : undefined;
@@ -163,8 +169,8 @@ export async function updateChannel(db: DbOrTx, orgId: string, id: string, patch
   assertTlsAllowed(patch.outbound, 'outbound');
   // Receiving at a new address, or in another mode, needs the right to it; a change of `from` (or of the
   // address it may equal) needs the right to send as it.
-  if (address !== current.address || mode !== current.inbound.mode) await assertMayReceiveAt(db, orgId, address, mode);
-  if (patch.outbound || (patch.address !== undefined && patch.outbound !== null)) {
+  if (isEmail(current.type) && (address !== current.address || mode !== current.inbound.mode)) await assertMayReceiveAt(db, orgId, address, mode);
+  if (isEmail(current.type) && (patch.outbound || (patch.address !== undefined && patch.outbound !== null))) {
     await assertMaySendAs(db, orgId, address, patch.outbound ? patch.outbound.from : current.outbound?.from);
   }
   if (address !== current.address || mode !== current.inbound.mode) await assertAddressFree(db, orgId, address, mode, id);
