@@ -34,15 +34,15 @@ const PEM_CERTIFICATE = /^-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE
  * the MCP tool's schema four times). `docs/email.md` tells the whole story.
  */
 const tlsFields = {
-  tls: z.enum(['required', 'none']).default('required').describe('"required" (default): no login or mail without TLS; "none": CHANNELS_ALLOW_PRIVATE only, warned'),
+  tls: z.enum(['required', 'none']).default('required').describe('"required" (default): no login without TLS; "none": LAN only'),
   ca: z
     .string()
     .max(20_000)
     .refine((v) => PEM_CERTIFICATE.test(v), { message: 'Must be a PEM certificate ("-----BEGIN CERTIFICATE----- …")' })
     .nullable()
     .optional()
-    .describe('PEM certificate to trust for this server'),
-  verifyCertificate: z.boolean().default(true).describe('Default true; false: CHANNELS_ALLOW_PRIVATE only, warned'),
+    .describe('PEM certificate to trust'),
+  verifyCertificate: z.boolean().default(true).describe('false: LAN only'),
 };
 
 export const InboundSmtp = z.strictObject({
