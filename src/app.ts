@@ -20,6 +20,7 @@ import { registerOAuth } from './oauth/index.js';
 import { setWebhookPolicy } from './modules/webhooks/webhooks.repository.js';
 import { setMailHostname } from './modules/domains/dkim.js';
 import { setChannelPolicy } from './modules/channels/channels.connect.js';
+import { setDnsServers } from './core/dns.js';
 import { configureSecrets } from './core/encryption.js';
 import { setInboundRunner } from './modules/messages/inbound.js';
 import { registerSmsHooks } from './modules/sms/sms.hooks.js';
@@ -66,6 +67,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   setWebhookPolicy({ allowInsecure: deps.config.webhookAllowInsecure });
   setMailHostname(new URL(deps.config.publicUrl).hostname);
   setChannelPolicy({ allowPrivate: deps.config.channelsAllowPrivate });
+  setDnsServers(deps.config.dnsServers);
   setInboundRunner(runOperation);
   setSmsPublicUrl(deps.config.publicUrl);
   configureSecrets({

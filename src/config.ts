@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { parseDnsServers } from './core/dns.js';
 import { DATABASE_URL_FORM, namesDatabase } from './db/describe.js';
 
 /**
@@ -74,9 +75,23 @@ export const Env = z.object({
   SMTP_MAX_ERRORS: z.coerce.number().int().min(1).max(10_000).default(20).describe('Refused commands (RCPT TO an unknown address, …) after which the receiver closes the connection (421).'),
   SMTP_DATA_TIMEOUT_MS: z.coerce.number().int().min(1000).max(3_600_000).default(600_000).describe('The longest the DATA of one message may take in all (ms).'),
   SMTP_DATA_MIN_RATE: z.coerce.number().int().min(0).default(500).describe('The slowest DATA the receiver waits for (bytes per second, averaged from the start of DATA, after its first 10 s); `0`: no minimum.'),
+  DNS_SERVERS: z
+    .string()
+    .default('')
+    .refine((v) => dnsServersProblem(v) === undefined, { error: (i) => dnsServersProblem(String(i.input)) ?? 'invalid' })
+    .meta({ typeText: '`host:port`, comma-separated', defaultText: 'unset (the system\'s)', description: 'DNS servers for domain verification and the authentication of received mail; unset: the system\'s resolver.' }),
   SMS_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(15_000).describe('The longest one request to a text provider (Twilio-compatible API) may take (ms); a request that left without an answer is an unknown outcome: the text is marked failed, never sent twice.'),
   SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('Provider webhooks (`/hooks/sms/{channelId}` and `/status`) one text channel may receive per minute; past it 429 with `Retry-After` (the provider retries).'),
 });
+
+function dnsServersProblem(value: string): string | undefined {
+  try {
+    parseDnsServers(value);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
 
 function keyProblem(value: string): string | undefined {
   const t = value.trim();
@@ -146,6 +161,7 @@ function fromEnv(e: z.infer<typeof Env>) {
     mailSendTimeoutMs: e.MAIL_SEND_TIMEOUT_MS,
     emailParse: { threads: e.EMAIL_PARSE_THREADS, timeoutMs: e.EMAIL_PARSE_TIMEOUT_MS },
     smtpAbuse: { rcptPerMinute: e.SMTP_RCPT_RATE_LIMIT, maxErrors: e.SMTP_MAX_ERRORS, dataTimeoutMs: e.SMTP_DATA_TIMEOUT_MS, dataMinRate: e.SMTP_DATA_MIN_RATE },
+    dnsServers: parseDnsServers(e.DNS_SERVERS),
     sms: { sendTimeoutMs: e.SMS_SEND_TIMEOUT_MS, hookRateLimit: e.SMS_HOOK_RATE_LIMIT },
   };
 }

@@ -17,7 +17,7 @@ import { createSmsSender } from './workers/sms-sender.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
 import type { SmtpReceiver } from './workers/smtp-receiver.js';
 import { readFileSync } from 'node:fs';
-import { reencryptChannelSecrets } from './modules/channels/channels.repository.js';
+import { assertSecretsReadable, reencryptSecrets } from './db/encrypted-columns.js';
 
 /** The longest a stop takes (SIGTERM to exit). */
 const STOP_MS = 3_000;
@@ -114,10 +114,12 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
     );
   }
 
-  // A rotated secrets key: what the previous keys encrypted is encrypted again under SECRETS_KEY.
+  // Every stored secret must be readable (else start-up refuses, saying which key is missing); after a
+  // rotation, what the previous keys encrypted is encrypted again under SECRETS_KEY.
+  await assertSecretsReadable(database.db);
   if (config.secrets.previousKeys.length > 0) {
-    const changed = await reencryptChannelSecrets(database.db);
-    app.log.info(`Re-encrypted the passwords of ${changed} channel(s) under the current SECRETS_KEY`);
+    const changed = await reencryptSecrets(database.db);
+    app.log.info(`Re-encrypted ${changed} stored secret(s) (passwords, DKIM keys) under the current SECRETS_KEY`);
   }
 
   // Received mail is read in worker threads (started on the first email).

@@ -13,7 +13,7 @@ const usageError = (message: string, details?: ErrorTree) => new AppError('VALID
 
 export function usageLine(command: Command): string {
   const parts = Object.entries(command.flags).map(([name, f]) => {
-    const text = `--${name} ${f.placeholder}`;
+    const text = `--${name} ${f.placeholder}`.trimEnd();
     return f.schema.safeParse(undefined).success ? `[${text}]` : text;
   });
   return ['switchboard', command.name, ...parts].join(' ');
@@ -92,7 +92,7 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
     ({ values } = parseArgs({
       args: joinNegativeNumbers(rest, command),
       options: {
-        ...Object.fromEntries(Object.keys(command.flags).map((name) => [name, { type: 'string' as const }])),
+        ...Object.fromEntries(Object.entries(command.flags).map(([name, f]) => [name, { type: f.switch ? ('boolean' as const) : ('string' as const) }])),
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,

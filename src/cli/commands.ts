@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { open, rename, rm } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
 import { eq } from 'drizzle-orm';
-import { addCredits, createApiKey, createOrganization, createUser, findUserByEmail, revokeApiKey, setUserDisabled, setUserPassword } from '../accounts/accounts.js';
+import { addCredits, createApiKey, createOrganization, getOrganization, createUser, findUserByEmail, revokeApiKey, setUserDisabled, setUserPassword } from '../accounts/accounts.js';
 import { CATEGORY_IDS } from '../core/categories.js';
 import { systemClock } from '../core/clock.js';
 import { AppError, notFound } from '../core/errors.js';
@@ -11,7 +11,7 @@ import { DEFAULT_CREDITS } from '../core/secrets.js';
 import { oauthGrants } from '../db/schema.js';
 import { listUserGrants, revokeGrant, revokeUserAccess } from '../oauth/grants.js';
 import type { Db } from '../db/client.js';
-import { emailFlag, intFlag, listFlag, textFlag, uuidFlag } from './flags.js';
+import { domainFlag, emailFlag, intFlag, listFlag, textFlag, uuidFlag } from './flags.js';
 import { SEED_DEFAULTS, SEED_MAX, type SeedProgress } from '../seed/counts.js';
 
 /**
@@ -40,6 +40,8 @@ export interface Flag {
   description: string;
   /** Shown in the usage line: `--name NAME`. */
   placeholder: string;
+  /** A flag without a value (`--force`): true when given. */
+  switch?: boolean;
 }
 
 export interface Command {
@@ -241,6 +243,30 @@ export const COMMANDS: Command[] = [
     localOnly: true,
     run: async () => {
       throw new Error('restore is run by the entry point');
+    },
+  },
+  {
+    name: 'domain verify',
+    summary: "Verify an organization's domain (creating it when missing): through its DNS TXT record, or with --force without DNS; prints the domain",
+    flags: {
+      org: flag(uuidFlag(), 'ID', 'Organization id'),
+      domain: flag(domainFlag(), 'NAME', 'The domain, e.g. example.com'),
+      force: {
+        schema: z.boolean().optional(),
+        placeholder: '',
+        switch: true,
+        description: 'Mark it verified without looking up DNS (a single-organization install); refused when another organization verified it',
+      },
+    },
+    note: (d) =>
+      (d.verification as { status: string }).status === 'verified'
+        ? `${String(d.name)} is verified: channels of the organization can receive mail at its addresses.`
+        : `${String(d.name)} is pending.`,
+    run: async (input, ctx) => {
+      const { org, domain, force } = input as { org: string; domain: string; force?: boolean };
+      await getOrganization(ctx.db, org); // 404 for an unknown organization
+      const { forceVerifyDomain, verifyDomainByName } = await import('../modules/domains/domains.repository.js');
+      return force ? forceVerifyDomain(ctx.db, org, domain, new Date()) : verifyDomainByName(ctx.db, org, domain, new Date());
     },
   },
   {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { canonicalDomain } from '../modules/domains/domains.schemas.js';
 
 /**
  * Zod schemas for command-line flag values. `parseArgs` hands over strings (or undefined when a flag is
@@ -32,3 +33,14 @@ export const listFlag = () =>
   z
     .string({ error: required('a comma-separated list') })
     .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean));
+
+/** A domain name, in its canonical form (lowercase, punycode, no trailing dot). */
+export const domainFlag = () =>
+  textFlag(300).transform((value, ctx) => {
+    const name = canonicalDomain(value);
+    if (name === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'must be a domain name, e.g. example.com' });
+      return z.NEVER;
+    }
+    return name;
+  });

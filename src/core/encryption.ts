@@ -122,6 +122,17 @@ export const keyIdOf = (stored: string) => stored.split('.')[1];
 /** Whether a stored value is under the current key (false: re-encrypt it). */
 export const isUnderCurrentKey = (stored: string) => keyIdOf(stored) === currentKey().id;
 
+/**
+ * The ids of the keys this server can decrypt with: the current one (generating the key file of the embedded
+ * database when it has none) and the previous ones. Without a usable current key (PostgreSQL without
+ * SECRETS_KEY) only the previous ones.
+ */
+export function knownKeyIds(): string[] {
+  const ids = previous.map((k) => k.id);
+  if (canStoreSecrets()) ids.unshift(currentKey().id);
+  return ids;
+}
+
 /** Decrypts a value of `encryptSecret`; throws when its key is unknown or the value was altered. */
 export function decryptSecret(stored: string): string {
   const [version, keyId, iv, tag, data] = stored.split('.');

@@ -21,6 +21,8 @@ export const ERROR_STATUS = {
   PAYLOAD_TOO_LARGE: 413,
   /** An `Idempotency-Key` already used with another request (method, path or body). */
   IDEMPOTENCY_KEY_REUSED: 400,
+  /** The request conflicts with what another organization holds (a domain it verified); the other party is never named. */
+  CONFLICT: 409,
   /** A request with the same `Idempotency-Key` is still running; `Retry-After` says when to try again. */
   IDEMPOTENCY_IN_PROGRESS: 409,
   /** The number opted out of texts from the channel (it texted STOP); nothing was sent. */

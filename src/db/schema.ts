@@ -268,6 +268,10 @@ export interface ChannelInboundSettings {
   secure?: boolean;
   username?: string;
   mailbox?: string;
+  /** IMAP: as `ChannelOutboundSettings.tls`. */
+  tls?: 'required' | 'none';
+  ca?: string | null;
+  verifyCertificate?: boolean;
 }
 
 export interface ChannelOutboundSettings {
@@ -276,6 +280,12 @@ export interface ChannelOutboundSettings {
   secure: boolean;
   username?: string | null;
   from?: string | null;
+  /** "required" (absent: required) or "none" (CHANNELS_ALLOW_PRIVATE only). */
+  tls?: 'required' | 'none';
+  /** A PEM certificate to trust for this server. */
+  ca?: string | null;
+  /** false: the server's certificate is not checked (CHANNELS_ALLOW_PRIVATE only); absent: true. */
+  verifyCertificate?: boolean;
 }
 
 /**
@@ -883,10 +893,20 @@ export const domains = pgTable(
     /** The private key (PEM), encrypted like every stored secret; never returned. */
     dkimPrivateKey: text('dkim_private_key'),
     dkimCreatedAt: ts('dkim_created_at'),
+    /**
+     * Ownership: the token the domain's TXT record `_switchboard.<name>` must hold (random, per domain row),
+     * and when that record was found (or the operator marked it verified); null while pending.
+     */
+    verificationToken: text('verification_token')
+      .notNull()
+      .default(sql`'switchboard-verification=' || replace(gen_random_uuid()::text, '-', '')`),
+    verifiedAt: ts('verified_at'),
   },
   (t) => [
     listIndex('domains_list', t),
     uniqueIndex('domains_name_live').on(t.organizationId, sql`lower(${t.name})`).where(sql`${t.deletedAt} IS NULL`),
+    // A domain is verified by one organization at most: a second organization's verification is refused.
+    uniqueIndex('domains_verified_name').on(sql`lower(${t.name})`).where(sql`${t.deletedAt} IS NULL AND ${t.verifiedAt} IS NOT NULL`),
   ],
 );
 

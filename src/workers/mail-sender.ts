@@ -7,7 +7,7 @@ import type { ActorType } from '../core/operation.js';
 import { ForbiddenAddressError } from '../core/outbound.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { channels, mailOutbox, messageAttachments, messages } from '../db/schema.js';
-import { assertMailHostAllowed, describeError, type MailTarget } from '../modules/channels/channels.connect.js';
+import { assertMailHostAllowed, describeError, tlsOptions, tlsRequired, type MailTarget } from '../modules/channels/channels.connect.js';
 import { loadChannelCredentials, RELAY_ERROR_PREFIX, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
@@ -101,7 +101,8 @@ async function relayConnection(
     port: outbound.port,
     secure: outbound.secure,
     servername: target.servername,
-    tls: { servername: target.servername },
+    requireTLS: tlsRequired(outbound),
+    tls: tlsOptions(outbound, target),
     ...(opts.hostname ? { name: opts.hostname } : {}),
     connectionTimeout: stepMs,
     greetingTimeout: stepMs,
@@ -304,7 +305,14 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       return { kind: 'retry', error: `Could not resolve ${outbound.host}: ${describeError(err)}`, relay: true };
     }
     const domain = row.mail.from.email.slice(row.mail.from.email.lastIndexOf('@') + 1);
-    const raw = await composeMail(row.mail, await signingKeyFor(db, row.organizationId, domain), await attachmentContents(row));
+    let raw: Buffer;
+    try {
+      raw = await composeMail(row.mail, await signingKeyFor(db, row.organizationId, domain), await attachmentContents(row));
+    } catch (err) {
+      // The DKIM key cannot be read (its secrets key is gone) or cannot sign: no attempt would do better.
+      if (toAppError(err).code === 'SERVICE_UNAVAILABLE') throw err;
+      return { kind: 'failed', error: `DKIM signing failed for ${domain}: ${describeError(err)}` };
+    }
 
     const connection = await relayConnection(outbound, target, { hostname: deps.hostname, sendTimeoutMs: deps.sendTimeoutMs });
     let transmitted = false;

@@ -7,6 +7,7 @@ import { createMailSender } from '../../src/workers/mail-sender.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
 import { useTestApp } from '../helpers/app.js';
+import { verifyDomainFor } from '../helpers/domains.js';
 import { headerOf, startRelay, type Relay } from '../helpers/smtp-relay.js';
 
 /**
@@ -38,13 +39,14 @@ async function ok(res: { status: number; body: string; json: Json }, status = 20
 
 describe('email steps of the built-in vocabulary', () => {
   it('replies to, forwards, and writes about an invoice from billing through the channel it came through', async () => {
+    await verifyDomainFor(t.database.db, a.orgId, 'acme.example');
     const channel = await ok(
       await a.request('POST', '/v1/channels', {
         type: 'email',
         name: 'Acme Support',
         address: 'support@acme.example',
         inbound: { mode: 'smtp' },
-        outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass },
+        outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass, tls: 'none' },
       }),
       201,
     );

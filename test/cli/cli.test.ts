@@ -96,7 +96,7 @@ describe.runIf(testDbKind === 'pglite')('command line on the embedded database',
   test('--help prints the usage on stderr and a JSON description on stdout', async () => {
     const [all, seed] = await Promise.all([cli(['--help'], env), cli(['seed', '--help'], env)]);
     expect(all.code).toBe(0);
-    expect(all.json.commands.map((c: { command: string }) => c.command)).toEqual(['serve', 'migrate', 'org create', 'org credits', 'user create', 'user grants', 'user revoke-grant', 'user disable', 'user enable', 'user password', 'apikey create', 'apikey revoke', 'backup', 'restore', 'seed']);
+    expect(all.json.commands.map((c: { command: string }) => c.command)).toEqual(['serve', 'migrate', 'org create', 'org credits', 'user create', 'user grants', 'user revoke-grant', 'user disable', 'user enable', 'user password', 'apikey create', 'apikey revoke', 'backup', 'restore', 'domain verify', 'seed']);
     expect(all.stderr).toMatch(/Usage: switchboard <command>/);
     expect(seed.code).toBe(0);
     expect(seed.json.usage).toMatch(/^switchboard seed --org ID \[--contacts N\]/);

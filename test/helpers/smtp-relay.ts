@@ -1,4 +1,8 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 
 /**
@@ -50,7 +54,11 @@ export interface Relay {
 
 const refusalError = (r: Refusal) => Object.assign(new Error(r.message), { responseCode: r.code });
 
-export async function startRelay(opts: { user?: string; pass?: string; tls?: { key: Buffer; cert: Buffer } } = {}): Promise<Relay> {
+/**
+ * `tls`: the relay offers STARTTLS with this certificate and key (e.g. self-signed: `selfSignedCertificate`);
+ * without it, it offers no STARTTLS at all. `implicitTls`: TLS from the first byte (port 465 style) instead.
+ */
+export async function startRelay(opts: { user?: string; pass?: string; tls?: { key: string | Buffer; cert: string | Buffer }; implicitTls?: { key: string | Buffer; cert: string | Buffer } } = {}): Promise<Relay> {
   const user = opts.user ?? 'relay-user';
   const pass = opts.pass ?? 'relay-pass-123';
   const relay: Relay = {
@@ -73,9 +81,11 @@ export async function startRelay(opts: { user?: string; pass?: string; tls?: { k
   };
 
   const server = new SMTPServer({
-    // With `tls`: TLS from the first byte (port 465 style), with that certificate.
-    ...(opts.tls ? { secure: true, key: opts.tls.key, cert: opts.tls.cert } : { secure: false }),
-    disabledCommands: ['STARTTLS'],
+    ...(opts.implicitTls
+      ? { secure: true, key: opts.implicitTls.key, cert: opts.implicitTls.cert, disabledCommands: ['STARTTLS'] }
+      : opts.tls
+        ? { secure: false, key: opts.tls.key, cert: opts.tls.cert }
+        : { secure: false, disabledCommands: ['STARTTLS'] }),
     allowInsecureAuth: true,
     authMethods: ['PLAIN', 'LOGIN'],
     logger: false,
@@ -156,4 +166,19 @@ export async function startHangingServer(): Promise<{ port: number; connections:
     },
   };
   return hanging;
+}
+
+/** A self-signed certificate for 127.0.0.1 and localhost (openssl), valid for a day: `{ key, cert }` in PEM. */
+export function selfSignedCertificate(): { key: string; cert: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'sb-cert-'));
+  try {
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
+      '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
+    ], { stdio: 'ignore' });
+    return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

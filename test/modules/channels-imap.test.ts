@@ -41,7 +41,7 @@ describe.skipIf(skip)('POST /channels/{id}/test of an IMAP channel, against Dove
       type: 'email',
       name: 'Imap',
       address: `imap-${Math.random().toString(36).slice(2, 8)}@acme.example`,
-      inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, ...inbound },
+      inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, tls: 'none', ...inbound },
     });
     expect(res.status, res.body).toBe(201);
     return res.json.data.id as string;

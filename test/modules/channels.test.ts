@@ -4,7 +4,9 @@ import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, useTestApp, type Tenant } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
-import { loadChannelCredentials, reencryptChannelSecrets } from '../../src/modules/channels/channels.repository.js';
+import { loadChannelCredentials } from '../../src/modules/channels/channels.repository.js';
+import { reencryptSecrets } from '../../src/db/encrypted-columns.js';
+import { verifyDomainFor } from '../helpers/domains.js';
 import { configureSecrets } from '../../src/core/encryption.js';
 import { channels } from '../../src/db/schema.js';
 import { eq } from 'drizzle-orm';
@@ -14,6 +16,13 @@ const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVA
 
 let n = 0;
 const uniqueAddress = () => `support-${++n}-${Math.random().toString(36).slice(2, 8)}@acme.example`;
+
+// Receiving through the SMTP receiver needs the domain verified: acme.example is organization a's.
+beforeAll(async () => {
+  await verifyDomainFor(t.database.db, a.orgId, 'acme.example');
+  await verifyDomainFor(t.database.db, b.orgId, 'beta.example');
+});
+const uniqueAddressOfB = () => uniqueAddress().replace('@acme.example', '@beta.example');
 
 const imapChannel = (extra: Record<string, unknown> = {}) => ({
   type: 'email',
@@ -95,18 +104,17 @@ describe('channels', () => {
     const dup = await a.request('POST', '/v1/channels', { type: 'email', name: 'In', address: address.toUpperCase(), inbound: { mode: 'smtp' } });
     expect(dup.status).toBe(400);
     expect(dup.json.error.details.properties.address.errors[0]).toMatch(/already exists/);
-    // Another organization may sync the same address over IMAP, but not receive it through the SMTP receiver:
-    // that mail is the first organization's.
+    // Another organization can neither receive at an address of a domain the first verified (SMTP or IMAP)
+    // nor rename a channel to it: 409, without naming whose it is.
     const claimed = await b.request('POST', '/v1/channels', { type: 'email', name: 'In', address: address.toUpperCase(), inbound: { mode: 'smtp' } });
-    expect(claimed.status).toBe(400);
-    expect(claimed.json.error.details.properties.address.errors[0]).toMatch(/another organization/);
-    // Nor by renaming an SMTP channel to that address, or switching a channel with it to SMTP.
-    const other = await addChannel(b, { type: 'email', name: 'In', address: uniqueAddress(), inbound: { mode: 'smtp' } });
+    expect(claimed.status).toBe(409);
+    expect(claimed.json.error.code).toBe('CONFLICT');
+    expect(claimed.body).not.toContain(a.orgId);
+    const other = await addChannel(b, { type: 'email', name: 'In', address: uniqueAddressOfB(), inbound: { mode: 'smtp' } });
     const renamed = await b.request('PATCH', `/v1/channels/${other.id}`, { address });
-    expect(renamed.json.error.details.properties.address.errors[0]).toMatch(/another organization/);
-    const imapOfB = await addChannel(b, { type: 'email', name: 'In', address, inbound: { mode: 'imap', host: 'imap.acme.example', username: 'u', password: 'p' } });
-    const switched = await b.request('PATCH', `/v1/channels/${imapOfB.id}`, { inbound: { mode: 'smtp' } });
-    expect(switched.json.error.details.properties.address.errors[0]).toMatch(/another organization/);
+    expect(renamed.status).toBe(409);
+    const imapOfB = await b.request('POST', '/v1/channels', { type: 'email', name: 'In', address, inbound: { mode: 'imap', host: 'imap.acme.example', username: 'u', password: 'p' } });
+    expect(imapOfB.status).toBe(409);
 
     const bad = [
       { type: 'sms', name: 'x', address: uniqueAddress(), inbound: { mode: 'smtp' } },
@@ -163,16 +171,16 @@ describe('channels', () => {
     afterAll(() => new Promise<void>((resolve) => relay.close(() => resolve())));
 
     it('connects to the relay, reads the greeting and logs in; answers what failed', async () => {
-      const good = await addChannel(a, { type: 'email', name: 'Out', address: uniqueAddress(), inbound: { mode: 'smtp' }, outbound: { host: '127.0.0.1', port, username: 'relay-user', password: 'relay-pass' } });
+      const good = await addChannel(a, { type: 'email', name: 'Out', address: uniqueAddress(), inbound: { mode: 'smtp' }, outbound: { host: '127.0.0.1', port, username: 'relay-user', password: 'relay-pass', tls: 'none' } });
       const ok = await a.request('POST', `/v1/channels/${good.id}/test`, {});
       expect(ok.status, ok.body).toBe(200);
       expect(ok.json.data).toMatchObject({ ok: true, inbound: { mode: 'smtp', ok: true }, outbound: { ok: true, error: null } });
-      expect(ok.json.data.outbound.steps.map((s: { step: string }) => s.step)).toEqual(['resolve', 'login']);
+      expect(ok.json.data.outbound.steps.map((s: { step: string }) => s.step)).toEqual(['sign', 'resolve', 'login']);
 
-      const wrong = await addChannel(a, { type: 'email', name: 'Out', address: uniqueAddress(), inbound: { mode: 'smtp' }, outbound: { host: '127.0.0.1', port, username: 'relay-user', password: 'nope' } });
+      const wrong = await addChannel(a, { type: 'email', name: 'Out', address: uniqueAddress(), inbound: { mode: 'smtp' }, outbound: { host: '127.0.0.1', port, username: 'relay-user', password: 'nope', tls: 'none' } });
       const failed = (await a.request('POST', `/v1/channels/${wrong.id}/test`, {})).json.data;
       expect(failed.ok).toBe(false);
-      expect(failed.outbound.steps).toMatchObject([{ step: 'resolve', ok: true }, { step: 'login', ok: false }]);
+      expect(failed.outbound.steps).toMatchObject([{ step: 'sign', ok: true }, { step: 'resolve', ok: true }, { step: 'login', ok: false }]);
       expect(failed.outbound.error).toMatch(/login: .*(Invalid|auth)/i);
       expect(JSON.stringify(failed)).not.toContain('nope');
     });
@@ -183,7 +191,7 @@ describe('channels', () => {
       await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
       const closedPort = (closed.server.address() as AddressInfo).port;
       await new Promise<void>((resolve) => closed.close(() => resolve()));
-      const c = await addChannel(a, { type: 'email', name: 'Imap', address: uniqueAddress(), inbound: { mode: 'imap', host: '127.0.0.1', port: closedPort, secure: false, username: 'u', password: 'p' } });
+      const c = await addChannel(a, { type: 'email', name: 'Imap', address: uniqueAddress(), inbound: { mode: 'imap', host: '127.0.0.1', port: closedPort, secure: false, username: 'u', password: 'p', tls: 'none' } });
       const res = (await a.request('POST', `/v1/channels/${c.id}/test`, {})).json.data;
       expect(res).toMatchObject({ ok: false, outbound: null, inbound: { mode: 'imap', ok: false } });
       expect(res.inbound.steps).toMatchObject([{ step: 'resolve', ok: true }, { step: 'login', ok: false }]);
@@ -199,10 +207,10 @@ describe('rotating the secrets key', () => {
     const newKey = randomBytes(32).toString('base64');
     configureSecrets({ key: newKey, previousKeys: [SECRETS_KEY], dataDir: t.config.dataDir, requireConfiguredKey: true });
     expect((await loadChannelCredentials(t.database.db, c.id)).inbound.password).toBe('imap-secret-1');
-    expect(await reencryptChannelSecrets(t.database.db)).toBeGreaterThanOrEqual(1);
+    expect(await reencryptSecrets(t.database.db)).toBeGreaterThanOrEqual(1);
     const [after] = await t.database.db.select().from(channels).where(eq(channels.id, c.id));
     expect(after!.inboundSecret!.split('.')[1]).not.toBe(before!.inboundSecret!.split('.')[1]);
-    expect(await reencryptChannelSecrets(t.database.db)).toBe(0);
+    expect(await reencryptSecrets(t.database.db)).toBe(0);
     // Without the previous key, the new values decrypt.
     configureSecrets({ key: newKey, dataDir: t.config.dataDir, requireConfiguredKey: true });
     const creds = await loadChannelCredentials(t.database.db, c.id);
@@ -211,11 +219,12 @@ describe('rotating the secrets key', () => {
 });
 
 describe('channels without CHANNELS_ALLOW_PRIVATE', () => {
-  const { a: tenant } = useTestApp({ app: { env: { SECRETS_KEY } } });
+  const { t: app, a: tenant } = useTestApp({ app: { env: { SECRETS_KEY } } });
   it('refuses to connect to a loopback or private mail server', async () => {
+    await verifyDomainFor(app.database.db, tenant.orgId, 'acme.example');
     const c = await addChannel(tenant, { type: 'email', name: 'Out', address: uniqueAddress(), inbound: { mode: 'smtp' }, outbound: { host: '127.0.0.1', port: 25 } });
     const res = (await tenant.request('POST', `/v1/channels/${c.id}/test`, {})).json.data;
-    expect(res.outbound).toMatchObject({ ok: false, steps: [{ step: 'resolve', ok: false }] });
+    expect(res.outbound).toMatchObject({ ok: false, steps: [{ step: 'sign', ok: true }, { step: 'resolve', ok: false }] });
     expect(res.outbound.error).toMatch(/private, loopback or reserved.*CHANNELS_ALLOW_PRIVATE/);
   });
 });
@@ -228,6 +237,7 @@ describe.runIf(testDbKind === 'postgres')('channels on PostgreSQL without SECRET
       const res = await tenant.request('POST', '/v1/channels', imapChannel());
       expect(res.status).toBe(400);
       expect(res.json.error.details.properties.inbound.properties.password.errors[0]).toMatch(/SECRETS_KEY/);
+      await verifyDomainFor(app.database.db, tenant.orgId, 'acme.example');
       expect((await tenant.request('POST', '/v1/channels', { type: 'email', name: 'In', address: uniqueAddress(), inbound: { mode: 'smtp' } })).status).toBe(201);
     } finally {
       await app.close();

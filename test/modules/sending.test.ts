@@ -10,6 +10,7 @@ import { AutomaticMailRefused } from '../../src/modules/messages/sending.reposit
 import { runOperation } from '../../src/run-operation.js';
 import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { startTestReceiver } from '../helpers/smtp-receiver.js';
+import { verifyDomainFor } from '../helpers/domains.js';
 import nodemailer from 'nodemailer';
 import { createMailSender, MAX_SEND_ATTEMPTS } from '../../src/workers/mail-sender.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
@@ -63,14 +64,17 @@ const unique = (domain = 'acme.example') => `support-${++n}-${Math.random().toSt
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 async function addChannel(who: Tenant, extra: Json = {}) {
-  const res = await who.request('POST', '/v1/channels', {
+  const body = {
     type: 'email',
     name: 'Acme Support',
     address: unique(),
     inbound: { mode: 'smtp' },
-    outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass },
+    // The test relay offers no STARTTLS (a LAN relay: CHANNELS_ALLOW_PRIVATE).
+    outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass, tls: 'none' },
     ...extra,
-  });
+  };
+  await verifyDomainFor(t.database.db, who.orgId, body.address as string);
+  const res = await who.request('POST', '/v1/channels', body);
   expect(res.status, res.body).toBe(201);
   return res.json.data as { id: string; address: string };
 }
@@ -179,7 +183,7 @@ describe('POST /messages/send', () => {
       expect(at(res.json.error.details), `${JSON.stringify(change)} → ${JSON.stringify(res.json.error.details)}`).toEqual(expect.any(String));
     }
     // Another organization's channel, and a channel that cannot send.
-    const foreign = await addChannel(b);
+    const foreign = await addChannel(b, { address: unique('beta.example') });
     expect((await a.request('POST', '/v1/messages/send', { ...base, channelId: foreign.id })).json.error.details.properties.channelId.errors[0]).toMatch(/No channel/);
     const receiveOnly = await addChannel(a, { outbound: null });
     expect((await a.request('POST', '/v1/messages/send', { ...base, channelId: receiveOnly.id })).json.error.details.properties.channelId.errors[0]).toMatch(/outbound/);
@@ -289,7 +293,7 @@ describe('POST /messages/send', () => {
   });
 
   it('fails when the relay refuses the login', async () => {
-    const channel = await addChannel(a, { outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: 'wrong-password' } });
+    const channel = await addChannel(a, { outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: 'wrong-password', tls: 'none' } });
     const m = await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'Login', text: 'x' });
     await drain();
     const failed = await get(a, m.id);
@@ -297,7 +301,7 @@ describe('POST /messages/send', () => {
     expect(failed.statusReason).toMatch(/535/);
     // The relay's refusal shows on the channel (which still receives), until new relay settings or a send through it succeeds.
     expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data).toMatchObject({ status: 'error', lastError: expect.stringMatching(/^relay: Sending through 127\.0\.0\.1: .*535/) });
-    const fixed = await a.request('PATCH', `/v1/channels/${channel.id}`, { outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass } });
+    const fixed = await a.request('PATCH', `/v1/channels/${channel.id}`, { outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass, tls: 'none' } });
     expect(fixed.status, fixed.body).toBe(200);
     await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'Login again', text: 'x' });
     await drain();
@@ -596,11 +600,23 @@ describe('DKIM', () => {
 
     const channel = await addChannel(a, { address: `hello@${domainName}` });
     const records = (await a.request('GET', `/v1/domains/${domain.id}/dns-records`)).json.data as Json[];
-    expect(records.map((r) => `${r.type} ${r.name}`)).toEqual([`MX ${domainName}`, `TXT ${domainName}`, `TXT ${dkim.selector}._domainkey.${domainName}`, `TXT _dmarc.${domainName}`]);
-    expect(records[1]!.value).toBe('v=spf1 a:127.0.0.1 ~all');
-    expect(records[3]!.value).toMatch(/^v=DMARC1; p=none/);
-    const dkimRecord = records[2]!;
+    expect(records.map((r) => `${r.type} ${r.name}`)).toEqual([
+      `MX ${domainName}`,
+      `TXT ${domainName}`,
+      `TXT _switchboard.${domainName}`,
+      `TXT ${dkim.selector}._domainkey.${domainName}`,
+      `TXT _dmarc.${domainName}`,
+    ]);
+    // A relay given by IP is an ip4: mechanism (a: takes a host name only).
+    expect(records[1]!.value).toBe('v=spf1 ip4:127.0.0.1 ~all');
+    expect(records[2]!.value).toBe(domain.verification.token);
+    expect(records[4]!.value).toMatch(/^v=DMARC1; p=none/);
+    const dkimRecord = records[3]!;
     expect(dkimRecord.value).toBe(`v=DKIM1; k=rsa; p=${dkim.publicKey}`);
+    // The long DKIM value also as character-strings of at most 255 bytes, which join to the value.
+    expect(dkimRecord.strings.length).toBeGreaterThan(1);
+    expect(dkimRecord.strings.every((x: string) => Buffer.byteLength(x) <= 255)).toBe(true);
+    expect(dkimRecord.strings.join('')).toBe(dkimRecord.value);
 
     const m = await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'Signed', text: 'Signed mail' });
     await drain();

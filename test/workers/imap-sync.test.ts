@@ -55,7 +55,7 @@ describe.skipIf(skipWithoutDovecot())('IMAP sync against Dovecot (skipped: Dovec
       type: 'email',
       name: `IMAP ${mailbox}`,
       address: `${mailbox.toLowerCase()}@acme.example`,
-      inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, mailbox },
+      inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, mailbox, tls: 'none' },
     });
     expect(res.status, res.body).toBe(201);
     const channelId = res.json.data.id as string;
@@ -148,7 +148,7 @@ describe.skipIf(skipWithoutDovecot())('IMAP sync against Dovecot (skipped: Dovec
   it('a refused login shows on the channel as an error, and a corrected password brings the mail', async () => {
     const box = await setup();
     await box.append(['login-1@example.com']);
-    const wrong = { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: 'not-the-password', mailbox: box.mailbox };
+    const wrong = { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: 'not-the-password', mailbox: box.mailbox, tls: 'none' };
     expect((await a.request('PATCH', `/v1/channels/${box.channelId}`, { inbound: wrong })).status).toBe(200);
     const sync = newSync();
     expect(await sync.runOnce()).toMatchObject({ channels: 0, received: 0 });
@@ -273,7 +273,7 @@ describe('IMAP sync without a reachable server', () => {
       type: 'email',
       name: 'Unreachable',
       address: `unreachable-${port}-${Math.random().toString(36).slice(2, 6)}@acme.example`,
-      inbound: { mode: 'imap', host: '127.0.0.1', port, secure: false, username: 'ada', password: 'secret-password' },
+      inbound: { mode: 'imap', host: '127.0.0.1', port, secure: false, username: 'ada', password: 'secret-password', tls: 'none' },
     });
     expect(res.status, res.body).toBe(201);
     return res.json.data.id as string;

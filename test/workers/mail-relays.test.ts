@@ -88,7 +88,7 @@ describe('a relay that fails', () => {
 
   it('presenting a self-signed certificate: the attempt ends at once with the certificate error', async () => {
     const fixtures = new URL('../fixtures/tls/', import.meta.url);
-    const tlsRelay = await startRelay({ tls: { key: readFileSync(new URL('key.pem', fixtures)), cert: readFileSync(new URL('cert.pem', fixtures)) } });
+    const tlsRelay = await startRelay({ implicitTls: { key: readFileSync(new URL('key.pem', fixtures)), cert: readFileSync(new URL('cert.pem', fixtures)) } });
     try {
       const sender = createMailSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 60_000, random: () => 0.5 });
       const channel = await addChannel(a, { port: tlsRelay.port, secure: true, username: tlsRelay.user, password: tlsRelay.pass });

@@ -10,6 +10,7 @@ import { createAutomationEngine } from '../../src/workers/automation-engine.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { startTestReceiver } from '../helpers/smtp-receiver.js';
+import { verifyDomainFor } from '../helpers/domains.js';
 import { createTestApp, useTestApp, type Tenant } from '../helpers/app.js';
 
 /**
@@ -46,7 +47,8 @@ const transport = () =>
 let n = 0;
 const uniqueAddress = (who = 'support') => `${who}-${++n}-${Math.random().toString(36).slice(2, 8)}@acme.example`;
 
-async function smtpChannel(tenant: Tenant, address = uniqueAddress()) {
+async function smtpChannel(tenant: Tenant, address = uniqueAddress(), db = t.database.db) {
+  await verifyDomainFor(db, tenant.orgId, address);
   const res = await tenant.request('POST', '/v1/channels', { type: 'email', name: 'Support', address, inbound: { mode: 'smtp' } });
   expect(res.status, res.body).toBe(201);
   return res.json.data as { id: string; address: string };
@@ -335,7 +337,7 @@ describe('SMTP receiver with the database down', () => {
   it('answers 451 so that the sender tries again', async () => {
     const app = await createTestApp({ env: { SECRETS_KEY } });
     const tenant = await app.tenant();
-    const channel = await smtpChannel(tenant);
+    const channel = await smtpChannel(tenant, uniqueAddress(), app.database.db);
     const { receiver: down, port: downPort } = await startTestReceiver(app.database.db, { maxBytes: 100_000, maxConnections: 5, maxConnectionsPerIp: 5, attachmentMaxBytes: 1000, resolver });
     const send = () =>
       nodemailer.createTransport({ host: '127.0.0.1', port: downPort, secure: false, ignoreTLS: true }).sendMail({ from: 'ada@sender.example', to: channel.address, text: 'hello' });

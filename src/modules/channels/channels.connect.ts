@@ -1,5 +1,6 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
+import { rootCertificates } from 'node:tls';
 import type { ImapFlow } from 'imapflow';
 import { ForbiddenAddressError, isPublicAddress } from '../../core/outbound.js';
 import type { ChannelCredentials } from './channels.repository.js';
@@ -75,14 +76,32 @@ export function describeError(err: unknown): string {
   return parts.join(' ').replace(/\s+/g, ' ').slice(0, 500);
 }
 
+/**
+ * The TLS options of a connection to a channel's server: the name the certificate must carry, the channel's
+ * own trusted certificate (`ca`, added to the system's authorities), and whether it is checked at all.
+ */
+export function tlsOptions(settings: { tls?: 'required' | 'none'; ca?: string | null; verifyCertificate?: boolean }, target: MailTarget) {
+  return {
+    servername: target.servername,
+    ...(settings.ca ? { ca: [...rootCertificates, settings.ca] } : {}),
+    ...(settings.verifyCertificate === false ? { rejectUnauthorized: false } : {}),
+  };
+}
+
+/** Whether a connection must be encrypted before anything (a password, mail) is sent: unless `tls` is "none". */
+export const tlsRequired = (settings: { tls?: 'required' | 'none' }) => settings.tls !== 'none';
+
 /** Options for an ImapFlow connection to a channel's server (the address already checked). */
 export function imapOptions(inbound: ChannelCredentials['inbound'], target: MailTarget) {
+  const secure = inbound.secure ?? true;
   return {
     host: target.address,
     port: inbound.port ?? 993,
-    secure: inbound.secure ?? true,
+    secure,
+    // Without TLS from the start, STARTTLS is required (no login in clear) unless the channel says "none".
+    ...(!secure && tlsRequired(inbound) ? { doSTARTTLS: true } : {}),
     servername: target.servername,
-    tls: { servername: target.servername },
+    tls: tlsOptions(inbound, target),
     auth: { user: inbound.username ?? '', pass: inbound.password ?? '' },
     logger: false as const,
     connectionTimeout: TIMEOUT_MS,
@@ -99,7 +118,8 @@ export function smtpOptions(outbound: NonNullable<ChannelCredentials['outbound']
     port: outbound.port,
     secure: outbound.secure,
     name: undefined,
-    tls: { servername: target.servername },
+    requireTLS: tlsRequired(outbound),
+    tls: tlsOptions(outbound, target),
     ...(outbound.username ? { auth: { user: outbound.username, pass: outbound.password ?? '' } } : {}),
     connectionTimeout: TIMEOUT_MS,
     greetingTimeout: TIMEOUT_MS,
@@ -136,9 +156,11 @@ export async function testImap(inbound: ChannelCredentials['inbound'], allowPriv
   }
 }
 
-export async function testSmtp(outbound: NonNullable<ChannelCredentials['outbound']>, allowPrivate: boolean): Promise<CheckResult> {
+export async function testSmtp(outbound: NonNullable<ChannelCredentials['outbound']>, allowPrivate: boolean, sign?: () => Promise<string>): Promise<CheckResult> {
   let target: MailTarget | undefined;
   return check([
+    // Signing first: a DKIM key that cannot be read (its secrets key is gone) fails every send, whatever the relay.
+    ...(sign ? [['sign', sign] as [string, () => Promise<string>]] : []),
     ['resolve', async () => (target = await assertMailHostAllowed(outbound.host, { channelsAllowPrivate: allowPrivate })).address],
     [
       outbound.username ? 'login' : 'greeting',
@@ -158,7 +180,7 @@ export async function testSmtp(outbound: NonNullable<ChannelCredentials['outboun
 }
 
 /** POST /channels/{id}/test: each configured server, what worked and what failed. */
-export async function testChannel(channel: ChannelCredentials, allowPrivate: boolean) {
+export async function testChannel(channel: ChannelCredentials, allowPrivate: boolean, sign?: () => Promise<string>) {
   const inbound =
     channel.inbound.mode === 'imap'
       ? { mode: 'imap' as const, ...(await testImap(channel.inbound, allowPrivate)) }
@@ -168,6 +190,6 @@ export async function testChannel(channel: ChannelCredentials, allowPrivate: boo
             ? { ok: false, steps: [{ step: 'receive', ok: false, detail: 'The channel is disabled' }], error: 'receive: the channel is disabled: the SMTP receiver refuses its address' }
             : { ok: true, steps: [{ step: 'receive', ok: true, detail: 'The SMTP receiver accepts mail for this address' }], error: null }),
         };
-  const outbound = channel.outbound ? await testSmtp(channel.outbound, allowPrivate) : null;
+  const outbound = channel.outbound ? await testSmtp(channel.outbound, allowPrivate, sign) : null;
   return { ok: inbound.ok && (outbound?.ok ?? true), inbound, outbound };
 }

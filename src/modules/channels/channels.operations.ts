@@ -5,6 +5,7 @@ import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { channelPolicy, testChannel } from './channels.connect.js';
 import { channelRows, createChannel, deleteChannel, getChannel, listChannels, updateChannel, withSecrets } from './channels.repository.js';
+import { signSample } from './channels.sign.js';
 import { ChannelCreateInput, ChannelId, ChannelTestResult, ChannelUpdateInput } from './channels.schemas.js';
 import { createSmsChannel, updateSmsChannel } from '../sms/sms.repository.js';
 import { AnyChannel as Channel, SmsChannelCreateInput, SmsChannelUpdateFields } from '../sms/sms.schemas.js';
@@ -40,6 +41,7 @@ export const channelsOperations: Operation[] = [
   }),
   defineOperation({
     id: 'channels.create',
+    errors: ['CONFLICT'],
     method: 'POST',
     event: 'channel.created',
     path: '/channels',
@@ -66,6 +68,7 @@ export const channelsOperations: Operation[] = [
   }),
   defineOperation({
     id: 'channels.update',
+    errors: ['CONFLICT'],
     method: 'PATCH',
     event: 'channel.updated',
     path: '/channels/{id}',
@@ -98,14 +101,14 @@ export const channelsOperations: Operation[] = [
     path: '/channels/{id}/test',
     summary: "Check a channel's mail servers",
     description:
-      'Connects to the configured servers now: the IMAP server (resolve, login, mailbox) and the SMTP relay (resolve, greeting, STARTTLS when offered, authentication). ' +
+      'Connects to the configured servers now: the IMAP server (resolve, login, mailbox) and the SMTP relay (sign: a sample signed with the sender domain\'s DKIM key, when it has one; resolve, greeting, STARTTLS, authentication). ' +
       'Answers what worked and what failed, step by step; a failure is an answer (`ok` false), not an error. Changes nothing.',
     effects: { openWorld: true },
     input: ChannelId,
     output: AnyChannelTestResult,
     handler: async (input, ctx) => {
       const row = await channelRows.get(ctx.db, ctx.orgId, input.id);
-      return row.type === 'sms' ? testSmsChannel(row) : testChannel(withSecrets(row), channelPolicy().allowPrivate);
+      return row.type === 'sms' ? testSmsChannel(row) : testChannel(withSecrets(row), channelPolicy().allowPrivate, () => signSample(ctx.db, ctx.orgId, row));
     },
   }),
 ];

@@ -1,6 +1,8 @@
-import { and, eq, isNotNull, isNull, or, sql } from 'drizzle-orm';
-import { canStoreSecrets, decryptSecret, encryptSecret, isUnderCurrentKey, missingKeyError } from '../../core/encryption.js';
-import { fieldError, notFound, pgErrorCode } from '../../core/errors.js';
+import { and, eq, isNull, sql } from 'drizzle-orm';
+import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../core/encryption.js';
+import { AppError, fieldError, notFound, pgErrorCode } from '../../core/errors.js';
+import { assertMayReceiveAt, assertMaySendAs } from '../domains/verification.js';
+import { channelPolicy } from './channels.connect.js';
 import type { Page, PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
 import { channels, type ChannelInboundSettings, type ChannelOutboundSettings } from '../../db/schema.js';
@@ -17,10 +19,50 @@ export function toChannel(row: ChannelRow) {
   const { inboundSecret, outboundSecret, inbound, outbound, sendFailures: _failures, sendPausedUntil: _paused, ...rest } = row;
   return {
     ...rest,
-    inbound: { ...inbound, passwordSet: inboundSecret !== null },
-    outbound: outbound ? { host: outbound.host, port: outbound.port, secure: outbound.secure, username: outbound.username ?? null, from: outbound.from ?? null, passwordSet: outboundSecret !== null } : null,
+    inbound: inbound.mode === 'imap' ? { ...inbound, ...tlsOf(inbound), passwordSet: inboundSecret !== null } : { ...inbound, passwordSet: inboundSecret !== null },
+    outbound: outbound
+      ? { host: outbound.host, port: outbound.port, secure: outbound.secure, username: outbound.username ?? null, from: outbound.from ?? null, ...tlsOf(outbound), passwordSet: outboundSecret !== null }
+      : null,
+    warnings: channelWarnings(row),
   };
 }
+
+/** A server's TLS settings as they apply (a channel stored before they existed: required, checked). */
+export const tlsOf = (s: Pick<ChannelOutboundSettings, 'tls' | 'ca' | 'verifyCertificate'>) => ({
+  tls: s.tls ?? ('required' as const),
+  ca: s.ca ?? null,
+  verifyCertificate: s.verifyCertificate ?? true,
+});
+
+/** What weakens the channel's security, for a person to see (`warnings`). */
+export function channelWarnings(row: Pick<ChannelRow, 'inbound' | 'outbound'>): string[] {
+  const warnings: string[] = [];
+  const servers: [string, ChannelInboundSettings | ChannelOutboundSettings | null | undefined][] = [
+    ['IMAP server', row.inbound.mode === 'imap' ? row.inbound : undefined],
+    ['SMTP relay', row.outbound],
+  ];
+  for (const [what, settings] of servers) {
+    if (!settings) continue;
+    const { tls, verifyCertificate } = tlsOf(settings);
+    if (tls === 'none') warnings.push(`The ${what} is reached without requiring TLS (tls "none"): its password and mail may travel in clear`);
+    if (!verifyCertificate) warnings.push(`The ${what}'s certificate is not checked (verifyCertificate false): anyone on the path can pose as it`);
+  }
+  return warnings;
+}
+
+/** `tls: "none"` and `verifyCertificate: false` are for a LAN server only: CHANNELS_ALLOW_PRIVATE. */
+function assertTlsAllowed(settings: { tls?: string; verifyCertificate?: boolean } | null | undefined, side: 'inbound' | 'outbound') {
+  if (!settings || channelPolicy().allowPrivate) return;
+  const at = (field: string, text: string) =>
+    new AppError('VALIDATION_ERROR', 'The request is invalid', { errors: [], properties: { [side]: { errors: [], properties: { [field]: { errors: [text] } } } } });
+  if (settings.tls === 'none') throw at('tls', 'A server without TLS is allowed only when the service runs with CHANNELS_ALLOW_PRIVATE=true (a mail server on a private network)');
+  if (settings.verifyCertificate === false) {
+    throw at('verifyCertificate', "Not checking a server's certificate is allowed only with CHANNELS_ALLOW_PRIVATE=true; give the certificate to trust as `ca` instead");
+  }
+}
+
+/** Whether a channel's address is an email address (the checks of domains apply to those). */
+const isEmail = (type: string) => type === 'email';
 
 const duplicate = () => fieldError('address', 'A channel with this address already exists in the organization');
 
@@ -85,6 +127,13 @@ function constraintOf(err: unknown): string | undefined {
 }
 
 export async function createChannel(db: DbOrTx, orgId: string, input: ChannelCreate) {
+  if (input.inbound.mode === 'imap') assertTlsAllowed(input.inbound, 'inbound');
+  assertTlsAllowed(input.outbound, 'outbound');
+  // Email addresses: the right to receive at the address and to send as `from` (other kinds have their own rules).
+  if (isEmail(input.type)) {
+    await assertMayReceiveAt(db, orgId, input.address, input.inbound.mode);
+    await assertMaySendAs(db, orgId, input.address, input.outbound?.from);
+  }
   await assertAddressFree(db, orgId, input.address, input.inbound.mode);
   const inboundSecret = input.inbound.mode === 'imap' ? seal(input.inbound.password, ['inbound', 'password']) : undefined;
   const outboundSecret = input.outbound ? seal(input.outbound.password, ['outbound', 'password']) : undefined;
@@ -118,6 +167,14 @@ export async function updateChannel(db: DbOrTx, orgId: string, id: string, patch
   const current = await channelRows.get(db, orgId, id);
   const address = patch.address ?? current.address;
   const mode = patch.inbound?.mode ?? current.inbound.mode;
+  if (patch.inbound?.mode === 'imap') assertTlsAllowed(patch.inbound, 'inbound');
+  assertTlsAllowed(patch.outbound, 'outbound');
+  // Receiving at a new address, or in another mode, needs the right to it; a change of `from` (or of the
+  // address it may equal) needs the right to send as it.
+  if (isEmail(current.type) && mode !== 'sms' && (address !== current.address || mode !== current.inbound.mode)) await assertMayReceiveAt(db, orgId, address, mode);
+  if (isEmail(current.type) && (patch.outbound || (patch.address !== undefined && patch.outbound !== null))) {
+    await assertMaySendAs(db, orgId, address, patch.outbound ? patch.outbound.from : current.outbound?.from);
+  }
   if (address !== current.address || mode !== current.inbound.mode) await assertAddressFree(db, orgId, address, mode, id);
   const values: Partial<typeof channels.$inferInsert> = definedOnly({ name: patch.name, address: patch.address });
   if (patch.inbound !== undefined) {
@@ -244,24 +301,3 @@ export async function recordChannelOutcome(db: DbOrTx, channelId: string, outcom
 
 /** `lastSyncAt` is exact to this many seconds. */
 export const SYNC_TIME_GRANULARITY_S = 10;
-
-/**
- * Key rotation: re-encrypts under the current key every stored password encrypted under an older one
- * (`SECRETS_KEY_PREVIOUS`). Run at start-up; answers how many channels changed.
- */
-export async function reencryptChannelSecrets(db: DbOrTx): Promise<number> {
-  const rows = await db
-    .select({ id: channels.id, inboundSecret: channels.inboundSecret, outboundSecret: channels.outboundSecret })
-    .from(channels)
-    .where(or(isNotNull(channels.inboundSecret), isNotNull(channels.outboundSecret)));
-  let changed = 0;
-  for (const row of rows) {
-    const again = (s: string | null) => (s !== null && !isUnderCurrentKey(s) ? encryptSecret(decryptSecret(s)) : s);
-    const inboundSecret = again(row.inboundSecret);
-    const outboundSecret = again(row.outboundSecret);
-    if (inboundSecret === row.inboundSecret && outboundSecret === row.outboundSecret) continue;
-    await db.update(channels).set({ inboundSecret, outboundSecret }).where(eq(channels.id, row.id));
-    changed++;
-  }
-  return changed;
-}

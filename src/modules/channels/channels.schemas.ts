@@ -27,6 +27,24 @@ const Password = z.string().min(1).max(1000).describe('Password (write-only, sto
 const Username = z.string().min(1).max(320).describe('User name to log in with');
 const Mailbox = z.string().min(1).max(255).default('INBOX').describe('Mailbox (folder) to sync; default "INBOX"');
 
+const PEM_CERTIFICATE = /^-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*$/;
+
+/**
+ * Secrets travel only over TLS: the settings every mail server of a channel has (kept short: they are in
+ * the MCP tool's schema four times). `docs/email.md` tells the whole story.
+ */
+const tlsFields = {
+  tls: z.enum(['required', 'none']).default('required').describe('"required" (default): no login without TLS; "none": LAN only'),
+  ca: z
+    .string()
+    .max(20_000)
+    .refine((v) => PEM_CERTIFICATE.test(v), { message: 'Must be a PEM certificate ("-----BEGIN CERTIFICATE----- …")' })
+    .nullable()
+    .optional()
+    .describe('PEM certificate to trust'),
+  verifyCertificate: z.boolean().default(true).describe('false: LAN only'),
+};
+
 export const InboundSmtp = z.strictObject({
   mode: z.literal('smtp').describe('"smtp": mail arrives at the built-in SMTP receiver'),
 });
@@ -38,27 +56,29 @@ const imapFields = {
   secure: z.boolean().default(true).describe('TLS from the start (port 993); false: STARTTLS when offered; default true'),
   username: Username,
   mailbox: Mailbox,
+  ...tlsFields,
 };
 
-export const InboundImapCreate = z.strictObject({ ...imapFields, password: Password });
-/** On update the password may be left out: the stored one is kept. */
-export const InboundImapUpdate = z.strictObject({ ...imapFields, password: Password.optional() });
+/**
+ * One shape for create and update (so the MCP tool describes it once): the password is required when a channel
+ * is created (checked by ChannelCreateInput) and may be left out of an update, which keeps the stored one.
+ */
+export const InboundImap = z.strictObject({ ...imapFields, password: Password.optional() });
 
 const outboundFields = {
   host: MailHost.describe('Host name or IP address of the SMTP relay'),
   port: Port.default(587).describe('SMTP port; default 587'),
   secure: z.boolean().default(false).describe('TLS from the start (port 465); false: STARTTLS when offered (port 587); default false'),
   username: Username.optional(),
-  from: z.string().max(500).optional().describe('From header of sent mail, e.g. "Acme <support@acme.example>"; default the address'),
+  from: z.string().max(500).optional().describe('From header, e.g. "Acme <support@acme.example>": the address, or one at a verified domain; default the address'),
+  ...tlsFields,
 };
 export const OutboundCreate = z.strictObject({ ...outboundFields, password: Password.optional() });
 export const OutboundUpdate = z.strictObject({ ...outboundFields, password: Password.optional() });
 
-const InboundCreate = z
-  .discriminatedUnion('mode', [InboundSmtp, InboundImapCreate])
-  .describe('How mail arrives: {"mode": "smtp"} or {"mode": "imap", "host", "username", "password", …}')
-  .meta({ examples: [{ mode: 'smtp' }] });
-const InboundUpdate = z.discriminatedUnion('mode', [InboundSmtp, InboundImapUpdate]).describe('Replaces the inbound settings; an IMAP password left out is kept');
+const Inbound = z.discriminatedUnion('mode', [InboundSmtp, InboundImap]);
+const InboundCreate = Inbound.describe('How mail arrives: {"mode": "smtp"} or {"mode": "imap", "host", "username", "password", …}');
+const InboundUpdate = Inbound.describe('Replaces the inbound settings; an IMAP password left out is kept');
 
 const name = ShortText(255).min(1).describe('A name for people, e.g. "Support"');
 
@@ -70,6 +90,8 @@ export const ChannelCreateInput = z.strictObject({
   outbound: OutboundCreate.nullable()
     .optional()
     .describe('SMTP relay to send through; absent or null: cannot send'),
+}).superRefine((v, ctx) => {
+  if (v.inbound.mode === 'imap' && v.inbound.password === undefined) ctx.addIssue({ code: 'custom', path: ['inbound', 'password'], message: 'Required: an IMAP channel needs the password of its mailbox' });
 });
 
 export const ChannelIdParam = { id: IdParam('channel') };
@@ -95,6 +117,9 @@ const InboundOut = z
     secure: z.boolean().optional(),
     username: z.string().optional(),
     mailbox: z.string().optional(),
+    tls: z.enum(['required', 'none']).optional().describe('IMAP: "required" or "none"'),
+    ca: z.string().nullable().optional().describe('IMAP: the PEM certificate trusted for the server; null: the system\'s authorities'),
+    verifyCertificate: z.boolean().optional().describe("IMAP: whether the server's certificate is checked"),
     passwordSet: z.boolean().describe('Whether a password is stored (the password itself is never returned)'),
   })
   .describe('How mail arrives; the password is never returned');
@@ -106,6 +131,9 @@ const OutboundOut = z
     secure: z.boolean(),
     username: z.string().nullable(),
     from: z.string().nullable(),
+    tls: z.enum(['required', 'none']).describe('"required": no login and no mail without TLS; "none": TLS only when offered'),
+    ca: z.string().nullable().describe("The PEM certificate trusted for the relay; null: the system's authorities"),
+    verifyCertificate: z.boolean().describe("Whether the relay's certificate is checked"),
     passwordSet: z.boolean().describe('Whether a password is stored (the password itself is never returned)'),
   })
   .nullable()
@@ -121,6 +149,9 @@ export const Channel = z.object({
   status: z.enum(CHANNEL_STATUSES).describe('"active"; "error" while receiving or syncing fails (see `lastError`); "disabled" by a person'),
   lastError: z.string().nullable().describe('What failed last (connection, login, …); null when the last attempt worked'),
   lastSyncAt: NullableTimestamp.describe('When mail was last received or synced on this channel'),
+  warnings: z
+    .array(z.string())
+    .describe('Settings that weaken the channel\'s security, for a person to see: a server reached without TLS (`tls` "none") or without checking its certificate; empty when none'),
 });
 
 const CheckResult = z.object({

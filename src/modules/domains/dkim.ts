@@ -1,9 +1,11 @@
 import { generateKeyPair, randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
 import { promisify } from 'node:util';
 import { and, eq, isNotNull, isNull, sql } from 'drizzle-orm';
 import { decryptSecret, encryptSecret } from '../../core/encryption.js';
 import type { DbOrTx } from '../../db/client.js';
 import { channels, domains } from '../../db/schema.js';
+import { verificationRecordName } from './verification.js';
 
 /**
  * DKIM signing keys of the organization's domains, and the DNS records a domain publishes to send mail
@@ -72,6 +74,8 @@ export interface DnsRecord {
   /** The fully qualified name the record is published at. */
   name: string;
   value: string;
+  /** TXT only: the value as character-strings of at most 255 bytes (RFC 1035 §3.3.14), as DNS providers take long values. */
+  strings?: string[];
   /** MX only: the preference. */
   priority?: number;
   /** What the record does, for the person publishing it. */
@@ -99,7 +103,7 @@ async function relayHostsOf(db: DbOrTx, orgId: string, domain: string): Promise<
 export async function dnsRecordsFor(
   db: DbOrTx,
   orgId: string,
-  domain: { name: string; dkimSelector: string | null; dkimPublicKey: string | null },
+  domain: { name: string; dkimSelector: string | null; dkimPublicKey: string | null; verificationToken?: string },
 ): Promise<DnsRecord[]> {
   const relays = await relayHostsOf(db, orgId, domain.name);
   const records: DnsRecord[] = [
@@ -107,11 +111,19 @@ export async function dnsRecordsFor(
     {
       type: 'TXT',
       name: domain.name,
-      value: ['v=spf1', ...relays.map((h) => `a:${h}`), '~all'].join(' '),
+      value: ['v=spf1', ...relays.map(spfMechanism), '~all'].join(' '),
       purpose:
         'SPF: the hosts allowed to send as the domain, the relays of its channels (where a relay provider documents an `include:`, use theirs instead of its `a:`)',
     },
   ];
+  if (domain.verificationToken) {
+    records.push({
+      type: 'TXT',
+      name: verificationRecordName(domain.name),
+      value: domain.verificationToken,
+      purpose: 'Ownership: proves the organization owns the domain (then POST /domains/{id}/verify); needed to receive mail at the domain through the SMTP receiver',
+    });
+  }
   if (domain.dkimSelector && domain.dkimPublicKey) {
     records.push({
       type: 'TXT',
@@ -126,5 +138,20 @@ export async function dnsRecordsFor(
     value: `v=DMARC1; p=none; adkim=r; aspf=r; rua=mailto:postmaster@${domain.name}`,
     purpose: 'DMARC: starts by reporting only (p=none, reports to postmaster@); raise to p=quarantine, then p=reject, once the reports show your mail passing',
   });
-  return records;
+  return records.map((r) => (r.type === 'TXT' ? { ...r, strings: txtStrings(r.value) } : r));
+}
+
+/** SPF names a relay given by IP address with `ip4:`/`ip6:` (`a:` takes a host name only, RFC 7208 §5.3). */
+export function spfMechanism(host: string): string {
+  const bare = host.replace(/^\[|\]$/g, '');
+  const version = isIP(bare);
+  return version === 4 ? `ip4:${bare}` : version === 6 ? `ip6:${bare}` : `a:${bare}`;
+}
+
+/** A TXT value as character-strings of at most 255 bytes each (the values here are ASCII). */
+export function txtStrings(value: string): string[] {
+  const bytes = Buffer.from(value, 'utf8');
+  const out: string[] = [];
+  for (let i = 0; i < bytes.length; i += 255) out.push(bytes.subarray(i, i + 255).toString('utf8'));
+  return out.length ? out : [''];
 }

@@ -3,7 +3,7 @@ import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { domainRegistrations } from '../../db/schema.js';
 import { childResource } from '../child-resource.js';
-import { createDomain, deleteDomain, domainDnsRecords, domainRows, getDomain, listDomains, registrationRows, rotateDkimKey } from './domains.repository.js';
+import { createDomain, deleteDomain, domainDnsRecords, domainRows, getDomain, listDomains, registrationRows, rotateDkimKey, verifyDomain } from './domains.repository.js';
 import { DnsRecord, Domain, DomainCreateInput, DomainId, DomainRegistration, RegistrationCreateFields, RegistrationUpdateFields } from './domains.schemas.js';
 
 const domainOperations: Operation[] = [
@@ -54,6 +54,25 @@ const domainOperations: Operation[] = [
     input: DomainId,
     output: Domain,
     handler: (input, ctx) => rotateDkimKey(ctx.db, ctx.orgId, input.id, new Date()),
+  }),
+  defineOperation({
+    id: 'domains.verify',
+    method: 'POST',
+    status: 200,
+    // The event's transaction is open across the DNS lookup: `resolveTxt` gives it one try of 1.5 s at most.
+    event: 'domain.updated',
+    path: '/domains/{id}/verify',
+    summary: 'Verify that the organization owns the domain',
+    description:
+      'Looks up the TXT record `_switchboard.<domain>` and marks the domain verified when it holds `verification.token` (publish `verification.record` first). ' +
+      'Receiving mail at an address of the domain through the SMTP receiver, and naming an address of it as a channel\'s `outbound.from`, need it verified. ' +
+      'A domain already verified answers as it is. 400 when the record is not found (yet: new records can take minutes to be seen); ' +
+      '409 `CONFLICT` when another organization has verified the domain (a domain belongs to one organization; its owner is not named).',
+    effects: { openWorld: true },
+    errors: ['CONFLICT'],
+    input: DomainId,
+    output: Domain,
+    handler: (input, ctx) => verifyDomain(ctx.db, ctx.orgId, input.id, new Date()),
   }),
   defineOperation({
     id: 'domains.dns_records',

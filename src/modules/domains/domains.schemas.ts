@@ -1,6 +1,6 @@
 import { domainToASCII } from 'node:url';
 import { z } from 'zod';
-import { AuditFields, components, IdParam, ShortText, Timestamp, Uuid } from '../../core/schemas.js';
+import { AuditFields, components, IdParam, NullableTimestamp, ShortText, Timestamp, Uuid } from '../../core/schemas.js';
 
 /** A label: letters, digits and inner hyphens, 1 to 63 characters. */
 const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
@@ -47,17 +47,36 @@ export const DomainDkim = z
   })
   .describe('The DKIM signing key of mail sent from addresses at the domain (the private part is never returned); null until one is generated');
 
+export const DomainVerification = z
+  .object({
+    status: z.enum(['pending', 'verified']).describe('"verified" once the TXT record was found (or the operator marked it so); "pending" until then'),
+    token: z.string().describe('The value to publish as a TXT record at `_switchboard.<domain>`'),
+    record: z
+      .object({ type: z.literal('TXT'), name: z.string().describe('`_switchboard.<domain>`'), value: z.string().describe('The token') })
+      .describe('The record to publish, ready to copy'),
+    verifiedAt: NullableTimestamp.describe('When the domain was verified; null while pending'),
+  })
+  .describe(
+    'Ownership of the domain. Receiving mail through the SMTP receiver at an address of the domain needs it verified: publish `record` and call `POST /domains/{id}/verify`. ' +
+      'A domain is verified by one organization at most.',
+  );
+
 export const Domain = z.object({
   ...AuditFields,
   name: z.string().describe('The domain name, lowercase'),
-  createdBy: Uuid.describe('API key or user that added the domain'),
+  createdBy: Uuid.describe("API key or user that added the domain (the organization's id when the operator's command line added it)"),
   dkim: DomainDkim.nullable(),
+  verification: DomainVerification,
 });
 
 export const DnsRecord = z.object({
   type: z.enum(['MX', 'TXT']).describe('Record type'),
   name: z.string().describe('The fully qualified name the record is published at'),
   value: z.string().describe('The record\'s value (for MX, the host)'),
+  strings: z
+    .array(z.string())
+    .optional()
+    .describe('TXT only: the value split into character-strings of at most 255 bytes, as DNS providers take a long value (e.g. the DKIM key): publish them as one record, in order'),
   priority: z.number().int().optional().describe('MX only: the preference'),
   purpose: z.string().describe('What the record does'),
 });

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { promises as dns } from 'node:dns';
+import { resolveDns } from '../../core/dns.js';
 import { LRUCache } from 'lru-cache';
 import type { DnsResolver } from 'mailauth';
 import { z } from 'zod';
@@ -109,7 +109,7 @@ export function cachingResolver(resolve: DnsResolver, opts: { ttlMs?: number; ma
 }
 
 /** The system resolver, each query bounded in time, its answers kept for a minute. */
-const systemResolver: DnsResolver = cachingResolver((name, rrtype) => withTimeout(dns.resolve(name, rrtype) as Promise<unknown>, DNS_TIMEOUT_MS, `DNS ${rrtype} ${name}`));
+const systemResolver: DnsResolver = cachingResolver((name, rrtype) => withTimeout(resolveDns(name, rrtype), DNS_TIMEOUT_MS, `DNS ${rrtype} ${name}`));
 
 const ReceiveInput = z.strictObject({
   channelId: Uuid,

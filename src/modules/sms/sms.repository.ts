@@ -28,7 +28,7 @@ export const hookUrl = (channelId: string, status = false) => `${publicUrl}/hook
 
 /** A text channel as the API answers it: the provider without its secret, the URLs to paste into its console. */
 export function toSmsChannel(row: ChannelRow) {
-  const { inboundSecret: _i, outboundSecret, inbound: _in, outbound: _out, sms, ...rest } = row;
+  const { inboundSecret: _i, outboundSecret, inbound: _in, outbound: _out, sms, sendFailures: _failures, sendPausedUntil: _paused, ...rest } = row;
   const settings = sms!;
   const provider = settings.provider;
   const twilio = provider.kind === 'twilio';
@@ -39,6 +39,7 @@ export function toSmsChannel(row: ChannelRow) {
     provider: twilio ? { ...provider, authTokenSet: outboundSecret !== null } : { ...provider, passwordSet: outboundSecret !== null },
     rate: settings.rate,
     helpText: settings.helpText,
+    warnings: [] as string[],
   };
 }
 

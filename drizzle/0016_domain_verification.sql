@@ -1,0 +1,3 @@
+ALTER TABLE "domains" ADD COLUMN "verification_token" text DEFAULT ('switchboard-verification=' || replace(gen_random_uuid()::text, '-', '')) NOT NULL;--> statement-breakpoint
+ALTER TABLE "domains" ADD COLUMN "verified_at" timestamp (3) with time zone;--> statement-breakpoint
+CREATE UNIQUE INDEX "domains_verified_name" ON "domains" USING btree (lower("name")) WHERE "domains"."deleted_at" IS NULL AND "domains"."verified_at" IS NOT NULL;
