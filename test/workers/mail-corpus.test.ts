@@ -3,6 +3,7 @@ import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { useTestApp } from '../helpers/app.js';
+import { verifyDomainFor } from '../helpers/domains.js';
 import { startTestReceiver } from '../helpers/smtp-receiver.js';
 
 /**
@@ -55,6 +56,7 @@ const collapse = (s: string | null | undefined) => (s == null ? null : s.replace
 beforeAll(async () => {
   ({ receiver, port } = await startTestReceiver(t.database.db, { attachmentMaxBytes: 5 * 1024 * 1024, maxBytes: 5 * 1024 * 1024 }));
   const transport = nodemailer.createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, connectionTimeout: 5000 });
+  await verifyDomainFor(t.database.db, a.orgId, 'acme.example');
   const channelOf = new Map<string, string>();
   for (const [i, file] of files.entries()) {
     const address = `corpus-${i}@acme.example`;

@@ -307,6 +307,14 @@ export async function analyzeEmail(
   const topLevelHtml = (parsed.headers.get('content-type') as { value?: string } | undefined)?.value?.toLowerCase() === 'text/html';
   const fromHtml = html !== '' && (!text || topLevelHtml);
   if (fromHtml && !text) text = cleanText(await textFromHtml(html), Number.MAX_SAFE_INTEGER).trim();
+  // An unnamed text part that mailparser took for an attachment (its Content-Disposition is one it does not
+  // know, e.g. an encoded word) is the body when nothing else is: its text (from its HTML) is the text.
+  const bodyPart = text ? undefined : parsed.attachments.find((a) => !a.filename && a.contentDisposition !== 'attachment' && /^text\/(?:plain|html)$/i.test(a.contentType));
+  if (bodyPart) {
+    const content = bodyPart.content.toString('utf8');
+    text = cleanText(bodyPart.contentType.toLowerCase() === 'text/html' ? await textFromHtml(content) : content, Number.MAX_SAFE_INTEGER).trim();
+    if (text) notes.push('The body came as an unnamed part with an unknown Content-Disposition; it was read as the text');
+  }
   if (text.length > MAX_TEXT) {
     text = text.slice(0, MAX_TEXT);
     notes.push(`The text was cut to its first ${MAX_TEXT} characters`);
