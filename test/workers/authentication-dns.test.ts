@@ -83,7 +83,7 @@ async function smtpChannel(): Promise<{ id: string; address: string }> {
 }
 
 /** Delivers one email over SMTP and answers the message stored for it, read back over REST. */
-async function deliver(mail: nodemailer.SendMailOptions & { envelope: { from: string; to: string[] } }): Promise<Json> {
+async function deliver(mail: Parameters<ReturnType<typeof transport>['sendMail']>[0] & { envelope: { from: string; to: string[] } }): Promise<Json> {
   const info = await transport().sendMail(mail);
   expect(info.response).toMatch(/^250 /);
   const res = await a.request('GET', '/v1/messages?limit=100');
