@@ -74,6 +74,21 @@ describe('channel addresses at internationalised domains', () => {
     }
   });
 
+  it('takes the channel\'s own address as outbound.from in either form', async () => {
+    // IMAP: no verified domain needed, so only "the channel's own address" lets this sender through.
+    const res = await a.request('POST', '/v1/channels', {
+      type: 'email',
+      name: 'Läden',
+      address: 'info@läden.example',
+      inbound: { mode: 'imap', host: 'imap.example.com', username: 'info', password: 'secret' },
+      outbound: { host: 'smtp.example.com', from: 'Läden <Info@Läden.example>' },
+    });
+    expect(res.status, res.body).toBe(201);
+    expect(res.json.data.address).toBe('info@xn--lden-loa.example');
+    const other = await a.request('PATCH', `/v1/channels/${res.json.data.id}`, { outbound: { host: 'smtp.example.com', from: 'sales@läden.example' } });
+    expect(other.status, other.body).toBe(400);
+  });
+
   it('refuses what is no address, in either form', async () => {
     for (const address of ['support@', '@bücher.example', 'support@bü cher.example', 'support@-bücher.example', 'support@bücher', 'süpport@bücher.example', 'a@b@bücher.example']) {
       const res = await create(a, address);
