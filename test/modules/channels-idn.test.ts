@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import nodemailer from 'nodemailer';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +12,8 @@ import { startTestReceiver } from '../helpers/smtp-receiver.js';
  * one channel whichever form is used, and mail to either form over SMTP reaches it.
  */
 
-const { t, a, b } = useTestApp();
+// IMAP passwords are stored encrypted: with PostgreSQL the key must be given.
+const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY: randomBytes(32).toString('base64') } } });
 
 const UNICODE = 'bücher.example';
 const ASCII = 'xn--bcher-kva.example';
