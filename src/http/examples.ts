@@ -34,6 +34,7 @@ const BY_FORMAT: Record<string, string> = {
   'date-time': '2026-01-15T09:30:00.000Z',
   date: '2026-01-15',
   email: 'ada@example.com',
+  'idn-email': 'ada@example.com',
   uri: 'https://example.com',
 };
 

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { domainToASCII } from 'node:url';
 import { z } from 'zod';
 import { AuditFields, components, IdParam, NullableTimestamp, ShortText } from '../../core/schemas.js';
 import { canonicalDomain } from '../domains/domains.schemas.js';
@@ -6,12 +7,34 @@ import { canonicalDomain } from '../domains/domains.schemas.js';
 export const CHANNEL_TYPES = ['email'] as const;
 export const CHANNEL_STATUSES = ['active', 'error', 'disabled'] as const;
 
-/** An email address, stored lower-cased. */
+/**
+ * An address as stored: lower-cased, its domain in A-labels (IDNA, as `canonicalDomain` stores a domain), so
+ * "support@bücher.example" and "support@xn--bcher-kva.example" are one address; undefined when it is none.
+ */
+export function asciiEmail(input: string): string | undefined {
+  const at = input.lastIndexOf('@');
+  const given = input.slice(at + 1);
+  // A label starts and ends with a letter or digit in either form ("-bücher" has an A-label that would pass).
+  if (at < 0 || given.split('.').some((label) => label.startsWith('-') || label.endsWith('-'))) return undefined;
+  const domain = domainToASCII(given.toLowerCase());
+  const address = `${input.slice(0, at).toLowerCase()}@${domain}`;
+  return domain && address.length <= 320 && z.regexes.email.test(address) ? address : undefined;
+}
+
+/** An email address, its domain in Unicode or A-labels; stored as `asciiEmail` gives it. */
 export const EmailAddress = z
-  .email({ error: 'Must be a valid email address' })
+  .string()
   .max(320)
+  .meta({ format: 'idn-email' })
   .describe('Email address, stored lower-cased')
-  .transform((v) => v.toLowerCase());
+  .transform((value, ctx) => {
+    const address = asciiEmail(value);
+    if (address === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'Must be a valid email address' });
+      return z.NEVER;
+    }
+    return address;
+  });
 
 /** A mail server's host: a domain name or an IP address (checked against private ranges when connecting). */
 const MailHost = z

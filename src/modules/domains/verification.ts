@@ -5,6 +5,7 @@ import { AppError, fieldError, pgErrorCode } from '../../core/errors.js';
 import type { DbOrTx } from '../../db/client.js';
 import { channels, domains } from '../../db/schema.js';
 import { recordEvents } from '../events/events.recorder.js';
+import { asciiEmail } from '../channels/channels.schemas.js';
 import { canonicalDomain } from './domains.schemas.js';
 
 /**
@@ -72,7 +73,8 @@ export async function assertMaySendAs(db: DbOrTx, orgId: string, channelAddress:
   const address = parsed.length === 1 ? parsed[0]!.address?.toLowerCase() : undefined;
   const problem = (text: string) => new AppError('VALIDATION_ERROR', 'The request is invalid', { errors: [], properties: { outbound: { errors: [], properties: { from: { errors: [text] } } } } });
   if (!address || !address.includes('@')) throw problem('Must name one address, e.g. "Acme <support@acme.example>"');
-  if (address === channelAddress.toLowerCase()) return;
+  // The channel's address is stored with its domain in A-labels; `from` may give it in Unicode.
+  if ((asciiEmail(address) ?? address) === channelAddress.toLowerCase()) return;
   const domain = domainOfAddress(address);
   if (!domain || !(await verifiedHere(db, orgId, domain))) {
     throw problem(`Must be the channel's address or an address at a domain the organization has verified; ${domain ?? address} is not verified by the organization`);
