@@ -20,7 +20,8 @@ const channel = {
   type: 'email',
   name: 'Local IMAP',
   address: 'support@acme.example',
-  inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password },
+  // This throwaway Dovecot offers no TLS: `tls: "none"`, which the server allows with CHANNELS_ALLOW_PRIVATE=true.
+  inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, tls: 'none' },
 };
 console.log(`Dovecot listens on ${dovecot.host}:${dovecot.port} (user ${dovecot.user}). The channel, to paste:`);
 console.log(JSON.stringify(channel));

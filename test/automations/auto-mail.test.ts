@@ -12,6 +12,7 @@ import { createMailSender } from '../../src/workers/mail-sender.js';
 import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
+import { verifyDomainFor } from '../helpers/domains.js';
 import { startTestReceiver } from '../helpers/smtp-receiver.js';
 
 /**
@@ -46,17 +47,19 @@ let n = 0;
 const unique = (who: string, domain: string) => `${who}-${++n}-${Math.random().toString(36).slice(2, 8)}@${domain}`;
 
 /** A channel that receives through the service's SMTP receiver and sends through it too. */
-const channel = async (tenant: Tenant, domain: string) =>
-  ok(
+const channel = async (tenant: Tenant, domain: string) => {
+  await verifyDomainFor(t.database.db, tenant.orgId, domain);
+  return ok(
     await tenant.request('POST', '/v1/channels', {
       type: 'email',
       name: 'Desk',
       address: unique('desk', domain),
       inbound: { mode: 'smtp' },
-      outbound: { host: '127.0.0.1', port, secure: false },
+      outbound: { host: '127.0.0.1', port, secure: false, tls: 'none' },
     }),
     201,
   );
+};
 
 const PLANS = {
   send: [{ operation: 'messages.send', input: { channelId: '{{event.data.channelId}}', to: ['{{sender.address}}'], subject: 'We got your mail', text: 'Thanks!' } }],

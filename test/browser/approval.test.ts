@@ -10,6 +10,7 @@ import { engineFor, silent } from '../automations/live-engine.js';
 import type { Tenant } from '../helpers/app.js';
 import { CHROMIUM, launchBrowser, skipWithoutChromium } from '../helpers/browser.js';
 import { startRelay, type Relay } from '../helpers/smtp-relay.js';
+import { verifyDomainFor } from '../helpers/domains.js';
 import { startLiveApp, type LiveApp } from '../mcp/helpers.js';
 
 /**
@@ -41,12 +42,13 @@ beforeAll(async () => {
   relay = await startRelay();
   engine = engineFor(t);
   sender = createMailSender({ db: t.database.db, clock: () => new Date(), log: silent, allowPrivate: true, sendTimeoutMs: 5000, random: () => 0.5 });
+  await verifyDomainFor(t.database.db, a.orgId, 'acme.example');
   const res = await a.request('POST', '/v1/channels', {
     type: 'email',
     name: 'Acme Support',
     address: 'support@acme.example',
     inbound: { mode: 'smtp' },
-    outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass },
+    outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass, tls: 'none' },
   });
   expect(res.status, res.body).toBe(201);
   channelId = (res.json.data as Json).id as string;

@@ -66,7 +66,7 @@ describe('docs/email.md, the walk', () => {
 
     const script = ['set -eo pipefail', ...blocks.slice(2).map(ports)].join('\n');
     const out = await new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
-      const bash = spawn('bash', ['-c', script], { cwd: root, env: { ...process.env, BASE: server.origin, KEY: key.json.key }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const bash = spawn('bash', ['-c', script], { cwd: root, env: { ...process.env, ...env, BASE: server.origin, ORG: org.json.id, KEY: key.json.key }, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       bash.stdout.on('data', (d) => (stdout += d));

@@ -55,7 +55,7 @@ describe.skipIf(dovecotMissing)('restarts with an IMAP channel', () => {
       type: 'email',
       name: 'Restarts',
       address: `${mailbox.toLowerCase()}@acme.example`,
-      inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, mailbox },
+      inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, mailbox, tls: 'none' },
     });
     expect(created.status, created.body).toBe(201);
     channelId = (JSON.parse(created.body) as { data: { id: string } }).data.id;

@@ -424,7 +424,7 @@ describe('attachments', () => {
     const channel = await addChannel(a);
     const mine = await send(a, { channelId: channel.id, to: ['ada@example.com'], subject: 'x', text: 'x', attachments: [{ filename: 'a.txt', content: Buffer.from('a').toString('base64') }] });
     expect(mine.metadata.email.attachments[0].contentType).toBe('application/octet-stream');
-    const otherChannel = await addChannel(b);
+    const otherChannel = await addChannel(b, { address: unique('other.example') });
     const base = { channelId: otherChannel.id, to: ['ada@example.com'], subject: 'x', text: 'x' };
     const foreign = await b.request('POST', '/v1/messages/send', { ...base, attachments: [{ attachmentId: mine.metadata.email.attachments[0].id }] });
     expect(foreign.status).toBe(400);

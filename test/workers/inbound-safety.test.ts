@@ -6,6 +6,7 @@ import { inboundFailures, messages } from '../../src/db/schema.js';
 import { createImapSync } from '../../src/workers/imap-sync.js';
 import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
+import { verifyDomainFor } from '../helpers/domains.js';
 import { rawEmail, skipWithoutDovecot, startDovecot, type Dovecot } from '../helpers/dovecot.js';
 import { noDns, startTestReceiver } from '../helpers/smtp-receiver.js';
 
@@ -48,7 +49,8 @@ function deliver(port: number, to: string, raw: string): Promise<{ code: number;
 
 let n = 0;
 async function smtpChannel(tenant: Tenant) {
-  const address = `inbox-${++n}-${Math.random().toString(36).slice(2, 8)}@acme.example`;
+  const address = `inbox-${++n}-${Math.random().toString(36).slice(2, 8)}@acme-${tenant.orgId.slice(0, 8)}.example`;
+  await verifyDomainFor(t.database.db, tenant.orgId, address);
   const res = await tenant.request('POST', '/v1/channels', { type: 'email', name: 'Inbox', address, inbound: { mode: 'smtp' } });
   expect(res.status, res.body).toBe(201);
   return res.json.data as { id: string; address: string };
@@ -182,7 +184,7 @@ describe.skipIf(skipWithoutDovecot())('IMAP: one message never stops a mailbox (
       type: 'email',
       name: 'IMAP',
       address: `${mailbox.toLowerCase()}@acme.example`,
-      inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, mailbox },
+      inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, mailbox, tls: 'none' },
     });
     expect(res.status, res.body).toBe(201);
     const channelId = res.json.data.id as string;
@@ -320,6 +322,7 @@ describe('SMTP: fair under abuse', () => {
     const { receiver, port } = await startTestReceiver(t.database.db);
     try {
       const local = `support-${Math.random().toString(36).slice(2, 8)}`;
+      await verifyDomainFor(t.database.db, a.orgId, 'xn--bcher-kva.example');
       const res = await a.request('POST', '/v1/channels', { type: 'email', name: 'IDN', address: `${local}@xn--bcher-kva.example`, inbound: { mode: 'smtp' } });
       expect(res.status, res.body).toBe(201);
       expect((await deliver(port, `${local}@xn--bcher-kva.example`, mail({ to: `${local}@xn--bcher-kva.example`, messageId: 'idn-1@outside.example' }))).code).toBe(250);
