@@ -37,6 +37,7 @@ const BY_NAME: [RegExp, unknown[]][] = [
 const BY_FORMAT: Record<string, () => unknown> = {
   uuid: () => randomUUID(),
   email: () => 'someone@example.com',
+  'idn-email': () => 'someone@example.com',
   'date-time': () => new Date().toISOString(),
   date: () => '2024-01-31',
   uri: () => 'https://example.com/',

@@ -436,8 +436,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Send an email
-         * @description Sends an email through a channel's relay, from its address (or `outbound.from`); `bcc` stays out of the headers. `replyToMessageId` makes it an answer (In-Reply-To, References, same thread). Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone.
+         * Send an email or a text
+         * @description Sends an email through a channel's relay, from its address (or `outbound.from`); `bcc` stays out of the headers. `replyToMessageId` makes it an answer (In-Reply-To, References, same thread). Texts (SMS channel; `channelId` optional with one): `to` numbers, `text` (≤ 10 segments), no subject; one message per number; 409 `RECIPIENT_OPTED_OUT` after STOP; then "delivered". Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone.
          *
          *     Requires the `messages:write` permission (or `*`).
          */
@@ -459,7 +459,7 @@ export interface paths {
         put?: never;
         /**
          * Reply to a message
-         * @description Answers through the channel the message came through, to its Reply-To or sender (`replyAll`: also its To and Cc, never the channel itself); "Re: …", In-Reply-To, References, same thread. Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone. An automation never answers automatic, bulk or list mail, nor one sender twice a day.
+         * @description Answers through the channel the message came through, to its Reply-To or sender (`replyAll`: also its To and Cc, never the channel itself); "Re: …", In-Reply-To, References, same thread. Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone. At most 50 addresses. An automation answers one address, never automatic, bulk or list mail, once a day. A text is answered by text in its thread (automations never answer short codes, sender ids, STOP/HELP).
          *
          *     Requires the `messages:write` permission (or `*`).
          */
@@ -795,7 +795,9 @@ export interface paths {
          *
          *     Evaluating new `instructions` (or a move to "pending_evaluation" through `status`) costs 1 credit (402 `INSUFFICIENT_CREDITS` and nothing changed when too low); checking a changed trigger, condition or written plan is free.
          *
-         *     `status` follows the transitions table (README, "Automations"); a move it does not allow is a 400 naming the allowed targets. Switching to `triggerType` "event" clears `cronExpression`.
+         *     `status` follows the transitions table (docs/automations.md); a move it does not allow is a 400 naming the allowed targets. Switching to `triggerType` "event" clears `cronExpression`.
+         *
+         *     `status: "active"` is an approval (or a resume), and so is `enabled: true` on an "active" automation that was disabled: Made with an OAuth access token (an assistant over MCP), the call does not activate: it answers the automation with its status unchanged and `approvalUrl`, the page where a person of the organization reviews the plan and approves or rejects it (an API key activates directly).
          *
          *     Requires the `automations:write` permission (or `*`).
          */
@@ -813,7 +815,7 @@ export interface paths {
         put?: never;
         /**
          * Approve an automation
-         * @description Moves an automation from "pending_approval" to "active": it runs from now on. Read `planSummary` and `actions` first: that is what you consent to. The caller must hold every permission the plan uses (403 `FORBIDDEN` naming the missing ones) and becomes the one it acts for. `expiresAt` must be null (never expires) or in the future. An automation never does what the people who set it up could not do themselves, now: it acts for whoever last set up what it does (`actsFor`), and before every run that credential must still be live and hold every permission the plan uses, or the automation is paused with a `statusReason`.
+         * @description Moves an automation from "pending_approval" to "active": it runs from now on. Read `planSummary` and `actions` first: that is what you consent to. The caller must hold every permission the plan uses (403 `FORBIDDEN` naming the missing ones; a plan that sends needs the sending consent too) and becomes the one it acts for. `expiresAt` must be null (never expires) or in the future. Made with an OAuth access token (an assistant over MCP), the call does not activate: it answers the automation with its status unchanged and `approvalUrl`, the page where a person of the organization reviews the plan and approves or rejects it (an API key activates directly). An automation never does what the people who set it up could not do themselves, now: it acts for whoever last set up what it does (`actsFor`), and before every run that credential must still be live and hold every permission the plan uses, or the automation is paused with a `statusReason`.
          *
          *     Requires the `automations:write` permission (or `*`).
          */
@@ -857,7 +859,7 @@ export interface paths {
         put?: never;
         /**
          * Resume an automation
-         * @description Moves a "paused" (or "failed") automation back to "active" and resets its failure count. The caller must hold every permission the plan uses (403 `FORBIDDEN` naming the missing ones) and becomes the one it acts for (so a person with those permissions resumes an automation paused because its credential was revoked).
+         * @description Moves a "paused" (or "failed") automation back to "active" and resets its failure count. The caller must hold every permission the plan uses (403 `FORBIDDEN` naming the missing ones) and becomes the one it acts for (so a person with those permissions resumes an automation paused because its credential was revoked). Made with an OAuth access token (an assistant over MCP), the call does not activate: it answers the automation with its status unchanged and `approvalUrl`, the page where a person of the organization reviews the plan and approves or rejects it (an API key activates directly).
          *
          *     Requires the `automations:write` permission (or `*`).
          */
@@ -1002,6 +1004,28 @@ export interface paths {
          *     Requires the `domains:write` permission (or `*`).
          */
         post: operations["domains.rotate_dkim_key"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/domains/{id}/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify that the organization owns the domain
+         * @description Looks up the TXT record `_switchboard.<domain>` and marks the domain verified when it holds `verification.token` (publish `verification.record` first). Receiving mail at an address of the domain through the SMTP receiver, and naming an address of it as a channel's `outbound.from`, need it verified. A domain already verified answers as it is. 400 when the record is not found (yet: new records can take minutes to be seen); 409 `CONFLICT` when another organization has verified the domain (a domain belongs to one organization; its owner is not named).
+         *
+         *     Requires the `domains:write` permission (or `*`).
+         */
+        post: operations["domains.verify"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1297,15 +1321,15 @@ export interface paths {
         };
         /**
          * List channels
-         * @description The email channels of the organization: the addresses it receives and sends as.
+         * @description The channels of the organization: the email addresses and phone numbers it receives and sends as.
          *
          *     Requires the `channels:read` permission (or `*`).
          */
         get: operations["channels.list"];
         put?: never;
         /**
-         * Add an email channel
-         * @description An address mail arrives at, through the built-in SMTP receiver (`inbound.mode` "smtp": point an MX record or forwarding at it) or an IMAP mailbox (`inbound.mode` "imap"), and optionally sent from through an SMTP relay (`outbound`). Passwords are write-only (stored encrypted, never answered; `passwordSet` tells). With PostgreSQL a password needs the server's SECRETS_KEY (400 otherwise). Mail servers must be on public addresses unless CHANNELS_ALLOW_PRIVATE=true.
+         * Add an email or text channel
+         * @description An address mail arrives at, through the built-in SMTP receiver (`inbound.mode` "smtp": point an MX record or forwarding at it) or an IMAP mailbox (`inbound.mode` "imap"), and optionally sent from through an SMTP relay (`outbound`). Passwords are write-only (stored encrypted, never answered; `passwordSet` tells). With PostgreSQL a password needs the server's SECRETS_KEY (400 otherwise). Mail servers must be on public addresses unless CHANNELS_ALLOW_PRIVATE=true. A text channel: `type` "sms", `address` its number (E.164), `provider`; paste the answer's `inbound.webhookUrl` and `statusUrl` into the provider's console.
          *
          *     Requires the `channels:write` permission (or `*`).
          */
@@ -1359,12 +1383,84 @@ export interface paths {
         put?: never;
         /**
          * Check a channel's mail servers
-         * @description Connects to the configured servers now: the IMAP server (resolve, login, mailbox) and the SMTP relay (resolve, greeting, STARTTLS when offered, authentication). Answers what worked and what failed, step by step; a failure is an answer (`ok` false), not an error. Changes nothing.
+         * @description Connects to the configured servers now: the IMAP server (resolve, login, mailbox) and the SMTP relay (sign: a sample signed with the sender domain's DKIM key, when it has one; resolve, greeting, STARTTLS, authentication). Answers what worked and what failed, step by step; a failure is an answer (`ok` false), not an error. Changes nothing.
          *
          *     Requires the `channels:write` permission (or `*`).
          */
         post: operations["channels.test"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/channels/{id}/not-imported": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the emails a channel could not import
+         * @description Received emails that failed to be imported on this channel: each with the reason, its size, sender and subject where readable, and how often it failed. An email that fails the same way 3 times, or is refused for good (a header block over the bounds), is not importable: the SMTP receiver answers 554 and the IMAP sync moves past it, so that later mail arrives. Newest first unless `sortOrder=asc`.
+         *
+         *     Requires the `channels:read` permission (or `*`).
+         */
+        get: operations["channels.list_not_imported"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/channels/{id}/opt-outs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a text channel's opt-outs
+         * @description The numbers that texted STOP (or that the provider reported unsubscribed, or that were added here), oldest first. Nothing is sent to them on this channel.
+         *
+         *     Requires the `channels:read` permission (or `*`).
+         */
+        get: operations["channels.list_opt_outs"];
+        put?: never;
+        /**
+         * Add an opt-out
+         * @description Stops texts to a number on this channel, as if it had texted STOP: sending to it answers 409 `RECIPIENT_OPTED_OUT`, and texts to it still queued fail. Adding a number already opted out answers the existing opt-out.
+         *
+         *     Requires the `channels:write` permission (or `*`).
+         */
+        post: operations["channels.create_opt_out"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/channels/{id}/opt-outs/{number}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove an opt-out
+         * @description Texts may go to the number again (as when it texts START). Only remove an opt-out the person asked to remove: carriers require STOP to be honoured.
+         *
+         *     Requires the `channels:write` permission (or `*`).
+         */
+        delete: operations["channels.delete_opt_out"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1520,6 +1616,27 @@ export interface components {
                 /** @description The person's OAuth grant */
                 grantId: string | null;
             } | null;
+            /** @description Who last made it active (approved or resumed it): a person on the approval page or an API key; null before */
+            approvedBy: {
+                /** @enum {string} */
+                type: "user" | "apiKey";
+                /**
+                 * Format: uuid
+                 * @description The person or the API key
+                 */
+                id: string;
+                /** @description The person's name (or email), or the API key's name (or prefix) */
+                name: string;
+                /** @description The name of the app (OAuth client) that asked for the approval, when one did */
+                client?: string;
+            } | null;
+            /** @description When it was last made active; null before */
+            approvedAt: string | null;
+            /**
+             * Format: uri
+             * @description Only in the answer to `approve`, `resume`, `PATCH status: "active"` or a create with `status: "active"` made with an OAuth access token (an assistant over MCP): such a call never activates; a person of the organization approves on this page (`$PUBLIC_URL/account/automations/{id}`), and the automation keeps its status until then
+             */
+            approvalUrl?: string;
         };
         AutomationExecution: {
             /**
@@ -1640,15 +1757,14 @@ export interface components {
              */
             readonly organizationId: string;
             /**
-             * @description Kind of channel
+             * @description Kind of channel: "email" or "sms"
              * @enum {string}
              */
-            type: "email";
+            type: "email" | "sms";
             /** @description A name for people */
             name: string;
             /** @description The address the organization receives and sends as (lower-cased) */
             address: string;
-            /** @description How mail arrives; the password is never returned */
             inbound: {
                 /** @enum {string} */
                 mode: "smtp" | "imap";
@@ -1657,8 +1773,24 @@ export interface components {
                 secure?: boolean;
                 username?: string;
                 mailbox?: string;
+                /**
+                 * @description IMAP: "required" or "none"
+                 * @enum {string}
+                 */
+                tls?: "required" | "none";
+                /** @description IMAP: the PEM certificate trusted for the server; null: the system's authorities */
+                ca?: string | null;
+                /** @description IMAP: whether the server's certificate is checked */
+                verifyCertificate?: boolean;
                 /** @description Whether a password is stored (the password itself is never returned) */
                 passwordSet: boolean;
+            } | {
+                /** @constant */
+                mode: "sms";
+                /** @description Twilio-compatible: paste into the number's "A message comes in" webhook (POST); null for SMPP */
+                webhookUrl: string | null;
+                /** @description Twilio-compatible: the status callback URL (the service also names it on every text it sends); null for SMPP */
+                statusUrl: string | null;
             };
             /** @description The SMTP relay mail is sent through; null: the channel cannot send */
             outbound: {
@@ -1667,6 +1799,15 @@ export interface components {
                 secure: boolean;
                 username: string | null;
                 from: string | null;
+                /**
+                 * @description "required": no login and no mail without TLS; "none": TLS only when offered
+                 * @enum {string}
+                 */
+                tls: "required" | "none";
+                /** @description The PEM certificate trusted for the relay; null: the system's authorities */
+                ca: string | null;
+                /** @description Whether the relay's certificate is checked */
+                verifyCertificate: boolean;
                 /** @description Whether a password is stored (the password itself is never returned) */
                 passwordSet: boolean;
             } | null;
@@ -1679,6 +1820,29 @@ export interface components {
             lastError: string | null;
             /** @description When mail was last received or synced on this channel */
             lastSyncAt: string | null;
+            /** @description Settings that weaken the channel's security, for a person to see: a server reached without TLS (`tls` "none") or without checking its certificate; empty when none */
+            warnings: string[];
+            /** @description How a text channel reaches the phone network; secrets are never returned */
+            provider?: {
+                /** @enum {string} */
+                kind: "twilio" | "smpp";
+                accountSid?: string;
+                apiBaseUrl?: string;
+                messagingServiceSid?: string | null;
+                /** @description Twilio: whether an auth token is stored (never returned) */
+                authTokenSet?: boolean;
+                host?: string;
+                port?: number;
+                tls?: boolean;
+                systemId?: string;
+                systemType?: string | null;
+                /** @description SMPP: whether a password is stored (never returned) */
+                passwordSet?: boolean;
+            };
+            /** @description Text channels: segments per second sent at most */
+            rate?: number;
+            /** @description Text channels: the answer to HELP */
+            helpText?: string | null;
         };
         ChannelTestResult: {
             /** @description Whether every configured server was reached and accepted the login */
@@ -1698,6 +1862,20 @@ export interface components {
                 error: string | null;
                 /** @enum {string} */
                 mode: "smtp" | "imap";
+            } | {
+                /** @description Whether every step worked */
+                ok: boolean;
+                /** @description The steps tried, in order; the first failed one ends the check */
+                steps: {
+                    /** @description What was tried: "resolve", "connect", "login", "mailbox", "greeting" */
+                    step: string;
+                    ok: boolean;
+                    detail: string | null;
+                }[];
+                /** @description Why the check failed; null when it worked */
+                error: string | null;
+                /** @constant */
+                mode: "sms";
             };
             /** @description The SMTP relay: greeting and authentication; null when none is configured */
             outbound: {
@@ -1997,7 +2175,7 @@ export interface components {
             name: string;
             /**
              * Format: uuid
-             * @description API key or user that added the domain
+             * @description API key or user that added the domain (the organization's id when the operator's command line added it)
              */
             createdBy: string;
             dkim: {
@@ -2016,6 +2194,27 @@ export interface components {
                  */
                 createdAt: string;
             } | null;
+            /** @description Ownership of the domain. Receiving mail through the SMTP receiver at an address of the domain needs it verified: publish `record` and call `POST /domains/{id}/verify`. A domain is verified by one organization at most. */
+            verification: {
+                /**
+                 * @description "verified" once the TXT record was found (or the operator marked it so); "pending" until then
+                 * @enum {string}
+                 */
+                status: "pending" | "verified";
+                /** @description The value to publish as a TXT record at `_switchboard.<domain>` */
+                token: string;
+                /** @description The record to publish, ready to copy */
+                record: {
+                    /** @constant */
+                    type: "TXT";
+                    /** @description `_switchboard.<domain>` */
+                    name: string;
+                    /** @description The token */
+                    value: string;
+                };
+                /** @description When the domain was verified; null while pending */
+                verifiedAt: string | null;
+            };
         };
         DomainRegistration: {
             /**
@@ -2072,7 +2271,7 @@ export interface components {
              * @description Event type, a dotted resource.action name (see the event catalog)
              * @enum {string}
              */
-            type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed";
+            type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "channel.opt_out.created" | "channel.opt_out.deleted";
             /**
              * Format: uuid
              * @description Organization the event belongs to
@@ -2350,7 +2549,7 @@ export interface components {
                  * @description Machine-readable code
                  * @enum {string}
                  */
-                code: "VALIDATION_ERROR" | "BAD_REQUEST" | "UNAUTHORIZED" | "INSUFFICIENT_CREDITS" | "FORBIDDEN" | "NOT_FOUND" | "PAYLOAD_TOO_LARGE" | "IDEMPOTENCY_KEY_REUSED" | "IDEMPOTENCY_IN_PROGRESS" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+                code: "VALIDATION_ERROR" | "BAD_REQUEST" | "UNAUTHORIZED" | "INSUFFICIENT_CREDITS" | "FORBIDDEN" | "NOT_FOUND" | "PAYLOAD_TOO_LARGE" | "IDEMPOTENCY_KEY_REUSED" | "CONFLICT" | "IDEMPOTENCY_IN_PROGRESS" | "RECIPIENT_OPTED_OUT" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
                 /** @description Human-readable text */
                 message: string;
                 /** @description Present only on VALIDATION_ERROR */
@@ -4818,19 +5017,19 @@ export interface operations {
             content: {
                 /** @example {} */
                 "application/json": {
-                    /** @description When the message was read: a date-time sets it, null clears it, absent leaves it unchanged */
+                    /** @description When the message was read (null clears it) */
                     readAt?: string | null;
-                    /** @description When the message was archived: a date-time sets it, null clears it, absent leaves it unchanged */
+                    /** @description When the message was archived (null clears it) */
                     archivedAt?: string | null;
-                    /** @description Until when the message is snoozed: a date-time sets it, null clears it, absent leaves it unchanged */
+                    /** @description Until when the message is snoozed (null clears it) */
                     snoozedUntil?: string | null;
-                    /** @description Importance; any short string (the set of values is open), e.g. "low", "normal", "high": a value sets it, null clears it, absent leaves it unchanged */
+                    /** @description Importance; any short string (the set of values is open), e.g. "low", "normal", "high" (null clears it) */
                     importance?: string | null;
-                    /** @description Urgency; any short string (the set of values is open), e.g. "low", "normal", "high": a value sets it, null clears it, absent leaves it unchanged */
+                    /** @description Urgency; any short string (the set of values is open), e.g. "low", "normal", "high" (null clears it) */
                     urgency?: string | null;
-                    /** @description Delivery or handling status; any short string (the set of values is open), e.g. "received", "handled": a value sets it, null clears it, absent leaves it unchanged */
+                    /** @description Delivery or handling status; any short string (the set of values is open), e.g. "received", "handled" (null clears it) */
                     status?: string | null;
-                    /** @description Action the message calls for; any short string (the set of values is open), e.g. "reply", "none": a value sets it, null clears it, absent leaves it unchanged */
+                    /** @description Action the message calls for; any short string (the set of values is open), e.g. "reply", "none" (null clears it) */
                     action?: string | null;
                 };
             };
@@ -5034,46 +5233,51 @@ export interface operations {
                  *       "to": [
                  *         "ada@example.com"
                  *       ],
-                 *       "subject": "Your invoice",
-                 *       "text": "Thanks, we received your invoice."
+                 *       "subject": "example",
+                 *       "text": "Thanks for the quote, see you Monday."
                  *     }
                  */
                 "application/json": {
                     /**
                      * Format: uuid
-                     * @description The email channel to send through
+                     * @description The channel to send through / Texts: UUID
                      */
                     channelId: string;
-                    /** @description Required. The recipients: addresses, "ada@example.com" or {"email", "name"} */
+                    /** @description Required. "ada@example.com", {"email", "name"}, or a number for a text */
                     to: (string | {
                         email: string;
                         name?: string;
                     })[];
-                    /** @description Copy recipients: addresses, "ada@example.com" or {"email", "name"} */
+                    /** @description Copy recipients */
                     cc?: (string | {
                         email: string;
                         name?: string;
                     })[];
-                    /** @description Blind-copy recipients (never in the headers): addresses, "ada@example.com" or {"email", "name"} */
+                    /** @description Blind copies (not in headers) */
                     bcc?: (string | {
                         email: string;
                         name?: string;
                     })[];
-                    /**
-                     * @description The subject (one line)
-                     * @example Your invoice
-                     */
+                    /** @description One line */
                     subject: string;
-                    /**
-                     * @description The plain-text body
-                     * @example Thanks, we received your invoice.
-                     */
+                    /** @description The plain-text body / Texts: The text */
                     text: string;
-                    /** @description An HTML body beside the text */
+                    /** @description HTML body beside the text */
                     html?: string;
+                    /** @description {filename, contentType, content: base64} or {attachmentId}; at most 20, 10 MiB in all */
+                    attachments?: {
+                        filename?: string;
+                        contentType?: string;
+                        content?: string;
+                        /**
+                         * Format: uuid
+                         * @description UUID
+                         */
+                        attachmentId?: string;
+                    }[];
                     /**
                      * Format: uuid
-                     * @description A message this one answers (In-Reply-To, References, its thread)
+                     * @description The message this answers / Texts: UUID
                      */
                     replyToMessageId?: string;
                 };
@@ -5155,19 +5359,27 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "text": "Thanks, we received your invoice."
+                 *       "text": "Thanks for the quote, see you Monday."
                  *     }
                  */
                 "application/json": {
-                    /**
-                     * @description The plain-text body
-                     * @example Thanks, we received your invoice.
-                     */
+                    /** @description The plain-text body */
                     text: string;
-                    /** @description An HTML body beside the text */
+                    /** @description HTML body beside the text */
                     html?: string;
+                    /** @description {filename, contentType, content: base64} or {attachmentId}; at most 20, 10 MiB in all */
+                    attachments?: {
+                        filename?: string;
+                        contentType?: string;
+                        content?: string;
+                        /**
+                         * Format: uuid
+                         * @description UUID
+                         */
+                        attachmentId?: string;
+                    }[];
                     /**
-                     * @description Also answer its other To and Cc addresses (default false)
+                     * @description Also answer its other To and Cc
                      * @default false
                      */
                     replyAll?: boolean;
@@ -5254,25 +5466,38 @@ export interface operations {
                  *       "to": [
                  *         "ada@example.com"
                  *       ],
-                 *       "text": "Thanks, we received your invoice."
+                 *       "text": "Thanks for the quote, see you Monday."
                  *     }
                  */
                 "application/json": {
-                    /** @description Required. Who receives the forwarded message: addresses, "ada@example.com" or {"email", "name"} */
+                    /** @description Required. Who receives it */
                     to: (string | {
                         email: string;
                         name?: string;
                     })[];
-                    /**
-                     * @description A note above the forwarded message
-                     * @example Thanks, we received your invoice.
-                     */
+                    /** @description A note above the forwarded message */
                     text?: string;
                     /**
                      * Format: uuid
                      * @description The channel to send through; default the message's
                      */
                     channelId?: string;
+                    /**
+                     * @description Include the original's files
+                     * @default true
+                     */
+                    includeAttachments?: boolean;
+                    /** @description {filename, contentType, content: base64} or {attachmentId}; at most 20, 10 MiB in all */
+                    attachments?: {
+                        filename?: string;
+                        contentType?: string;
+                        content?: string;
+                        /**
+                         * Format: uuid
+                         * @description UUID
+                         */
+                        attachmentId?: string;
+                    }[];
                 };
             };
         };
@@ -6742,7 +6967,15 @@ export interface operations {
                      *             "type": "api_key",
                      *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *             "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
-                     *           }
+                     *           },
+                     *           "approvedBy": {
+                     *             "type": "user",
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "name": "Ada Lovelace",
+                     *             "client": "example"
+                     *           },
+                     *           "approvedAt": "2026-01-15T09:30:00.000Z",
+                     *           "approvalUrl": "https://example.com"
                      *         }
                      *       ],
                      *       "meta": {
@@ -6850,7 +7083,7 @@ export interface operations {
                     /** @description When the automation stops running; null or absent means never */
                     expiresAt?: string | null;
                     /**
-                     * @description Lifecycle status (default "pending_evaluation": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step
+                     * @description Lifecycle status (default "pending_evaluation": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step (with an API key; through an OAuth token it is evaluated and then waits for a person, and the answer carries `approvalUrl`)
                      * @enum {string}
                      */
                     status?: "draft" | "pending_evaluation" | "evaluation_failed" | "code_generation_failed" | "pending_approval" | "active" | "paused" | "completed" | "expired" | "failed" | "archived";
@@ -6913,7 +7146,15 @@ export interface operations {
                      *           "type": "api_key",
                      *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
-                     *         }
+                     *         },
+                     *         "approvedBy": {
+                     *           "type": "user",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "client": "example"
+                     *         },
+                     *         "approvedAt": "2026-01-15T09:30:00.000Z",
+                     *         "approvalUrl": "https://example.com"
                      *       }
                      *     }
                      */
@@ -6998,7 +7239,15 @@ export interface operations {
                      *           "type": "api_key",
                      *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
-                     *         }
+                     *         },
+                     *         "approvedBy": {
+                     *           "type": "user",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "client": "example"
+                     *         },
+                     *         "approvedAt": "2026-01-15T09:30:00.000Z",
+                     *         "approvalUrl": "https://example.com"
                      *       }
                      *     }
                      */
@@ -7081,7 +7330,15 @@ export interface operations {
                      *           "type": "api_key",
                      *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
-                     *         }
+                     *         },
+                     *         "approvedBy": {
+                     *           "type": "user",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "client": "example"
+                     *         },
+                     *         "approvedAt": "2026-01-15T09:30:00.000Z",
+                     *         "approvalUrl": "https://example.com"
                      *       }
                      *     }
                      */
@@ -7169,7 +7426,7 @@ export interface operations {
                     /** @description When the automation stops running; null or absent means never */
                     expiresAt?: string | null;
                     /**
-                     * @description Lifecycle status (default "pending_evaluation": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step
+                     * @description Lifecycle status (default "pending_evaluation": evaluated, then "pending_approval"). "draft" waits until patched to "pending_evaluation"; "active" is evaluated and runs without an approval step (with an API key; through an OAuth token it is evaluated and then waits for a person, and the answer carries `approvalUrl`)
                      * @enum {string}
                      */
                     status?: "draft" | "pending_evaluation" | "evaluation_failed" | "code_generation_failed" | "pending_approval" | "active" | "paused" | "completed" | "expired" | "failed" | "archived";
@@ -7230,7 +7487,15 @@ export interface operations {
                      *           "type": "api_key",
                      *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
-                     *         }
+                     *         },
+                     *         "approvedBy": {
+                     *           "type": "user",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "client": "example"
+                     *         },
+                     *         "approvedAt": "2026-01-15T09:30:00.000Z",
+                     *         "approvalUrl": "https://example.com"
                      *       }
                      *     }
                      */
@@ -7325,7 +7590,15 @@ export interface operations {
                      *           "type": "api_key",
                      *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
-                     *         }
+                     *         },
+                     *         "approvedBy": {
+                     *           "type": "user",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "client": "example"
+                     *         },
+                     *         "approvedAt": "2026-01-15T09:30:00.000Z",
+                     *         "approvalUrl": "https://example.com"
                      *       }
                      *     }
                      */
@@ -7420,7 +7693,15 @@ export interface operations {
                      *           "type": "api_key",
                      *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
-                     *         }
+                     *         },
+                     *         "approvedBy": {
+                     *           "type": "user",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "client": "example"
+                     *         },
+                     *         "approvedAt": "2026-01-15T09:30:00.000Z",
+                     *         "approvalUrl": "https://example.com"
                      *       }
                      *     }
                      */
@@ -7515,7 +7796,15 @@ export interface operations {
                      *           "type": "api_key",
                      *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
-                     *         }
+                     *         },
+                     *         "approvedBy": {
+                     *           "type": "user",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "client": "example"
+                     *         },
+                     *         "approvedAt": "2026-01-15T09:30:00.000Z",
+                     *         "approvalUrl": "https://example.com"
                      *       }
                      *     }
                      */
@@ -7610,7 +7899,15 @@ export interface operations {
                      *           "type": "api_key",
                      *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
                      *           "grantId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f"
-                     *         }
+                     *         },
+                     *         "approvedBy": {
+                     *           "type": "user",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "client": "example"
+                     *         },
+                     *         "approvedAt": "2026-01-15T09:30:00.000Z",
+                     *         "approvalUrl": "https://example.com"
                      *       }
                      *     }
                      */
@@ -7821,6 +8118,16 @@ export interface operations {
                      *             "algorithm": "rsa-sha256",
                      *             "publicKey": "example",
                      *             "createdAt": "2026-01-15T09:30:00.000Z"
+                     *           },
+                     *           "verification": {
+                     *             "status": "pending",
+                     *             "token": "example",
+                     *             "record": {
+                     *               "type": "TXT",
+                     *               "name": "Ada Lovelace",
+                     *               "value": "example"
+                     *             },
+                     *             "verifiedAt": "2026-01-15T09:30:00.000Z"
                      *           }
                      *         }
                      *       ],
@@ -7910,6 +8217,16 @@ export interface operations {
                      *           "algorithm": "rsa-sha256",
                      *           "publicKey": "example",
                      *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         },
+                     *         "verification": {
+                     *           "status": "pending",
+                     *           "token": "example",
+                     *           "record": {
+                     *             "type": "TXT",
+                     *             "name": "Ada Lovelace",
+                     *             "value": "example"
+                     *           },
+                     *           "verifiedAt": "2026-01-15T09:30:00.000Z"
                      *         }
                      *       }
                      *     }
@@ -7963,6 +8280,16 @@ export interface operations {
                      *           "algorithm": "rsa-sha256",
                      *           "publicKey": "example",
                      *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         },
+                     *         "verification": {
+                     *           "status": "pending",
+                     *           "token": "example",
+                     *           "record": {
+                     *             "type": "TXT",
+                     *             "name": "Ada Lovelace",
+                     *             "value": "example"
+                     *           },
+                     *           "verifiedAt": "2026-01-15T09:30:00.000Z"
                      *         }
                      *       }
                      *     }
@@ -8015,6 +8342,16 @@ export interface operations {
                      *           "algorithm": "rsa-sha256",
                      *           "publicKey": "example",
                      *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         },
+                     *         "verification": {
+                     *           "status": "pending",
+                     *           "token": "example",
+                     *           "record": {
+                     *             "type": "TXT",
+                     *             "name": "Ada Lovelace",
+                     *             "value": "example"
+                     *           },
+                     *           "verifiedAt": "2026-01-15T09:30:00.000Z"
                      *         }
                      *       }
                      *     }
@@ -8077,6 +8414,90 @@ export interface operations {
                      *           "algorithm": "rsa-sha256",
                      *           "publicKey": "example",
                      *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         },
+                     *         "verification": {
+                     *           "status": "pending",
+                     *           "token": "example",
+                     *           "record": {
+                     *             "type": "TXT",
+                     *             "name": "Ada Lovelace",
+                     *             "value": "example"
+                     *           },
+                     *           "verifiedAt": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Domain"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "domains.verify": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the domain */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "deletedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "name": "example.com",
+                     *         "createdBy": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "dkim": {
+                     *           "selector": "example",
+                     *           "algorithm": "rsa-sha256",
+                     *           "publicKey": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         },
+                     *         "verification": {
+                     *           "status": "pending",
+                     *           "token": "example",
+                     *           "record": {
+                     *             "type": "TXT",
+                     *             "name": "Ada Lovelace",
+                     *             "value": "example"
+                     *           },
+                     *           "verifiedAt": "2026-01-15T09:30:00.000Z"
                      *         }
                      *       }
                      *     }
@@ -8123,6 +8544,9 @@ export interface operations {
                      *           "type": "MX",
                      *           "name": "Ada Lovelace",
                      *           "value": "example",
+                     *           "strings": [
+                     *             "example"
+                     *           ],
                      *           "priority": -9007199254740991,
                      *           "purpose": "example"
                      *         }
@@ -8140,6 +8564,8 @@ export interface operations {
                             name: string;
                             /** @description The record's value (for MX, the host) */
                             value: string;
+                            /** @description TXT only: the value split into character-strings of at most 255 bytes, as DNS providers take a long value (e.g. the DKIM key): publish them as one record, in order */
+                            strings?: string[];
                             /** @description MX only: the preference */
                             priority?: number;
                             /** @description What the record does */
@@ -8530,7 +8956,7 @@ export interface operations {
                 /** @description Order by occurrence (ties broken by id); newest first by default */
                 sortOrder?: "asc" | "desc";
                 /** @description Only events of this type */
-                type?: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed";
+                type?: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "channel.opt_out.created" | "channel.opt_out.deleted";
             };
             header?: never;
             path?: never;
@@ -8751,7 +9177,7 @@ export interface operations {
                     /** @description Where events are POSTed: an https URL on the public internet (http to a loopback host only when the server sets WEBHOOK_ALLOW_INSECURE=true) */
                     url: string;
                     /** @description Event types to deliver, from the event catalog, or ["*"] (the default) for every type */
-                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "*")[];
+                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "channel.opt_out.created" | "channel.opt_out.deleted" | "*")[];
                     /** @description Whether events are delivered (default true) */
                     enabled?: boolean;
                     /** @description What the endpoint is for, up to 1,000 characters */
@@ -8933,7 +9359,7 @@ export interface operations {
                     /** @description Where events are POSTed: an https URL on the public internet (http to a loopback host only when the server sets WEBHOOK_ALLOW_INSECURE=true) */
                     url?: string;
                     /** @description Event types to deliver, from the event catalog, or ["*"] for every type */
-                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "*")[];
+                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "channel.opt_out.created" | "channel.opt_out.deleted" | "*")[];
                     /** @description true re-enables an endpoint (also one the service disabled, clearing `disabledReason`); false pauses deliveries */
                     enabled?: boolean;
                     description?: string | null;
@@ -9304,6 +9730,9 @@ export interface operations {
                      *             "secure": true,
                      *             "username": "example",
                      *             "mailbox": "example",
+                     *             "tls": "required",
+                     *             "ca": "example",
+                     *             "verifyCertificate": true,
                      *             "passwordSet": true
                      *           },
                      *           "outbound": {
@@ -9312,11 +9741,32 @@ export interface operations {
                      *             "secure": true,
                      *             "username": "example",
                      *             "from": "example",
+                     *             "tls": "required",
+                     *             "ca": "example",
+                     *             "verifyCertificate": true,
                      *             "passwordSet": true
                      *           },
                      *           "status": "active",
                      *           "lastError": "example",
-                     *           "lastSyncAt": "2026-01-15T09:30:00.000Z"
+                     *           "lastSyncAt": "2026-01-15T09:30:00.000Z",
+                     *           "warnings": [
+                     *             "example"
+                     *           ],
+                     *           "provider": {
+                     *             "kind": "twilio",
+                     *             "accountSid": "example",
+                     *             "apiBaseUrl": "example",
+                     *             "messagingServiceSid": "example",
+                     *             "authTokenSet": true,
+                     *             "host": "example",
+                     *             "port": -9007199254740991,
+                     *             "tls": true,
+                     *             "systemId": "example",
+                     *             "systemType": "example",
+                     *             "passwordSet": true
+                     *           },
+                     *           "rate": 1,
+                     *           "helpText": "example"
                      *         }
                      *       ],
                      *       "meta": {
@@ -9378,23 +9828,18 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description Kind of channel: "email"
+                     * @description Kind of channel: "email" / Texts: "sms": a text-message channel
                      * @enum {string}
                      */
-                    type: "email";
-                    /** @description A name for people, e.g. "Support" */
+                    type: "email" | "sms";
+                    /** @description A name for people, e.g. "Support" / Texts: A name for people, e.g. "Support line" */
                     name: string;
                     /**
-                     * Format: email
-                     * @description The address received at and sent from; unique in the organization
+                     * Format: idn-email
+                     * @description The address received at and sent from; unique in the organization / Texts: The number, E.164, or an alphanumeric sender id (send only)
                      */
                     address: string;
-                    /**
-                     * @description How mail arrives: {"mode": "smtp"} or {"mode": "imap", "host", "username", "password", …}
-                     * @example {
-                     *       "mode": "smtp"
-                     *     }
-                     */
+                    /** @description How mail arrives: {"mode": "smtp"} or {"mode": "imap", "host", "username", "password", …} */
                     inbound: {
                         /**
                          * @description "smtp": mail arrives at the built-in SMTP receiver
@@ -9426,8 +9871,21 @@ export interface operations {
                          * @default INBOX
                          */
                         mailbox?: string;
+                        /**
+                         * @description "required" (default): no login without TLS; "none": LAN only
+                         * @default required
+                         * @enum {string}
+                         */
+                        tls?: "required" | "none";
+                        /** @description PEM certificate to trust */
+                        ca?: string | null;
+                        /**
+                         * @description false: LAN only
+                         * @default true
+                         */
+                        verifyCertificate?: boolean;
                         /** @description Password (write-only, stored encrypted) */
-                        password: string;
+                        password?: string;
                     };
                     /** @description SMTP relay to send through; absent or null: cannot send */
                     outbound?: {
@@ -9445,11 +9903,59 @@ export interface operations {
                         secure?: boolean;
                         /** @description User name to log in with */
                         username?: string;
-                        /** @description From header of sent mail, e.g. "Acme <support@acme.example>"; default the address */
+                        /** @description From header, e.g. "Acme <support@acme.example>": the address, or one at a verified domain; default the address */
                         from?: string;
+                        /**
+                         * @description "required" (default): no login without TLS; "none": LAN only
+                         * @default required
+                         * @enum {string}
+                         */
+                        tls?: "required" | "none";
+                        /** @description PEM certificate to trust */
+                        ca?: string | null;
+                        /**
+                         * @description false: LAN only
+                         * @default true
+                         */
+                        verifyCertificate?: boolean;
                         /** @description Password (write-only, stored encrypted) */
                         password?: string;
                     } | null;
+                    /** @description Text channels: the provider (docs/sms.md) */
+                    provider?: {
+                        /**
+                         * @description Twilio or a compatible API (SignalWire)
+                         * @constant
+                         */
+                        kind: "twilio";
+                        /** @description Account (project) id */
+                        accountSid: string;
+                        /**
+                         * Format: uri
+                         * @description Default "https://api.twilio.com"
+                         * @default https://api.twilio.com
+                         */
+                        apiBaseUrl?: string;
+                        /** @description Send through this messaging service */
+                        messagingServiceSid?: string;
+                        /** @description Write-only, encrypted */
+                        authToken: string;
+                    } | ({
+                        /**
+                         * @description SMPP 3.4 (not available yet)
+                         * @constant
+                         */
+                        kind: "smpp";
+                    } & {
+                        [key: string]: unknown;
+                    });
+                    /**
+                     * @description Segments per second at most; default 1
+                     * @default 1
+                     */
+                    rate?: number;
+                    /** @description The answer to HELP; null: none */
+                    helpText?: string | null;
                 };
             };
         };
@@ -9481,6 +9987,9 @@ export interface operations {
                      *           "secure": true,
                      *           "username": "example",
                      *           "mailbox": "example",
+                     *           "tls": "required",
+                     *           "ca": "example",
+                     *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
                      *         "outbound": {
@@ -9489,11 +9998,32 @@ export interface operations {
                      *           "secure": true,
                      *           "username": "example",
                      *           "from": "example",
+                     *           "tls": "required",
+                     *           "ca": "example",
+                     *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
                      *         "status": "active",
                      *         "lastError": "example",
-                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z"
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
+                     *         "warnings": [
+                     *           "example"
+                     *         ],
+                     *         "provider": {
+                     *           "kind": "twilio",
+                     *           "accountSid": "example",
+                     *           "apiBaseUrl": "example",
+                     *           "messagingServiceSid": "example",
+                     *           "authTokenSet": true,
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "tls": true,
+                     *           "systemId": "example",
+                     *           "systemType": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "rate": 1,
+                     *         "helpText": "example"
                      *       }
                      *     }
                      */
@@ -9549,6 +10079,9 @@ export interface operations {
                      *           "secure": true,
                      *           "username": "example",
                      *           "mailbox": "example",
+                     *           "tls": "required",
+                     *           "ca": "example",
+                     *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
                      *         "outbound": {
@@ -9557,11 +10090,32 @@ export interface operations {
                      *           "secure": true,
                      *           "username": "example",
                      *           "from": "example",
+                     *           "tls": "required",
+                     *           "ca": "example",
+                     *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
                      *         "status": "active",
                      *         "lastError": "example",
-                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z"
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
+                     *         "warnings": [
+                     *           "example"
+                     *         ],
+                     *         "provider": {
+                     *           "kind": "twilio",
+                     *           "accountSid": "example",
+                     *           "apiBaseUrl": "example",
+                     *           "messagingServiceSid": "example",
+                     *           "authTokenSet": true,
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "tls": true,
+                     *           "systemId": "example",
+                     *           "systemType": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "rate": 1,
+                     *         "helpText": "example"
                      *       }
                      *     }
                      */
@@ -9616,6 +10170,9 @@ export interface operations {
                      *           "secure": true,
                      *           "username": "example",
                      *           "mailbox": "example",
+                     *           "tls": "required",
+                     *           "ca": "example",
+                     *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
                      *         "outbound": {
@@ -9624,11 +10181,32 @@ export interface operations {
                      *           "secure": true,
                      *           "username": "example",
                      *           "from": "example",
+                     *           "tls": "required",
+                     *           "ca": "example",
+                     *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
                      *         "status": "active",
                      *         "lastError": "example",
-                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z"
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
+                     *         "warnings": [
+                     *           "example"
+                     *         ],
+                     *         "provider": {
+                     *           "kind": "twilio",
+                     *           "accountSid": "example",
+                     *           "apiBaseUrl": "example",
+                     *           "messagingServiceSid": "example",
+                     *           "authTokenSet": true,
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "tls": true,
+                     *           "systemId": "example",
+                     *           "systemType": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "rate": 1,
+                     *         "helpText": "example"
                      *       }
                      *     }
                      */
@@ -9667,7 +10245,7 @@ export interface operations {
                     /** @description A name for people, e.g. "Support" */
                     name?: string;
                     /**
-                     * Format: email
+                     * Format: idn-email
                      * @description The address the organization receives and sends as
                      */
                     address?: string;
@@ -9703,6 +10281,19 @@ export interface operations {
                          * @default INBOX
                          */
                         mailbox?: string;
+                        /**
+                         * @description "required" (default): no login without TLS; "none": LAN only
+                         * @default required
+                         * @enum {string}
+                         */
+                        tls?: "required" | "none";
+                        /** @description PEM certificate to trust */
+                        ca?: string | null;
+                        /**
+                         * @description false: LAN only
+                         * @default true
+                         */
+                        verifyCertificate?: boolean;
                         /** @description Password (write-only, stored encrypted) */
                         password?: string;
                     };
@@ -9722,8 +10313,21 @@ export interface operations {
                         secure?: boolean;
                         /** @description User name to log in with */
                         username?: string;
-                        /** @description From header of sent mail, e.g. "Acme <support@acme.example>"; default the address */
+                        /** @description From header, e.g. "Acme <support@acme.example>": the address, or one at a verified domain; default the address */
                         from?: string;
+                        /**
+                         * @description "required" (default): no login without TLS; "none": LAN only
+                         * @default required
+                         * @enum {string}
+                         */
+                        tls?: "required" | "none";
+                        /** @description PEM certificate to trust */
+                        ca?: string | null;
+                        /**
+                         * @description false: LAN only
+                         * @default true
+                         */
+                        verifyCertificate?: boolean;
                         /** @description Password (write-only, stored encrypted) */
                         password?: string;
                     } | null;
@@ -9732,6 +10336,38 @@ export interface operations {
                      * @enum {string}
                      */
                     status?: "active" | "disabled";
+                    /** @description Text channels: the provider (docs/sms.md) */
+                    provider?: {
+                        /**
+                         * @description Twilio or a compatible API (SignalWire)
+                         * @constant
+                         */
+                        kind: "twilio";
+                        /** @description Account (project) id */
+                        accountSid: string;
+                        /**
+                         * Format: uri
+                         * @description Default "https://api.twilio.com"
+                         * @default https://api.twilio.com
+                         */
+                        apiBaseUrl?: string;
+                        /** @description Send through this messaging service */
+                        messagingServiceSid?: string;
+                        /** @description Write-only, encrypted */
+                        authToken: string;
+                    } | ({
+                        /**
+                         * @description SMPP 3.4 (not available yet)
+                         * @constant
+                         */
+                        kind: "smpp";
+                    } & {
+                        [key: string]: unknown;
+                    });
+                    /** @description Segments per second at most; default 1 */
+                    rate?: number;
+                    /** @description The answer to HELP; null: none */
+                    helpText?: string | null;
                 };
             };
         };
@@ -9761,6 +10397,9 @@ export interface operations {
                      *           "secure": true,
                      *           "username": "example",
                      *           "mailbox": "example",
+                     *           "tls": "required",
+                     *           "ca": "example",
+                     *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
                      *         "outbound": {
@@ -9769,11 +10408,32 @@ export interface operations {
                      *           "secure": true,
                      *           "username": "example",
                      *           "from": "example",
+                     *           "tls": "required",
+                     *           "ca": "example",
+                     *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
                      *         "status": "active",
                      *         "lastError": "example",
-                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z"
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
+                     *         "warnings": [
+                     *           "example"
+                     *         ],
+                     *         "provider": {
+                     *           "kind": "twilio",
+                     *           "accountSid": "example",
+                     *           "apiBaseUrl": "example",
+                     *           "messagingServiceSid": "example",
+                     *           "authTokenSet": true,
+                     *           "host": "example",
+                     *           "port": -9007199254740991,
+                     *           "tls": true,
+                     *           "systemId": "example",
+                     *           "systemType": "example",
+                     *           "passwordSet": true
+                     *         },
+                     *         "rate": 1,
+                     *         "helpText": "example"
                      *       }
                      *     }
                      */
@@ -9786,6 +10446,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
@@ -9862,6 +10523,365 @@ export interface operations {
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "channels.list_not_imported": {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 */
+                limit?: number;
+                /** @description Number of items to skip (null means 0) */
+                offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
+                sortOrder?: "asc" | "desc";
+            };
+            header?: never;
+            path: {
+                /** @description Id of the channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of results */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "provider": "smtp",
+                     *           "reason": "example",
+                     *           "size": -9007199254740991,
+                     *           "sender": "example",
+                     *           "subject": "example",
+                     *           "attempts": -9007199254740991,
+                     *           "notImportableAt": "2026-01-15T09:30:00.000Z",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description Id of the record
+                             */
+                            readonly id: string;
+                            /**
+                             * Format: uuid
+                             * @description The channel the email was for
+                             */
+                            channelId: string;
+                            /**
+                             * @description How it arrived: the SMTP receiver or the IMAP sync
+                             * @enum {string}
+                             */
+                            provider: "smtp" | "imap";
+                            /** @description Why it failed (the last failure), for a person; never SQL or the email's content */
+                            reason: string;
+                            /** @description Its size in bytes */
+                            size: number;
+                            /** @description Its From header as written, where readable */
+                            sender: string | null;
+                            /** @description Its Subject header as written (not decoded), where readable */
+                            subject: string | null;
+                            /** @description Failures in a row with this reason; at 3 it is given up on */
+                            attempts: number;
+                            /** @description When it was given up on (SMTP answered 554, the IMAP sync moved past it); null while it may still be tried again */
+                            notImportableAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First failure
+                             */
+                            readonly createdAt: string;
+                            /**
+                             * Format: date-time
+                             * @description Last failure
+                             */
+                            readonly updatedAt: string;
+                        }[];
+                        meta: {
+                            pagination: {
+                                /** @description Page size used */
+                                limit: number;
+                                /** @description Items skipped */
+                                offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
+                                hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
+                                total?: number;
+                            };
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "channels.list_opt_outs": {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 */
+                limit?: number;
+                /** @description Number of items to skip (null means 0) */
+                offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
+                sortOrder?: "asc" | "desc";
+            };
+            header?: never;
+            path: {
+                /** @description Id of the channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of results */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "phoneNumber": "+14155550123",
+                     *           "source": "keyword",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /** Format: uuid */
+                            readonly id: string;
+                            /**
+                             * Format: uuid
+                             * @description The channel the number opted out of
+                             */
+                            channelId: string;
+                            /** @description The number that receives nothing more on the channel (E.164, or as the provider named it) */
+                            phoneNumber: string;
+                            /**
+                             * @description "keyword": it texted STOP (or STOPALL, UNSUBSCRIBE, CANCEL, END, QUIT); "provider": the provider reported it unsubscribed (Twilio error 21610); "api": added through the API
+                             * @enum {string}
+                             */
+                            source: "keyword" | "provider" | "api";
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC timestamp
+                             */
+                            readonly createdAt: string;
+                        }[];
+                        meta: {
+                            pagination: {
+                                /** @description Page size used */
+                                limit: number;
+                                /** @description Items skipped */
+                                offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
+                                hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
+                                total?: number;
+                            };
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "channels.create_opt_out": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the channel */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "phoneNumber": "+14155550123"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description A phone number in international form, e.g. "+14155550123" (stored in E.164) */
+                    phoneNumber: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "phoneNumber": "+14155550123",
+                     *         "source": "keyword",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /** Format: uuid */
+                            readonly id: string;
+                            /**
+                             * Format: uuid
+                             * @description The channel the number opted out of
+                             */
+                            channelId: string;
+                            /** @description The number that receives nothing more on the channel (E.164, or as the provider named it) */
+                            phoneNumber: string;
+                            /**
+                             * @description "keyword": it texted STOP (or STOPALL, UNSUBSCRIBE, CANCEL, END, QUIT); "provider": the provider reported it unsubscribed (Twilio error 21610); "api": added through the API
+                             * @enum {string}
+                             */
+                            source: "keyword" | "provider" | "api";
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC timestamp
+                             */
+                            readonly createdAt: string;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "channels.delete_opt_out": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the channel */
+                id: string;
+                /** @description The opted-out number (E.164; URL-encode the "+" as %2B) or the opt-out's id */
+                number: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "phoneNumber": "+14155550123",
+                     *         "source": "keyword",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /** Format: uuid */
+                            readonly id: string;
+                            /**
+                             * Format: uuid
+                             * @description The channel the number opted out of
+                             */
+                            channelId: string;
+                            /** @description The number that receives nothing more on the channel (E.164, or as the provider named it) */
+                            phoneNumber: string;
+                            /**
+                             * @description "keyword": it texted STOP (or STOPALL, UNSUBSCRIBE, CANCEL, END, QUIT); "provider": the provider reported it unsubscribed (Twilio error 21610); "api": added through the API
+                             * @enum {string}
+                             */
+                            source: "keyword" | "provider" | "api";
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC timestamp
+                             */
+                            readonly createdAt: string;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
