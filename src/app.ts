@@ -23,7 +23,7 @@ import { setChannelPolicy } from './modules/channels/channels.connect.js';
 import { setDnsServers } from './core/dns.js';
 import { configureSecrets } from './core/encryption.js';
 import { setInboundRunner } from './modules/messages/inbound.js';
-import { registerSmsHooks } from './modules/sms/sms.hooks.js';
+import { registerSmsHooks } from './http/sms-hooks.js';
 import { setSmsPublicUrl } from './modules/sms/sms.repository.js';
 import { runOperation } from './run-operation.js';
 import { operations } from './operations.js';

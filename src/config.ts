@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseDnsServers } from './core/dns.js';
-import { DATABASE_URL_FORM, namesDatabase } from './db/describe.js';
+import { DATABASE_URL_FORM, namesDatabase } from './core/database-names.js';
 
 /**
  * Environment, parsed once at start-up. Every setting the service reads is here, each with its meaning in

@@ -4,7 +4,7 @@ import { buildApp } from './app.js';
 import { loadConfig, type Config } from './config.js';
 import { startCommandSocket, type CommandSocket } from './cli/command-socket.js';
 import { openDatabase } from './db/client.js';
-import { describePostgres } from './db/describe.js';
+import { describePostgres } from './core/database-names.js';
 import { databaseProblem, interruptedError, listenProblem, watchStartupSignals } from './startup.js';
 import { mailHostname } from './modules/domains/dkim.js';
 import { evaluatorFromConfig } from './workers/evaluator/index.js';

@@ -1,4 +1,4 @@
-import { connectionProblem } from './db/describe.js';
+import { connectionProblem } from './core/database-names.js';
 
 /**
  * What start-up says when it cannot finish: one line a person can act on (which setting, what failed),

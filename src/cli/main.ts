@@ -3,7 +3,7 @@ import { resolve as resolvePath } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig, type Config } from '../config.js';
 import { AppError } from '../core/errors.js';
-import { connectionProblem, describePostgres, holdsEmbeddedDatabase } from '../db/describe.js';
+import { connectionProblem, describePostgres, holdsEmbeddedDatabase } from '../core/database-names.js';
 import { DataDirBusyError, dataDirHolder } from '../db/lock.js';
 import { parseCommandLine, type Invocation } from './args.js';
 import { commandSocketPath, sendCommand } from './command-socket.js';

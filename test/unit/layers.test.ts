@@ -9,12 +9,12 @@ import { describe, expect, it } from 'vitest';
  * adapters and workers, the application. Type-only imports count too.
  */
 const LAYERS: [number, RegExp][] = [
-  [0, /^(core\/|config\.ts$|version\.ts$)/],
+  [0, /^(core\/|config\.ts$|config-docs\.ts$|version\.ts$)/],
   [1, /^db\//],
   [2, /^accounts\//],
   [3, /^modules\//],
   [4, /^(operations|run-operation|idempotency)\.ts$/],
-  [6, /^(app|server|main|cli)\.ts$|^cli\/main\.ts$/],
+  [6, /^(app|server|startup|main|cli)\.ts$|^cli\/main\.ts$/],
   [5, /^(http|mcp|oauth|workers|seed|cli)\//],
 ];
 const SRC = join(dirname(fileURLToPath(import.meta.url)), '../../src');

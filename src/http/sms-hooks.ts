@@ -1,14 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { AppError } from '../../core/errors.js';
-import { createLimiter } from '../../core/rate-limit.js';
-import { sendError } from '../../http/errors.js';
-import { CommittedWork } from '../events/events.signal.js';
-import type { OperationRunner } from '../messages/inbound.js';
-import { applyStatus, addOptOut, announceFailed, hookUrl, loadSmsChannel } from './sms.repository.js';
-import { parseTwilioInbound, parseTwilioStatus, validTwilioSignature } from './providers/twilio.js';
-import { partyNumber } from './numbers.js';
-import { receiveText } from './sms.inbound.js';
+import { AppError } from '../core/errors.js';
+import { createLimiter } from '../core/rate-limit.js';
+import { sendError } from './errors.js';
+import { CommittedWork } from '../modules/events/events.signal.js';
+import type { OperationRunner } from '../modules/messages/inbound.js';
+import { applyStatus, addOptOut, announceFailed, hookUrl, loadSmsChannel } from '../modules/sms/sms.repository.js';
+import { parseTwilioInbound, parseTwilioStatus, validTwilioSignature } from '../modules/sms/providers/twilio.js';
+import { partyNumber } from '../modules/sms/numbers.js';
+import { receiveText } from '../modules/sms/sms.inbound.js';
 
 /**
  * The provider webhooks of Twilio-compatible text channels: `POST /hooks/sms/{channelId}` (a text arrived)
