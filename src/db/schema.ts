@@ -12,6 +12,7 @@ import {
   bigint,
   boolean,
   customType,
+  foreignKey,
   index,
   integer,
   json,
@@ -237,8 +238,26 @@ export const messages = pgTable(
 );
 
 /**
- * The content of a received message's attachments, kept up to `EMAIL_ATTACHMENT_MAX_BYTES` per message
- * (their name, type and size are also in the message's `metadata.email.attachments`). Removed with the message.
+ * The bytes of attachments, once per organization and content (`sha256` of the bytes, hex): a message
+ * received on several channels of one organization, a forward and a copy all name the same row. Never
+ * shared between organizations (whether another one holds a file must not be observable). Rows are never
+ * removed while a `message_attachments` row names them; messages are only soft-deleted.
+ */
+export const attachmentContents = pgTable(
+  'attachment_contents',
+  {
+    organizationId: orgRef(),
+    sha256: text('sha256').notNull(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    size: integer('size').notNull(),
+    content: bytea('content').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.sha256] })],
+);
+
+/**
+ * A message's attachments, kept up to `EMAIL_ATTACHMENT_MAX_BYTES` per message (their name, type and size
+ * are also in the message's `metadata.email.attachments`); the bytes are in `attachment_contents`.
  */
 export const messageAttachments = pgTable(
   'message_attachments',
@@ -253,9 +272,12 @@ export const messageAttachments = pgTable(
     contentType: text('content_type').notNull(),
     size: integer('size').notNull(),
     contentId: text('content_id'),
-    content: bytea('content').notNull(),
+    contentSha256: text('content_sha256').notNull(),
   },
-  (t) => [index('message_attachments_message').on(t.organizationId, t.messageId)],
+  (t) => [
+    index('message_attachments_message').on(t.organizationId, t.messageId),
+    foreignKey({ name: 'message_attachments_content_fk', columns: [t.organizationId, t.contentSha256], foreignColumns: [attachmentContents.organizationId, attachmentContents.sha256] }),
+  ],
 );
 
 // ---------------------------------------------------------------- channels

@@ -6,13 +6,13 @@ import { AppError, toAppError } from '../core/errors.js';
 import type { ActorType } from '../core/operation.js';
 import { ForbiddenAddressError } from '../core/outbound.js';
 import type { Db, DbOrTx } from '../db/client.js';
-import { channels, mailOutbox, messageAttachments, messages } from '../db/schema.js';
+import { channels, mailOutbox, messages } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, tlsOptions, tlsRequired, type MailTarget } from '../modules/channels/channels.connect.js';
 import { loadChannelCredentials, RELAY_ERROR_PREFIX, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
-import { getMessage } from '../modules/messages/messages.repository.js';
+import { attachmentBytes, getMessage } from '../modules/messages/messages.repository.js';
 import { composeMail, envelopeRecipients } from '../modules/messages/outgoing-mail.js';
 import { sendingOperations } from '../modules/messages/sending.operations.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
@@ -285,13 +285,7 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
 
   /** The bytes of the message's attachments, by id (read when sending: the outbox row holds only their ids). */
   async function attachmentContents(row: OutboxRow): Promise<Map<string, Buffer>> {
-    const ids = (row.mail.attachments ?? []).map((a) => a.id);
-    if (ids.length === 0) return new Map();
-    const rows = await db
-      .select({ id: messageAttachments.id, content: messageAttachments.content })
-      .from(messageAttachments)
-      .where(and(eq(messageAttachments.messageId, row.messageId), inArray(messageAttachments.id, ids)));
-    return new Map(rows.map((r) => [r.id, r.content]));
+    return attachmentBytes(db, row.messageId, (row.mail.attachments ?? []).map((a) => a.id));
   }
 
   /** One SMTP transaction through the channel's relay. */

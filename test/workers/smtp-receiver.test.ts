@@ -1,8 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evaluateCondition } from '../../src/modules/automations/condition.js';
@@ -230,6 +231,30 @@ describe('SMTP receiver', () => {
     // Gone with its message.
     await a.request('DELETE', `/v1/messages/${m!.id}`);
     expect((await a.request('GET', `/v1/messages/${m!.id}/attachments/${pdf.id}`)).status).toBe(404);
+  });
+
+  it('stores an attachment once per organization, however many of its channels and organizations the message is for', async () => {
+    const first = await smtpChannel(a);
+    const second = await smtpChannel(a);
+    const other = await smtpChannel(b, uniqueAddress().replace('@acme.example', '@other-org.example'));
+    const invoice = randomBytes(600);
+    const sha256 = createHash('sha256').update(invoice).digest('hex');
+    await transport().sendMail({
+      from: 'ada@sender.example', to: [first.address, second.address, other.address], subject: 'Invoice for all', text: 'see attached',
+      attachments: [{ filename: 'invoice.pdf', content: invoice, contentType: 'application/pdf' }],
+    });
+    const received = [...(await messagesOf(a, first.id)), ...(await messagesOf(a, second.id)), ...(await messagesOf(b, other.id))];
+    expect(received).toHaveLength(3);
+    // Each message has its own attachment id, and each serves the same bytes to its own organization.
+    for (const [m, tenant] of received.map((m, i) => [m, i < 2 ? a : b] as const)) {
+      const [info] = m.metadata.email.attachments;
+      const got = await tenant.request('GET', `/v1/messages/${m.id}/attachments/${info.id}`);
+      expect(got.status, got.body).toBe(200);
+      expect(Buffer.from(got.json.data.content, 'base64').equals(invoice)).toBe(true);
+    }
+    // The bytes: one copy for each organization, not one per channel.
+    const copies = await t.database.db.execute(sql`SELECT organization_id FROM attachment_contents WHERE sha256 = ${sha256}`);
+    expect((copies.rows as { organization_id: string }[]).map((r) => r.organization_id).sort()).toEqual([a.orgId, b.orgId].sort());
   });
 
   it('records SPF, DKIM and DMARC; automation conditions can use them', async () => {

@@ -1,10 +1,11 @@
-import { and, count, eq, getTableColumns, isNotNull, isNull, sql } from 'drizzle-orm';
+import { createHash } from 'node:crypto';
+import { and, count, eq, getTableColumns, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import type { z } from 'zod';
 import { notFound } from '../../core/errors.js';
 import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
 import { toDate } from '../../core/schemas.js';
 import type { DbOrTx } from '../../db/client.js';
-import { contactEmails, messageAttachments, messages } from '../../db/schema.js';
+import { attachmentContents, contactEmails, messageAttachments, messages } from '../../db/schema.js';
 import { jsonRow } from '../../db/json.js';
 import { definedOnly, scopedRepository, softDeleteLive } from '../../db/scoped.js';
 import { placeholder, writeShapes, Write } from '../../db/write.js';
@@ -377,9 +378,37 @@ export interface NewAttachment {
   content: Buffer;
 }
 
+const sha256Hex = (content: Buffer) => createHash('sha256').update(content).digest('hex');
+
+/**
+ * Stores a message's attachments: their bytes once per organization and content (`attachment_contents`; the
+ * same file received on several channels, forwarded or sent again is kept once), and a row per attachment.
+ */
 export async function insertAttachments(db: DbOrTx, orgId: string, messageId: string, list: NewAttachment[]): Promise<void> {
   if (list.length === 0) return;
-  await db.insert(messageAttachments).values(list.map((a) => ({ ...a, organizationId: orgId, messageId })));
+  const rows = list.map(({ content, ...a }) => ({ ...a, organizationId: orgId, messageId, contentSha256: sha256Hex(content), content }));
+  const contents = new Map(rows.map((r) => [r.contentSha256, { organizationId: orgId, sha256: r.contentSha256, size: r.content.length, content: r.content }]));
+  await db.insert(attachmentContents).values([...contents.values()]).onConflictDoNothing();
+  await db.insert(messageAttachments).values(rows.map(({ content: _content, ...r }) => r));
+}
+
+/** Copies an attachment of the organization onto another message (a forward, a send): a new row naming the same bytes. */
+export async function copyAttachment(db: DbOrTx, orgId: string, messageId: string, copy: { id: string; copyOf: string }): Promise<void> {
+  await db.execute(sql`
+    INSERT INTO ${messageAttachments} (id, organization_id, message_id, filename, content_type, size, content_id, content_sha256)
+    SELECT ${copy.id}, organization_id, ${messageId}, filename, content_type, size, content_id, content_sha256
+    FROM ${messageAttachments} WHERE id = ${copy.copyOf} AND organization_id = ${orgId}`);
+}
+
+/** The bytes of a message's attachments, by id (the mail sender reads them when it sends). */
+export async function attachmentBytes(db: DbOrTx, messageId: string, ids: string[]): Promise<Map<string, Buffer>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db
+    .select({ id: messageAttachments.id, content: attachmentContents.content })
+    .from(messageAttachments)
+    .innerJoin(attachmentContents, and(eq(attachmentContents.organizationId, messageAttachments.organizationId), eq(attachmentContents.sha256, messageAttachments.contentSha256)))
+    .where(and(eq(messageAttachments.messageId, messageId), inArray(messageAttachments.id, ids)));
+  return new Map(rows.map((r) => [r.id, r.content]));
 }
 
 const attachmentInfo = {
@@ -409,9 +438,10 @@ export async function listAttachments(db: DbOrTx, orgId: string, messageId: stri
 /** An attachment of a live message of the organization, content as base64; 404 otherwise. */
 export async function getAttachment(db: DbOrTx, orgId: string, messageId: string, attachmentId: string) {
   const [row] = await db
-    .select({ ...attachmentInfo, content: sql<string>`encode(${messageAttachments.content}, 'base64')` })
+    .select({ ...attachmentInfo, content: sql<string>`encode(${attachmentContents.content}, 'base64')` })
     .from(messageAttachments)
     .innerJoin(messages, eq(messages.id, messageAttachments.messageId))
+    .innerJoin(attachmentContents, and(eq(attachmentContents.organizationId, messageAttachments.organizationId), eq(attachmentContents.sha256, messageAttachments.contentSha256)))
     .where(and(eq(messageAttachments.organizationId, orgId), eq(messageAttachments.messageId, messageId), eq(messageAttachments.id, attachmentId), isNull(messages.deletedAt), eq(messages.organizationId, orgId)))
     .limit(1);
   if (!row) throw notFound('Attachment');

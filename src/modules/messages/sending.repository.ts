@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { and, asc, eq, inArray, isNull, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
 import addressparser from 'nodemailer/lib/addressparser';
 import { AppError, fieldError, notFound, type ErrorTree } from '../../core/errors.js';
 import type { Actor, OperationContext } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
 import { channels, mailOutbox, messageAttachments, messages, type OutboxMail } from '../../db/schema.js';
 import { AutomaticMailRefused, silenceReason } from '../automations/auto-mail.js';
-import { contactEmailIdFor, createMessage, insertAttachments, type MessageJson, type MessageRow } from './messages.repository.js';
+import { contactEmailIdFor, copyAttachment, createMessage, insertAttachments, type MessageJson, type MessageRow } from './messages.repository.js';
 import { newMessageId } from './outgoing-mail.js';
 import {
   emailProblem,
@@ -227,13 +227,7 @@ async function storeAttachments(db: DbOrTx, orgId: string, messageId: string, li
     messageId,
     list.flatMap((a) => ('content' in a ? [{ id: a.id, filename: a.filename, contentType: a.contentType, size: a.size, contentId: null, content: a.content }] : [])),
   );
-  for (const a of list) {
-    if (!('copyOf' in a)) continue;
-    await db.execute(sql`
-      INSERT INTO ${messageAttachments} (id, organization_id, message_id, filename, content_type, size, content_id, content)
-      SELECT ${a.id}, organization_id, ${messageId}, filename, content_type, size, content_id, content
-      FROM ${messageAttachments} WHERE id = ${a.copyOf} AND organization_id = ${orgId}`);
-  }
+  for (const a of list) if ('copyOf' in a) await copyAttachment(db, orgId, messageId, a);
 }
 
 // ------------------------------------------------------------------ queueing
