@@ -51,6 +51,12 @@ export interface SmtpReceiverOptions {
   dataMinRate?: number | undefined;
   /** How long DATA may go before the minimum rate applies; default 10 s. */
   dataGraceMs?: number | undefined;
+  /**
+   * The longest a connection may go between commands that make progress (connect, MAIL, RCPT, the end of a
+   * DATA) outside a DATA; default 60 s. A client that trickles its commands a byte at a time keeps the
+   * socket's idle timeout from firing, as in DATA.
+   */
+  commandTimeoutMs?: number | undefined;
   /** How often the live addresses are read again for changes made by other processes; default 10 s. */
   addressRefreshMs?: number | undefined;
 }
@@ -69,6 +75,10 @@ interface SessionState {
   channels: Map<string, ChannelRow>;
   /** Refused commands on this connection. */
   errors: number;
+  /** When the connection last made progress (see `commandTimeoutMs`). */
+  progressAt: number;
+  /** A DATA is being received: its own deadline and rate apply. */
+  inData: boolean;
 }
 
 /** How often a DATA in progress is checked against its deadline and minimum rate. */
@@ -82,7 +92,7 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   const sessions = new WeakMap<SMTPServerSession, SessionState>();
   const stateOf = (session: SMTPServerSession) => {
     let s = sessions.get(session);
-    if (!s) sessions.set(session, (s = { channels: new Map(), errors: 0 }));
+    if (!s) sessions.set(session, (s = { channels: new Map(), errors: 0, progressAt: Date.now(), inData: false }));
     return s;
   };
   const maxRecipients = opts.maxRecipients ?? 100;
@@ -90,6 +100,8 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   const dataTimeoutMs = opts.dataTimeoutMs ?? 600_000;
   const dataMinRate = opts.dataMinRate ?? 500;
   const dataGraceMs = opts.dataGraceMs ?? 10_000;
+  const commandTimeoutMs = opts.commandTimeoutMs ?? 60_000;
+  const progressed = (session: SMTPServerSession) => (stateOf(session).progressAt = Date.now());
   const rcptLimiter = (opts.rcptPerMinute ?? 600) > 0 ? createLimiter({ name: 'smtp-rcpt', points: opts.rcptPerMinute ?? 600, durationSeconds: 60 }) : undefined;
   const addresses = createAddressBook(opts.db, { refreshMs: opts.addressRefreshMs, onError: (err) => isDatabaseUnavailable(err) || opts.log.error({ reason: failureReason(err) }, 'SMTP receiver: the addresses could not be read') });
 
@@ -101,9 +113,17 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   };
 
   /** Ends a connection from outside its commands (a DATA too slow or too long): a 421 closes it. */
+  const connections = () => (server as unknown as { connections: Set<{ session: SMTPServerSession; send(code: number, text: string): void }> }).connections;
   const drop = (session: SMTPServerSession, message: string) => {
-    for (const c of (server as unknown as { connections: Set<{ session: SMTPServerSession; send(code: number, text: string): void }> }).connections) {
-      if (c.session === session) c.send(421, message);
+    for (const c of connections()) if (c.session === session) c.send(421, message);
+  };
+  /** Closes connections whose commands stalled (see `commandTimeoutMs`); DATA has its own watch. */
+  let sweep: NodeJS.Timeout | undefined;
+  const sweepStalled = () => {
+    const now = Date.now();
+    for (const c of [...connections()]) {
+      const state = sessions.get(c.session);
+      if (state && !state.inData && now - state.progressAt > commandTimeoutMs) c.send(421, `No command completed in ${Math.round(commandTimeoutMs / 1000)} s; closing the connection`);
     }
   };
 
@@ -127,6 +147,7 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
       if (open >= opts.maxConnectionsPerIp) return callback(reply(421, 'Too many connections from your address; try again later'));
       perIp.set(ip, open + 1);
       counted.add(session);
+      progressed(session);
       callback();
     },
 
@@ -140,6 +161,7 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
 
     onMailFrom(_address, session, callback) {
       stateOf(session).channels.clear();
+      progressed(session);
       if (!limiter) return callback();
       limiter.consume(session.remoteAddress).then(
         (res) => callback(res.allowed ? undefined : reply(450, `Too many messages from your address; try again in ${res.retryAfter} s`)),
@@ -149,6 +171,7 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
 
     onRcptTo(address: SMTPServerAddress, session, callback) {
       const state = stateOf(session);
+      progressed(session);
       if (state.channels.size >= maxRecipients) return callback(refuse(session, 452, 'Too many recipients'));
       // Every RCPT counts toward the IP's rate, accepted or refused: probing for addresses costs the prober.
       const allowed = rcptLimiter ? rcptLimiter.consume(ipKey(session.remoteAddress)) : Promise.resolve({ allowed: true as const });
@@ -175,10 +198,12 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
       const callback: typeof reply250OrError = (err, message) => {
         if (answered) return;
         answered = true;
+        Object.assign(stateOf(session), { inData: false, progressAt: Date.now() });
         reply250OrError(err, message);
       };
       const chunks: Buffer[] = [];
       let size = 0;
+      stateOf(session).inData = true;
       // A deadline for the whole DATA and a minimum rate after its first seconds (slow-loris senders hold
       // connection slots otherwise: a byte every 25 s keeps the socket's idle timeout from ever firing).
       const started = Date.now();
@@ -246,12 +271,15 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
         server.server.once('error', reject);
         server.listen(opts.port, opts.host, () => {
           server.server.off('error', reject);
+          sweep = setInterval(sweepStalled, Math.min(DATA_CHECK_MS * 4, commandTimeoutMs));
+          sweep.unref();
           resolve(server.server.address() as AddressInfo);
         });
       }),
     stop: () =>
       new Promise<void>((resolve) => {
         addresses.stop();
+        clearInterval(sweep);
         if (!server.server.listening) return resolve();
         server.close(() => resolve());
       }),

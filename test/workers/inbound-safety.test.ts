@@ -318,6 +318,43 @@ describe('SMTP: fair under abuse', () => {
     }
   });
 
+  it('drops a connection whose commands trickle in before DATA, so that the slots come free', async () => {
+    const { receiver, port } = await startTestReceiver(t.database.db, { maxConnections: 3, maxConnectionsPerIp: 3, commandTimeoutMs: 1000 });
+    try {
+      const channel = await smtpChannel(a);
+      const started = Date.now();
+      const slow = Array.from(
+        { length: 3 },
+        () =>
+          new Promise<{ ms: number; text: string }>((resolve, reject) => {
+            const socket = connect(port, '127.0.0.1');
+            let text = '';
+            let trickle: NodeJS.Timeout | undefined;
+            socket.setEncoding('utf8');
+            socket.on('error', reject);
+            socket.on('close', () => (clearInterval(trickle), resolve({ ms: Date.now() - started, text })));
+            socket.on('data', (chunk: string) => {
+              text += chunk;
+              if (text.includes('250 ') && !trickle) {
+                // After EHLO: a command one byte every 200 ms, which never ends; the socket is never idle.
+                const command = `MAIL FROM:<${'s'.repeat(200)}@s.example>\r\n`;
+                let i = 0;
+                trickle = setInterval(() => socket.write(command[i++ % command.length]!), 200);
+              } else if (!text.includes('250 ') && text.startsWith('220')) socket.write('EHLO s.example\r\n');
+            });
+          }),
+      );
+      const closed = await Promise.all(slow);
+      for (const { ms, text } of closed) {
+        expect(ms).toBeLessThan(8000);
+        expect(text).toMatch(/421 .*No command completed/);
+      }
+      expect((await deliver(port, channel.address, mail({ to: channel.address, messageId: 'after-command-loris@outside.example' }))).code).toBe(250);
+    } finally {
+      await receiver.stop();
+    }
+  });
+
   it('receives at an IDN address, whether the recipient is given in A-labels or in Unicode', async () => {
     const { receiver, port } = await startTestReceiver(t.database.db);
     try {
