@@ -1,6 +1,6 @@
 import { hash, verify } from '@node-rs/argon2';
 import { and, eq, gte, isNull, sql } from 'drizzle-orm';
-import { AppError, notFound } from '../core/errors.js';
+import { AppError, isUniqueViolation, notFound } from '../core/errors.js';
 import { isPermission, type Permission } from '../core/permissions.js';
 import { DEFAULT_CREDITS, randomToken, sha256 } from '../core/secrets.js';
 import type { DbOrTx } from '../db/client.js';
@@ -81,7 +81,7 @@ export async function createUser(db: DbOrTx, input: { orgId: string; email: stri
       .returning();
     return { id: user!.id, organizationId: user!.organizationId, email: user!.email, name: user!.name };
   } catch (err) {
-    if ((err as { cause?: { code?: string } }).cause?.code === '23505' || (err as { code?: string }).code === '23505') {
+    if (isUniqueViolation(err)) {
       throw new AppError('VALIDATION_ERROR', 'A user with this email already exists', { errors: [], properties: { email: { errors: ['Already in use'] } } });
     }
     throw err;

@@ -100,14 +100,18 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   return false;
 }
 
-/** SQLSTATE of a database error, looking through Drizzle's wrapping. */
+/** SQLSTATE of a database error, looking through Drizzle's wrapping; undefined for any other error. */
 export function pgErrorCode(err: unknown): string | undefined {
   for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+    // SQLSTATE: five digits or capitals, and no class begins with E (Node's EPIPE, EPERM, … do).
+    if (typeof code === 'string' && /^[0-9A-DF-Z][0-9A-Z]{4}$/.test(code)) return code;
   }
   return undefined;
 }
+
+/** A unique index refused the write (SQLSTATE 23505). */
+export const isUniqueViolation = (err: unknown): boolean => pgErrorCode(err) === '23505';
 
 /**
  * Logs a failure of the service's own (5xx) with its cause, for whoever answers it (REST, an MCP tool);

@@ -5,6 +5,7 @@ import type { DnsResolver } from 'mailauth';
 import { z } from 'zod';
 import type { Clock } from '../../core/clock.js';
 import { systemClock } from '../../core/clock.js';
+import { isUniqueViolation, pgErrorCode } from '../../core/errors.js';
 import { defineOperation, type Actor, type Envelope, type Operation } from '../../core/operation.js';
 import { JsonObject, Uuid } from '../../core/schemas.js';
 import type { Db, DbOrTx } from '../../db/client.js';
@@ -245,26 +246,13 @@ export async function receiveEmail(deps: InboundDeps, channel: InboundChannel, r
  */
 export function failureReason(err: unknown): string {
   if (err instanceof MailRefused) return err.message;
-  const state = sqlState(err);
+  const state = pgErrorCode(err);
   return state ? `The database refused the message (SQLSTATE ${state})` : `The message could not be stored (${err instanceof Error ? err.name : 'unknown error'})`;
 }
 
 /** A database error named by its SQLSTATE alone (its message holds the statement and its values), or undefined for another error. */
 export function databaseErrorReason(err: unknown): string | undefined {
-  const state = sqlState(err);
+  const state = pgErrorCode(err);
   return state ? `A database error (SQLSTATE ${state})` : undefined;
 }
 
-function sqlState(err: unknown): string | undefined {
-  for (let e: unknown = err, i = 0; e && i < 5; e = (e as { cause?: unknown }).cause, i++) {
-    const code = (e as { code?: unknown }).code;
-    // SQLSTATE: five digits or capitals, no class begins with E (Node's EPIPE, EPERM, … do).
-    if (typeof code === 'string' && /^[0-9A-DF-Z][0-9A-Z]{4}$/.test(code)) return code;
-  }
-  return undefined;
-}
-
-const isUniqueViolation = (err: unknown): boolean => {
-  for (let e: unknown = err, i = 0; e && i < 5; e = (e as { cause?: unknown }).cause, i++) if ((e as { code?: unknown }).code === '23505') return true;
-  return false;
-};

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isUniqueViolation } from '../../core/errors.js';
 import { defineOperation, type Actor, type Operation } from '../../core/operation.js';
 import { JsonObject, Uuid } from '../../core/schemas.js';
 import type { Db } from '../../db/client.js';
@@ -126,8 +127,3 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
     return { messageId: existing, duplicate: true };
   }
 }
-
-const isUniqueViolation = (err: unknown): boolean => {
-  for (let e: unknown = err, i = 0; e && i < 5; e = (e as { cause?: unknown }).cause, i++) if ((e as { code?: unknown }).code === '23505') return true;
-  return false;
-};
