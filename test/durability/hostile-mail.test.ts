@@ -1,7 +1,7 @@
-import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { skipWithoutDnsmasq, startDnsmasq, type DnsServer } from '../helpers/dnsmasq.js';
 import { freePort } from '../helpers/listen.js';
+import { deliverRaw } from '../helpers/smtp-client.js';
 import { send, startServer, useStore, type ServerProcess } from './server-process.js';
 
 /**
@@ -59,35 +59,8 @@ async function probeWhile(server: ServerProcess, work: () => Promise<void>): Pro
   return { probes, maxGapMs };
 }
 
-/**
- * Delivers raw bytes over SMTP (no line starts with a dot, so no dot-stuffing is needed); answers the reply
- * code to the DATA (250 when accepted). A bare socket, not a mail library, so that this process spends no
- * CPU on the 4 MB while it measures the server's answers.
- */
-function deliver(port: number, to: string, raw: string): Promise<number> {
-  const steps = ['EHLO tester.example\r\n', 'MAIL FROM:<sender@outside.example>\r\n', `RCPT TO:<${to}>\r\n`, 'DATA\r\n', `${raw}\r\n.\r\n`];
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    let buffered = '';
-    let step = -1;
-    socket.setEncoding('utf8');
-    socket.on('error', reject);
-    socket.on('data', (chunk: string) => {
-      buffered += chunk;
-      // A reply is complete at a line whose code is followed by a space (not a dash).
-      const lines = buffered.split('\r\n');
-      const done = lines.find((l) => /^\d{3} /.test(l));
-      if (!done) return;
-      buffered = '';
-      const code = Number(done.slice(0, 3));
-      if (step === steps.length - 1 || code >= 400) {
-        socket.end('QUIT\r\n');
-        return resolve(code);
-      }
-      socket.write(steps[++step]!);
-    });
-  });
-}
+/** Delivers raw bytes; answers the reply code to the DATA (250 when accepted). */
+const deliver = async (port: number, to: string, raw: string): Promise<number> => (await deliverRaw(port, to, raw)).code;
 
 const head = (to: string, subject: string, extra = '') => `From: Sender <sender@outside.example>\r\nTo: ${to}\r\nSubject: ${subject}\r\nMessage-ID: <${subject.replace(/\W/g, '')}.${Math.random().toString(36).slice(2)}@outside.example>\r\nDate: ${new Date().toUTCString()}\r\nMIME-Version: 1.0\r\n${extra}`;
 

@@ -8,6 +8,7 @@ import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
 import { verifyDomainFor } from '../helpers/domains.js';
 import { rawEmail, skipWithoutDovecot, startDovecot, type Dovecot } from '../helpers/dovecot.js';
+import { deliverRaw } from '../helpers/smtp-client.js';
 import { noDns, startTestReceiver } from '../helpers/smtp-receiver.js';
 
 /**
@@ -23,29 +24,6 @@ const silent = { error() {}, warn() {}, info() {} };
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-/** Delivers raw bytes over SMTP (no line starts with a dot); answers the final reply: code and text. */
-function deliver(port: number, to: string, raw: string): Promise<{ code: number; text: string }> {
-  const steps = ['EHLO tester.example\r\n', 'MAIL FROM:<sender@outside.example>\r\n', `RCPT TO:<${to}>\r\n`, 'DATA\r\n', `${raw}\r\n.\r\n`];
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    let buffered = '';
-    let step = -1;
-    socket.setEncoding('utf8');
-    socket.on('error', reject);
-    socket.on('data', (chunk: string) => {
-      buffered += chunk;
-      const done = buffered.split('\r\n').find((l) => /^\d{3} /.test(l));
-      if (!done) return;
-      buffered = '';
-      const code = Number(done.slice(0, 3));
-      if (step === steps.length - 1 || code >= 400) {
-        socket.end('QUIT\r\n');
-        return resolve({ code, text: done });
-      }
-      socket.write(steps[++step]!);
-    });
-  });
-}
 
 let n = 0;
 async function smtpChannel(tenant: Tenant) {
@@ -85,11 +63,11 @@ describe('SMTP: one message never stops a mailbox', () => {
 
   it('stores a 990-CJK-character Message-ID hashed, and threads a reply to it the same way', async () => {
     const channel = await smtpChannel(a);
-    expect((await deliver(port, channel.address, mail({ to: channel.address, messageId: CJK_ID, subject: 'Long id' }))).code).toBe(250);
+    expect((await deliverRaw(port, channel.address, mail({ to: channel.address, messageId: CJK_ID, subject: 'Long id' }))).code).toBe(250);
     const reply = mail({ to: channel.address, messageId: 'reply-1@outside.example', subject: 'Re: Long id', extra: `In-Reply-To: <${CJK_ID}>\r\nReferences: <${CJK_ID}>\r\nContent-Type: text/plain\r\n` });
-    expect((await deliver(port, channel.address, reply)).code).toBe(250);
+    expect((await deliverRaw(port, channel.address, reply)).code).toBe(250);
     // The same message again is the same message.
-    expect((await deliver(port, channel.address, mail({ to: channel.address, messageId: CJK_ID, subject: 'Long id' }))).code).toBe(250);
+    expect((await deliverRaw(port, channel.address, mail({ to: channel.address, messageId: CJK_ID, subject: 'Long id' }))).code).toBe(250);
     const rows = await received(channel.id);
     expect(rows).toHaveLength(2);
     expect(Buffer.byteLength(rows[0]!.providerMessageId!)).toBeLessThanOrEqual(250);
@@ -100,7 +78,7 @@ describe('SMTP: one message never stops a mailbox', () => {
   it('refuses a header block over the bounds for good (554) and records it as not importable', async () => {
     const channel = await smtpChannel(a);
     const folded = mail({ to: channel.address, messageId: 'folded@outside.example', subject: 'Folded', extra: `X-Folded: a${'\n b'.repeat(10_000)}\r\nContent-Type: text/plain\r\n` });
-    const res = await deliver(port, channel.address, folded);
+    const res = await deliverRaw(port, channel.address, folded);
     expect(res.code).toBe(554);
     expect(res.text).toContain('header block');
     const [failure] = await failuresOf(channel.id);
@@ -118,21 +96,21 @@ describe('SMTP: one message never stops a mailbox', () => {
     const channel = await smtpChannel(a);
     const table = mail({ to: channel.address, messageId: 'table@outside.example', subject: 'Table', extra: 'Content-Type: text/html\r\n', body: bigTable(100_000) });
     const codes: number[] = [];
-    for (let i = 0; i < 3; i++) codes.push((await deliver(slowPort, channel.address, table)).code);
+    for (let i = 0; i < 3; i++) codes.push((await deliverRaw(slowPort, channel.address, table)).code);
     expect(codes).toEqual([451, 451, 554]);
     const [failure] = await failuresOf(channel.id);
     expect(failure).toMatchObject({ attempts: 3, subject: 'Table' });
     expect(failure!.notImportableAt).not.toBeNull();
     expect(failure!.reason).toMatch(/longer than/);
     // The receiver still takes other mail at once.
-    expect((await deliver(slowPort, channel.address, mail({ to: channel.address, messageId: 'after@outside.example' }))).code).toBe(250);
+    expect((await deliverRaw(slowPort, channel.address, mail({ to: channel.address, messageId: 'after@outside.example' }))).code).toBe(250);
   });
 
   it('keeps a second, different message that reuses a known Message-ID as its own message', async () => {
     const channel = await smtpChannel(a);
     const first = mail({ to: channel.address, messageId: 'same@outside.example', subject: 'Forged', body: 'Pay to account 666' });
     const second = mail({ to: channel.address, messageId: 'same@outside.example', subject: 'Invoice', body: 'Pay to account 42' });
-    for (const raw of [first, second, second, first]) expect((await deliver(port, channel.address, raw)).code).toBe(250);
+    for (const raw of [first, second, second, first]) expect((await deliverRaw(port, channel.address, raw)).code).toBe(250);
     const rows = await received(channel.id);
     expect(rows.map((r) => r.summary)).toEqual(['Forged', 'Invoice']);
     expect(rows.map((r) => (r.metadata as Json).email.messageId)).toEqual(['same@outside.example', 'same@outside.example']);
@@ -155,7 +133,7 @@ describe('SMTP: one message never stops a mailbox', () => {
       extra: `Content-Type: multipart/related; boundary="${b}"; type="text/html"\r\n`,
       body: `--${b}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Location: https://example.com/\r\n\r\n<h1>Ticket 7</h1><p>Printer is down</p><img src="logo.png">\r\n--${b}\r\nContent-Type: image/png\r\nContent-Location: https://example.com/logo.png\r\nContent-Transfer-Encoding: base64\r\n\r\niVBORw0KGgo=\r\n--${b}--`,
     });
-    for (const raw of [mixed, mhtml]) expect((await deliver(port, channel.address, raw)).code).toBe(250);
+    for (const raw of [mixed, mhtml]) expect((await deliverRaw(port, channel.address, raw)).code).toBe(250);
     const [scan, page] = await received(channel.id);
     expect(scan!.text).toContain('Your scan is attached');
     expect(page!.text).toContain('Printer is down');
@@ -312,7 +290,7 @@ describe('SMTP: fair under abuse', () => {
       const closedAfter = await Promise.all(slow);
       // Dropped within seconds (the grace and a check), not held for the socket's minutes.
       for (const ms of closedAfter) expect(ms).toBeLessThan(10_000);
-      expect((await deliver(port, channel.address, mail({ to: channel.address, messageId: 'after-loris@outside.example' }))).code).toBe(250);
+      expect((await deliverRaw(port, channel.address, mail({ to: channel.address, messageId: 'after-loris@outside.example' }))).code).toBe(250);
     } finally {
       await receiver.stop();
     }
@@ -349,7 +327,7 @@ describe('SMTP: fair under abuse', () => {
         expect(ms).toBeLessThan(8000);
         expect(text).toMatch(/421 .*No command completed/);
       }
-      expect((await deliver(port, channel.address, mail({ to: channel.address, messageId: 'after-command-loris@outside.example' }))).code).toBe(250);
+      expect((await deliverRaw(port, channel.address, mail({ to: channel.address, messageId: 'after-command-loris@outside.example' }))).code).toBe(250);
     } finally {
       await receiver.stop();
     }
@@ -362,7 +340,7 @@ describe('SMTP: fair under abuse', () => {
       await verifyDomainFor(t.database.db, a.orgId, 'xn--bcher-kva.example');
       const res = await a.request('POST', '/v1/channels', { type: 'email', name: 'IDN', address: `${local}@xn--bcher-kva.example`, inbound: { mode: 'smtp' } });
       expect(res.status, res.body).toBe(201);
-      expect((await deliver(port, `${local}@xn--bcher-kva.example`, mail({ to: `${local}@xn--bcher-kva.example`, messageId: 'idn-1@outside.example' }))).code).toBe(250);
+      expect((await deliverRaw(port, `${local}@xn--bcher-kva.example`, mail({ to: `${local}@xn--bcher-kva.example`, messageId: 'idn-1@outside.example' }))).code).toBe(250);
       const unicode = await converse(port, ['EHLO p.example\r\n', 'MAIL FROM:<p@p.example> SMTPUTF8\r\n', `RCPT TO:<${local}@bücher.example>\r\n`]);
       expect(unicode.codes[2]).toBe(250);
       expect(await received(res.json.data.id as string)).toHaveLength(1);

@@ -1,0 +1,35 @@
+import { connect } from 'node:net';
+
+/**
+ * A bare SMTP client on a socket, for tests that speak to the receiver byte by byte: no mail library, so
+ * the test process spends no CPU on large messages while it measures the server's answers, and malformed
+ * or unusual commands go out exactly as written.
+ */
+
+/**
+ * Delivers raw bytes over SMTP (no line starts with a dot, so no dot-stuffing is needed); answers the final
+ * reply (to the DATA, or the first refusal): its code and text.
+ */
+export function deliverRaw(port: number, to: string, raw: string): Promise<{ code: number; text: string }> {
+  const steps = ['EHLO tester.example\r\n', 'MAIL FROM:<sender@outside.example>\r\n', `RCPT TO:<${to}>\r\n`, 'DATA\r\n', `${raw}\r\n.\r\n`];
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let buffered = '';
+    let step = -1;
+    socket.setEncoding('utf8');
+    socket.on('error', reject);
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      // A reply is complete at a line whose code is followed by a space (not a dash).
+      const done = buffered.split('\r\n').find((l) => /^\d{3} /.test(l));
+      if (!done) return;
+      buffered = '';
+      const code = Number(done.slice(0, 3));
+      if (step === steps.length - 1 || code >= 400) {
+        socket.end('QUIT\r\n');
+        return resolve({ code, text: done });
+      }
+      socket.write(steps[++step]!);
+    });
+  });
+}
