@@ -418,36 +418,44 @@ export interface OutboxText {
 }
 
 /**
- * The outbox of texts, as `mail_outbox` is for mail: one row per outgoing text, written in the message's
- * transaction, claimed by the SMS sender with a lease. `transmitted_at` is committed before the request
- * leaves for the provider: a claim that expires with it set may have been accepted, so it is never sent again.
+ * The columns every outbox shares (mail and text messages): the message and its channel, the state of its
+ * sending (pending, sending (claimed until `lease_until`), sent or failed), its attempts, who queued it, and
+ * the key that keeps automatic replies to one per recipient per automation per day. `transmitted_at` is
+ * committed before the request leaves: a claim whose lease ran out with it set may have been accepted, so
+ * it is never sent again (at most once).
  */
+const outboxColumns = () => ({
+  id: uuid('id').primaryKey().defaultRandom(),
+  organizationId: orgRef(),
+  messageId: uuid('message_id')
+    .notNull()
+    .references(() => messages.id),
+  channelId: uuid('channel_id')
+    .notNull()
+    .references(() => channels.id),
+  status: text('status').$type<'pending' | 'sending' | 'sent' | 'failed'>().notNull().default('pending'),
+  attempt: integer('attempt').notNull().default(0),
+  nextAttemptAt: ts('next_attempt_at').notNull().defaultNow(),
+  leaseUntil: ts('lease_until'),
+  transmittedAt: ts('transmitted_at'),
+  lastError: text('last_error'),
+  /** Who queued the message: the events of its sending carry the same actor and depth. */
+  actorType: text('actor_type').notNull(),
+  actorId: uuid('actor_id'),
+  depth: integer('depth').notNull().default(0),
+  /** For an automatic reply: `<automation id>:<recipient>:<UTC day>`, unique (RFC 3834: once a day). */
+  autoReplyKey: text('auto_reply_key'),
+  createdAt: ts('created_at').notNull().defaultNow(),
+  updatedAt: ts('updated_at').notNull().defaultNow(),
+  sentAt: ts('sent_at'),
+});
+
+/** The outbox of texts (`outboxColumns`): one row per outgoing text, written in the message's transaction, claimed by the SMS sender. */
 export const smsOutbox = pgTable(
   'sms_outbox',
   {
-    id: uuid('id').primaryKey().defaultRandom(),
-    organizationId: orgRef(),
-    messageId: uuid('message_id')
-      .notNull()
-      .references(() => messages.id),
-    channelId: uuid('channel_id')
-      .notNull()
-      .references(() => channels.id),
-    status: text('status').$type<'pending' | 'sending' | 'sent' | 'failed'>().notNull().default('pending'),
-    attempt: integer('attempt').notNull().default(0),
-    nextAttemptAt: ts('next_attempt_at').notNull().defaultNow(),
-    leaseUntil: ts('lease_until'),
-    transmittedAt: ts('transmitted_at'),
-    lastError: text('last_error'),
+    ...outboxColumns(),
     sms: jsonb('sms').$type<OutboxText>().notNull(),
-    actorType: text('actor_type').notNull(),
-    actorId: uuid('actor_id'),
-    depth: integer('depth').notNull().default(0),
-    /** For an automatic reply: `<automation id>:<number>:<UTC day>`, unique (one automatic reply per number per day). */
-    autoReplyKey: text('auto_reply_key'),
-    createdAt: ts('created_at').notNull().defaultNow(),
-    updatedAt: ts('updated_at').notNull().defaultNow(),
-    sentAt: ts('sent_at'),
   },
   (t) => [
     uniqueIndex('sms_outbox_message').on(t.messageId),
@@ -509,41 +517,14 @@ export interface OutboxMail {
 }
 
 /**
- * The outbox: one row per outgoing email message, written in the same transaction as the message. `status`
- * pending (waiting for `next_attempt_at`), sending (claimed until `lease_until`), sent or failed.
- * `transmitted_at` is set (and committed) just before the end of the message data is sent to the relay: a
- * claim whose lease ran out with it set may have been accepted, so it is never sent again (at most once).
+ * The outbox of mail (`outboxColumns`): one row per outgoing email message, written in the same transaction
+ * as the message. `transmitted_at` is set just before the end of the message data is sent to the relay.
  */
 export const mailOutbox = pgTable(
   'mail_outbox',
   {
-    id: uuid('id').primaryKey().defaultRandom(),
-    organizationId: orgRef(),
-    messageId: uuid('message_id')
-      .notNull()
-      .references(() => messages.id),
-    channelId: uuid('channel_id')
-      .notNull()
-      .references(() => channels.id),
-    status: text('status').$type<'pending' | 'sending' | 'sent' | 'failed'>().notNull().default('pending'),
-    attempt: integer('attempt').notNull().default(0),
-    nextAttemptAt: ts('next_attempt_at').notNull().defaultNow(),
-    leaseUntil: ts('lease_until'),
-    transmittedAt: ts('transmitted_at'),
-    lastError: text('last_error'),
+    ...outboxColumns(),
     mail: jsonb('mail').$type<OutboxMail>().notNull(),
-    /** Who queued the message: the events of its sending carry the same actor and depth. */
-    actorType: text('actor_type').notNull(),
-    actorId: uuid('actor_id'),
-    depth: integer('depth').notNull().default(0),
-    /**
-     * For an automatic reply: `<automation id>:<recipient>:<UTC day>`, unique, so an automation answers a
-     * sender at most once a day (RFC 3834).
-     */
-    autoReplyKey: text('auto_reply_key'),
-    createdAt: ts('created_at').notNull().defaultNow(),
-    updatedAt: ts('updated_at').notNull().defaultNow(),
-    sentAt: ts('sent_at'),
   },
   (t) => [
     uniqueIndex('mail_outbox_message').on(t.messageId),
