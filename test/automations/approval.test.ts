@@ -127,6 +127,35 @@ describe('an OAuth token alone never makes an automation active', () => {
     expect(await deleterRan()).toBe(true);
   });
 
+  it('a token that lengthens an approved automation\'s life pauses it until a person resumes it; shortening needs nobody', async () => {
+    const { person, minted } = await assistant();
+    const expiresAt = new Date(Date.now() + 86_400_000).toISOString();
+    const au = await pending(minted, { ...deleter, expiresAt, maxExecutions: 5 });
+    const link = `${t.origin}/account/automations/${au.id}`;
+    const browser = new AccountBrowser(t.app);
+    const page = await browser.signIn(link, person);
+    expect((await browser.submit(page, `/account/automations/${au.id}/approve`)).statusCode).toBe(303);
+    expect((await get(au.id)).status).toBe('active');
+
+    // Fewer runs, an earlier end: still what the person agreed to, and more.
+    const shorter = await call(minted, 'automations_write', { method: 'update', id: au.id, maxExecutions: 3, expiresAt: new Date(Date.now() + 3_600_000).toISOString() });
+    expect(shorter.structuredContent!.data).toMatchObject({ status: 'active', maxExecutions: 3 });
+    expect((shorter.structuredContent!.data as Json).approvalUrl).toBeUndefined();
+
+    for (const longer of [{ maxExecutions: 50 }, { maxExecutions: null }, { expiresAt: new Date(Date.now() + 30 * 86_400_000).toISOString() }, { expiresAt: null }]) {
+      const res = await call(minted, 'automations_write', { method: 'update', id: au.id, ...longer });
+      expect(res.structuredContent!.data, JSON.stringify(longer)).toMatchObject({ status: 'paused', approvalUrl: link, ...longer });
+      expect((await get(au.id)).statusReason).toMatch(/lengthen what a person approved/);
+      expect(await deleterRan()).toBe(false);
+      // The person resumes it on the page, with its new life.
+      const pausedPage = await browser.get(link);
+      expect((await browser.submit(pausedPage, `/account/automations/${au.id}/approve`)).statusCode).toBe(303);
+      expect(await get(au.id)).toMatchObject({ status: 'active', ...longer });
+    }
+    // An API key changes it directly.
+    expect(await ok(await a.request('PATCH', `/v1/automations/${au.id}`, { maxExecutions: 500 }))).toMatchObject({ status: 'active', maxExecutions: 500 });
+  });
+
   it('a client that declares URL-mode elicitation on an /sse session is also asked to open the page; one that does not is not', async () => {
     const { minted } = await assistant();
     const au = await pending(minted);
