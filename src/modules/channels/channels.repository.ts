@@ -228,6 +228,29 @@ export interface ChannelCredentials {
 }
 
 /**
+ * A live, enabled channel of the organization that a message may leave through, for the sending operations
+ * of every kind (mail, texts): a 400 at `field` when there is none; `check` adds the kind's own refusal.
+ */
+export async function sendingChannelOf(
+  db: DbOrTx,
+  orgId: string,
+  channelId: string,
+  field: string,
+  check: (channel: ChannelRow) => { field?: string; message: string } | undefined,
+): Promise<ChannelRow> {
+  const [channel] = await db
+    .select()
+    .from(channels)
+    .where(and(eq(channels.organizationId, orgId), eq(channels.id, channelId), isNull(channels.deletedAt)))
+    .limit(1);
+  if (!channel) throw fieldError(field, 'No channel with this id exists in the organization');
+  const refused = check(channel);
+  if (refused) throw fieldError(refused.field ?? field, refused.message);
+  if (channel.status === 'disabled') throw fieldError(field, 'The channel is disabled');
+  return channel;
+}
+
+/**
  * A live channel with its decrypted passwords, for the workers that connect with them (IMAP sync, the
  * sender, the connection test). Not organization-scoped: callers hold the id from a claimed row. 404 when
  * the channel is deleted or missing.

@@ -5,6 +5,7 @@ import { AppError, fieldError, notFound, type ErrorTree } from '../../core/error
 import type { Actor, OperationContext } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
 import { channels, mailOutbox, messageAttachments, messages, type OutboxMail } from '../../db/schema.js';
+import { sendingChannelOf } from '../channels/channels.repository.js';
 import { AutomaticMailRefused, silenceReason } from '../automations/auto-mail.js';
 import { contactEmailIdFor, copyAttachment, createMessage, insertAttachments, type MessageJson, type MessageRow } from './messages.repository.js';
 import { newMessageId } from './outgoing-mail.js';
@@ -31,17 +32,8 @@ import { messageIdList, normalizeMessageId, resolveThreadId } from './threads.js
 type ChannelRow = typeof channels.$inferSelect;
 
 /** A live channel of the organization that can send; a 400 at `field` otherwise. */
-async function sendingChannel(db: DbOrTx, orgId: string, channelId: string, field: string): Promise<ChannelRow> {
-  const [channel] = await db
-    .select()
-    .from(channels)
-    .where(and(eq(channels.organizationId, orgId), eq(channels.id, channelId), isNull(channels.deletedAt)))
-    .limit(1);
-  if (!channel) throw fieldError(field, 'No channel with this id exists in the organization');
-  if (!channel.outbound) throw fieldError(field, 'The channel has no outbound relay: set its `outbound` settings to send through it');
-  if (channel.status === 'disabled') throw fieldError(field, 'The channel is disabled');
-  return channel;
-}
+const sendingChannel = (db: DbOrTx, orgId: string, channelId: string, field: string): Promise<ChannelRow> =>
+  sendingChannelOf(db, orgId, channelId, field, (channel) => (channel.outbound ? undefined : { message: 'The channel has no outbound relay: set its `outbound` settings to send through it' }));
 
 /** The From of a channel's mail: its `outbound.from` ("Name <address>" or an address), else its address with its name. */
 export function senderOf(channel: Pick<ChannelRow, 'address' | 'name' | 'outbound'>): MailAddress {

@@ -8,7 +8,7 @@ import type { DbOrTx } from '../../db/client.js';
 import { channels, contactPhoneNumbers, messages, smsOptOuts, smsOutbox, type SmsChannelSettings, type SmsProviderSettings } from '../../db/schema.js';
 import { recordEvents } from '../events/events.recorder.js';
 import type { CommittedWork } from '../events/events.signal.js';
-import { channelRows, type ChannelRow } from '../channels/channels.repository.js';
+import { channelRows, sendingChannelOf, type ChannelRow } from '../channels/channels.repository.js';
 import { createMessage, getMessage, type MessageJson, type MessageRow } from '../messages/messages.repository.js';
 import { AutomaticMailRefused } from '../messages/sending.repository.js';
 import { isAlphanumericSender, isShortCode } from './numbers.js';
@@ -263,17 +263,10 @@ export const partyOf = (value: unknown): string | undefined => {
 export const RECIPIENT_OPTED_OUT = (number: string) => new AppError('RECIPIENT_OPTED_OUT', `${number} opted out of texts from this channel (it texted STOP); nothing was sent`, { errors: [], properties: { to: { errors: [`${number} opted out`] } } });
 
 /** A live text channel of the organization that can send; a 400 at `field` otherwise. */
-export async function sendingSmsChannel(db: DbOrTx, orgId: string, channelId: string, field: string): Promise<ChannelRow> {
-  const [channel] = await db
-    .select()
-    .from(channels)
-    .where(and(eq(channels.organizationId, orgId), eq(channels.id, channelId), isNull(channels.deletedAt)))
-    .limit(1);
-  if (!channel) throw fieldError(field, 'No channel with this id exists in the organization');
-  if (channel.type !== 'sms') throw fieldError('to', 'The channel is an email channel: `to` must be email addresses, and `subject` is required');
-  if (channel.status === 'disabled') throw fieldError(field, 'The channel is disabled');
-  return channel;
-}
+export const sendingSmsChannel = (db: DbOrTx, orgId: string, channelId: string, field: string): Promise<ChannelRow> =>
+  sendingChannelOf(db, orgId, channelId, field, (channel) =>
+    channel.type !== 'sms' ? { field: 'to', message: 'The channel is an email channel: `to` must be email addresses, and `subject` is required' } : undefined,
+  );
 
 /**
  * Records one outgoing text (`queued`) and its outbox row in the caller's transaction. Refuses at once
