@@ -159,6 +159,15 @@ export async function restorePglite(dataDir: string, backup: Uint8Array) {
   });
 }
 
+/**
+ * bytea on the embedded database, which runs on the main thread: its default serializer and parser convert
+ * one byte at a time in JavaScript (4 MB took 1.8 s to write and 0.8 s to read, holding every request), so
+ * both go through Node's native hex coding instead (about a tenth of that).
+ */
+const BYTEA_OID = 17;
+const serializeByteaHex = (value: Uint8Array) => `\\x${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}`;
+const parseByteaHex = (text: string) => Buffer.from(text.slice(2), 'hex');
+
 async function openPglite(dataDir: string | undefined): Promise<Database> {
   // Loaded here, not at the top: a process on PostgreSQL never loads the embedded database's code.
   const [{ PGlite }, { drizzle: drizzlePglite }, { migrate: migratePglite }, extensions] = await Promise.all([
@@ -169,7 +178,7 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   ]);
   let lock: DataDirLock | undefined;
   const startParams = [...PGlite.defaultStartParams, ...Object.entries(PGLITE_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
-  const options = { relaxedDurability: false, startParams, extensions };
+  const options = { relaxedDurability: false, startParams, extensions, serializers: { [BYTEA_OID]: serializeByteaHex }, parsers: { [BYTEA_OID]: parseByteaHex } };
   const start = async () => {
     if (!dataDir) return PGlite.create('memory://', options);
     // DATA_DIR is private (0700, checked like PostgreSQL checks its own), and what start-up and the

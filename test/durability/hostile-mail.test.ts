@@ -1,3 +1,4 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { skipWithoutDnsmasq, startDnsmasq, type DnsServer } from '../helpers/dnsmasq.js';
 import { freePort } from '../helpers/listen.js';
@@ -28,8 +29,14 @@ async function call(server: ServerProcess, method: string, path: string, body?: 
   return JSON.parse(res.body).data as Json;
 }
 
-/** The longest /healthz answer and the longest time between two answers while `work` runs, probing every 20 ms. */
-async function probeWhile(server: ServerProcess, work: () => Promise<void>): Promise<{ probes: number; maxGapMs: number }> {
+/**
+ * The longest time between two /healthz answers while `work` runs, probing every 20 ms; and the longest this
+ * process itself was held from running (`ownLagMs`): on a busy machine the prober is delayed too, and a
+ * gap it caused is not the server's.
+ */
+async function probeWhile(server: ServerProcess, work: () => Promise<void>): Promise<{ probes: number; maxGapMs: number; ownLagMs: number }> {
+  const lag = monitorEventLoopDelay({ resolution: 10 });
+  lag.enable();
   let probing = true;
   let last = performance.now();
   let maxGapMs = 0;
@@ -55,8 +62,9 @@ async function probeWhile(server: ServerProcess, work: () => Promise<void>): Pro
   } finally {
     probing = false;
     await probe;
+    lag.disable();
   }
-  return { probes, maxGapMs };
+  return { probes, maxGapMs, ownLagMs: lag.max / 1e6 };
 }
 
 /** Delivers raw bytes; answers the reply code to the DATA (250 when accepted). */
@@ -114,19 +122,20 @@ describe.skipIf(noDnsmasq)('hostile mail over SMTP', () => {
     const limit = Math.max(250, 2 * ordinary.maxGapMs);
 
     const replies: Record<string, number> = {};
-    const { probes, maxGapMs } = await probeWhile(server, async () => {
+    const { probes, maxGapMs, ownLagMs } = await probeWhile(server, async () => {
       const hostile = [deliver(smtpPort, address, folded).then((c) => (replies.folded = c)), deliver(smtpPort, address, table).then((c) => (replies.table = c))];
       for (const m of legitMessages(address)) replies[m.subject] = await deliver(smtpPort, address, m.raw);
       await Promise.all(hostile);
     });
 
+    console.log(`/healthz while hostile mail arrives: largest gap ${maxGapMs.toFixed(0)} ms in ${probes} probes (the ordinary mail alone: ${ordinary.maxGapMs.toFixed(0)} ms in ${ordinary.probes}; the prober itself held up to ${ownLagMs.toFixed(0)} ms)`);
     // The folded header is over the line bound: refused for good, before any library reads it.
     expect(replies.folded).toBe(554);
     // The table is read within the deadline or refused for now (451): either way nothing waits on it.
     expect([250, 451]).toContain(replies.table);
     for (const m of legitMessages(address)) expect(replies[m.subject], m.subject).toBe(250);
     expect(probes).toBeGreaterThan(10);
-    expect(maxGapMs, `${probes} probes; the ordinary mail alone: ${ordinary.maxGapMs.toFixed(0)} ms in ${ordinary.probes}`).toBeLessThan(limit);
+    expect(maxGapMs, `${probes} probes; the ordinary mail alone: ${ordinary.maxGapMs.toFixed(0)} ms in ${ordinary.probes}; the prober held ${ownLagMs.toFixed(0)} ms`).toBeLessThan(limit + ownLagMs);
 
     const list = await call(server, 'GET', `/v1/messages?limit=100`);
     const subjects = (list as Json[]).filter((m) => m.channelId === channel.id).map((m) => m.summary as string);
