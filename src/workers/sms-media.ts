@@ -10,7 +10,7 @@ import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
 import { getMessage, insertAttachments } from '../modules/messages/messages.repository.js';
 import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/sms/media.js';
-import { storedMediaBytes, updateMediaEntry } from '../modules/sms/media.repository.js';
+import { MEDIA_QUEUED, storedMediaBytes, updateMediaEntry } from '../modules/sms/media.repository.js';
 import { providerFor } from '../modules/sms/providers/index.js';
 import { loadSmsChannel } from '../modules/sms/sms.repository.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
@@ -196,7 +196,7 @@ export function createSmsMediaFetcher(deps: SmsMediaDeps): WorkerLoop & { runOnc
     name: 'text media fetcher',
     pass: runOnce,
     intervalMs: deps.pollMs ?? 2000,
-    wake: (kick) => onEventsCommitted(kick, (c) => c.operation === undefined || c.operation === 'messages.receive'),
+    wake: (kick) => onEventsCommitted(kick, (c) => c.operation === undefined || c.operation === MEDIA_QUEUED),
     wakeDelayMs: 10,
     log: deps.log,
   });

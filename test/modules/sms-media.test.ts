@@ -26,7 +26,7 @@ let elsewhere: Server;
 let elsewhereUrl: string;
 const elsewhereAuth: (string | undefined)[] = [];
 const MAX_BYTES = 64 * 1024;
-const fetcher = () => createSmsMediaFetcher({ db: t.database.db, clock, log: silent, allowPrivate: true, timeoutMs: 2000, maxBytes: MAX_BYTES, random: () => 0.5 });
+const fetcher = (pollMs?: number) => createSmsMediaFetcher({ db: t.database.db, clock, log: silent, allowPrivate: true, timeoutMs: 2000, maxBytes: MAX_BYTES, random: () => 0.5, ...(pollMs ? { pollMs } : {}) });
 let worker: ReturnType<typeof fetcher>;
 
 beforeAll(async () => {
@@ -256,5 +256,25 @@ describe('MMS media', () => {
     await t.database.db.update(smsMedia).set({ status: 'fetching', attempt: 1, leaseUntil: new Date(Date.now() - 1000 + offsetMs) }).where(eq(smsMedia.messageId, second.id));
     await drain(other);
     expect(((await get(a, second.id)).metadata.sms.media as Json[])[0]).toMatchObject({ status: 'stored', size: 14 });
+  });
+
+  it('fetches as soon as the text is committed: the webhook wakes the running worker', async () => {
+    const live = fetcher(10 * 60_000); // no second poll within the test: only the wake can start a pass
+    live.start();
+    try {
+      await new Promise((r) => setTimeout(r, 200)); // the pass start() runs at once finds nothing
+      const channel = await addChannel(a);
+      const messageSid = sid();
+      const item = twilio.addMedia(messageSid, { content: jpeg(20), contentType: 'image/jpeg' });
+      const message = await mms(a, channel, [{ url: item.url, contentType: 'image/jpeg' }], messageSid);
+      let entry: Json | undefined;
+      for (let i = 0; i < 50 && entry?.status !== 'stored'; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        entry = ((await get(a, message.id)).metadata.sms.media as Json[])[0];
+      }
+      expect(entry).toMatchObject({ status: 'stored', size: 24 });
+    } finally {
+      await live.stop();
+    }
   });
 });

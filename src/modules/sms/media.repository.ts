@@ -1,6 +1,8 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { messages, smsMedia } from '../../db/schema.js';
+import { nothingRecorded } from '../events/events.recorder.js';
+import { notifyEventsCommitted } from '../events/events.signal.js';
 
 /**
  * The media of received texts (MMS) as the message lists them, `metadata.sms.media[i]`:
@@ -24,6 +26,10 @@ export async function queueMedia(db: DbOrTx, orgId: string, messageId: string, c
   if (list.length === 0) return;
   await db.insert(smsMedia).values(list.map((m, position) => ({ organizationId: orgId, messageId, channelId, position, url: m.url, contentType: m.contentType })));
 }
+
+/** The commit nudge of queued media: wakes this process's media worker, and no other. */
+export const MEDIA_QUEUED = 'sms.media_queued';
+export const announceMediaQueued = () => notifyEventsCommitted({ ...nothingRecorded, types: [], operation: MEDIA_QUEUED });
 
 /** Bytes of the message's media already kept. */
 export async function storedMediaBytes(db: DbOrTx, messageId: string): Promise<number> {

@@ -9,7 +9,7 @@ import { cleanText, type OperationRunner } from '../messages/inbound.js';
 import { getMessage, insertReceivedMessage, receivedOnChannel } from '../messages/messages.repository.js';
 import { Message } from '../messages/messages.schemas.js';
 import { partyNumber } from './numbers.js';
-import { pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
+import { announceMediaQueued, pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
 import type { IncomingText } from './provider.js';
 import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, providerNameOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
 import { smsSize } from './segments.js';
@@ -123,6 +123,7 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
     const out = await run(receiveTextOperation(channel, media), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
     // The opt-out and help-text writes beside the message: wake every worker (the sender for a HELP answer).
     if (keywordOf(text)) notifyEventsCommitted();
+    if (media.length) announceMediaQueued();
     return { messageId: (out.data as { id: string }).id, duplicate: false };
   } catch (err) {
     if (!(err instanceof DuplicateText) && !isUniqueViolation(err)) throw err;
