@@ -90,8 +90,6 @@ export function parseTwilioStatus(params: Record<string, string | string[]>): St
 /** Network failures that happen before a request leaves: sending again cannot send twice. */
 const NOT_SENT = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|certificate|self.signed|CERT_/i;
 
-export { retryAfterMs };
-
 export function twilioProvider(settings: TwilioSettings): SmsProvider {
   const base = settings.apiBaseUrl.replace(/(?<!\/)\/+$/, '');
   const account = encodeURIComponent(settings.accountSid);
