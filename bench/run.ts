@@ -13,7 +13,7 @@ import { openDatabase } from '../src/db/client.js';
 import { randomBytes } from 'node:crypto';
 import { automationLatency } from './automation-latency.js';
 import { imapSyncTime, smtpReceiveThroughput } from './email.js';
-import { smsSendThroughput, smsWebhookThroughput } from './sms.js';
+import { apiCounter, smsSendThroughput, smsWebhookThroughput, sqlCounter, type MessageCounter } from './sms.js';
 import { writeChart } from './chart.js';
 import { webhookThroughput } from './webhooks.js';
 import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
@@ -52,7 +52,8 @@ if (args.help) {
   --pglite       also measure the embedded database (informational)
   --messages N   size of the large message set (default 1000000; quick 50000)
   --email        only the email rows (SMTP receiving, IMAP sync), on PostgreSQL
-  --sms          only the text-message rows (signed webhooks, texts sent), on PostgreSQL
+  --sms          only the text-message rows (signed webhooks, texts sent, each with its baseline), on PostgreSQL
+                 (with --pglite: also on the embedded database)
   --smtp-messages N, --imap-messages N   their sizes (default 1000 and 10000; quick 200 and 1000)
   --duration S   seconds measured per scenario (default 5; quick 2)
   --only writes  only the write rows (with their lean baselines) and the RSS peak: a short run
@@ -342,11 +343,15 @@ async function emailRows(db: string, service: Child, auth: Record<string, string
   rows.push(await imapSyncTime(db, service.url, auth, seedDb, profile.imapMessages));
 }
 
-async function smsRows(db: string, service: Child, auth: Record<string, string>, seedDb: Parameters<typeof smsWebhookThroughput>[3]) {
-  log('sms: signed webhooks');
-  rows.push(await smsWebhookThroughput(db, service.url, auth, seedDb, args.quick ? 500 : 2000));
-  log('sms: texts sent');
-  rows.push(await smsSendThroughput(db, service.url, auth, seedDb, args.quick ? 100 : 500));
+/**
+ * The text-message rows, each after its baseline; the sends may go to an organization of their own (PGlite
+ * counts through the API, and the sends' organization then holds only the texts sent).
+ */
+async function smsRows(db: string, service: Child, auth: Record<string, string>, counter: MessageCounter, send = { auth, counter }) {
+  log(`${db} sms: signed webhooks`);
+  rows.push(...(await smsWebhookThroughput(db, service.url, auth, counter, args.quick ? 500 : 2000)));
+  log(`${db} sms: texts sent`);
+  rows.push(...(await smsSendThroughput(db, service.url, send.auth, send.counter, args.quick ? 100 : 500)));
 }
 
 async function benchPostgres() {
@@ -383,7 +388,7 @@ async function benchPostgres() {
   if (args.email || args.sms) {
     try {
       if (args.email) await emailRows(db, service, { authorization: `Bearer ${tenant.apiKey}` }, seed.db, smtpPort);
-      if (args.sms) await smsRows(db, service, { authorization: `Bearer ${tenant.apiKey}` }, seed.db);
+      if (args.sms) await smsRows(db, service, { authorization: `Bearer ${tenant.apiKey}` }, sqlCounter(seed.db));
     } finally {
       await seed.close();
     }
@@ -407,7 +412,7 @@ async function benchPostgres() {
     // 11,000 received messages must not change the data the read and search rows measure.
     const mailTenant = await createTenant(seed.db, 'Bench mail organization');
     await emailRows(db, service, { authorization: `Bearer ${mailTenant.apiKey}` }, seed.db, smtpPort);
-    await smsRows(db, service, { authorization: `Bearer ${mailTenant.apiKey}` }, seed.db);
+    await smsRows(db, service, { authorization: `Bearer ${mailTenant.apiKey}` }, sqlCounter(seed.db));
     await timed('vacuum analyze', () => vacuumAnalyze(seed.db));
 
     const fixed = await run({ database: db, name: 'baseline: bare Fastify, fixed JSON', origin: lean.url, requests: [{ path: '/fixed' }] });
@@ -477,9 +482,37 @@ async function benchPostgres() {
   }
 }
 
+/** The text-message rows on the embedded database: two organizations, the service's settings of the email rows. */
+async function smsPglite() {
+  const db = 'pglite';
+  const dataDir = mkdtempSync(join(tmpdir(), 'sb-bench-pglite-'));
+  tempDirs.push(dataDir);
+  const database = await timed('pglite: open and migrate', async () => {
+    const d = await openDatabase({ dataDir });
+    await d.migrate();
+    return d;
+  });
+  let hooks: Tenant;
+  let sends: Tenant;
+  try {
+    hooks = await createTenant(database.db, 'Bench text organization');
+    sends = await createTenant(database.db, 'Bench sending organization');
+  } finally {
+    await database.close(); // releases the data directory for the service
+  }
+  const service = await startService({ DATA_DIR: dataDir, ...emailEnv(await freePort()) });
+  try {
+    const [auth, sendAuth] = [{ authorization: `Bearer ${hooks.apiKey}` }, { authorization: `Bearer ${sends.apiKey}` }];
+    await smsRows(db, service, auth, apiCounter(service.url, auth), { auth: sendAuth, counter: apiCounter(service.url, sendAuth) });
+  } finally {
+    await stopChild(service);
+  }
+}
+
 /** The embedded database: informational (one connection on the main thread, no targets of its own). */
 async function benchPglite() {
   const db = 'pglite';
+  if (args.sms) return smsPglite();
   const dataDir = mkdtempSync(join(tmpdir(), 'sb-bench-pglite-'));
   tempDirs.push(dataDir);
   const database = await timed('pglite: open and migrate', async () => {

@@ -63,7 +63,7 @@ export const Env = z.object({
   SMTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(200).describe('Simultaneous SMTP connections, in all.'),
   SMTP_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).max(10_000).default(20).describe('Simultaneous SMTP connections from one IP address.'),
   SMTP_RATE_LIMIT: z.coerce.number().int().min(0).default(120).describe('Messages one IP address may deliver per minute; `0` turns the limit off.'),
-  EMAIL_ATTACHMENT_MAX_BYTES: z.coerce.number().int().min(0).max(100 * 1024 * 1024).default(10 * 1024 * 1024).describe('Attachment content kept per received message (bytes); past it the content is dropped with a note, names and sizes are kept.'),
+  EMAIL_ATTACHMENT_MAX_BYTES: z.coerce.number().int().min(0).max(100 * 1024 * 1024).default(10 * 1024 * 1024).describe('Attachment content kept per received message (bytes), email or text (MMS media); past it the content is dropped with a note (email) or the item is marked failed (text), names and sizes are kept.'),
   IMAP_SYNC_WORKER: z.enum(['true', 'false']).default('true').describe('Whether this process runs the IMAP sync of inbound-IMAP channels; any number of processes may, each channel is synced by one at a time.'),
   IMAP_INITIAL_DAYS: z.coerce.number().int().min(0).max(36_500).default(30).describe('The first sync of an IMAP mailbox takes the mail of this many last days (IMAP counts whole days: `0` takes today\'s mail).'),
   IMAP_POLL_MS: z.coerce.number().int().min(1000).max(3_600_000).default(60_000).describe('Where the IMAP server has no IDLE, how often a mailbox is looked at; with IDLE, the longest wait before a look anyway (ms).'),
@@ -80,7 +80,7 @@ export const Env = z.object({
     .default('')
     .refine((v) => dnsServersProblem(v) === undefined, { error: (i) => dnsServersProblem(String(i.input)) ?? 'invalid' })
     .meta({ typeText: '`host:port`, comma-separated', defaultText: 'unset (the system\'s)', description: 'DNS servers for domain verification and the authentication of received mail; unset: the system\'s resolver.' }),
-  SMS_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(15_000).describe('The longest one request to a text provider (Twilio-compatible API) may take (ms); a request that left without an answer is an unknown outcome: the text is marked failed, never sent twice.'),
+  SMS_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(15_000).describe('The longest one request to a text provider (Twilio-compatible API) may take (ms), also each request fetching the media of a received text; a send that left without an answer is an unknown outcome: the text is marked failed, never sent twice.'),
   SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('Provider webhooks (`/hooks/sms/{channelId}` and `/status`) one text channel may receive per minute; past it 429 with `Retry-After` (the provider retries).'),
 });
 

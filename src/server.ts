@@ -13,6 +13,7 @@ import { createCleanup } from './workers/cleanup.js';
 import { closeParsePool, configureParsePool, onParsePoolError } from './modules/messages/parse-pool.js';
 import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
+import { createSmsMediaFetcher } from './workers/sms-media.js';
 import { createSmsSender } from './workers/sms-sender.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
 import type { SmtpReceiver } from './workers/smtp-receiver.js';
@@ -100,6 +101,14 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
       hostname: mailHostname(),
     }),
     createSmsSender({ db: database.db, clock: app.deps.clock, log: app.log, allowPrivate: config.channelsAllowPrivate, sendTimeoutMs: config.sms.sendTimeoutMs }),
+    createSmsMediaFetcher({
+      db: database.db,
+      clock: app.deps.clock,
+      log: app.log,
+      allowPrivate: config.channelsAllowPrivate,
+      timeoutMs: config.sms.sendTimeoutMs,
+      maxBytes: config.attachmentMaxBytes,
+    }),
   ];
   if (config.automations.worker) {
     workers.push(

@@ -54,6 +54,15 @@ export function urlProblem(raw: string, allowInsecure: boolean, setting = 'WEBHO
   return undefined;
 }
 
+/** Seconds or an HTTP date, as milliseconds; undefined when absent or unreadable. */
+export function retryAfterMs(value: string | string[] | undefined, now = Date.now()): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (!v) return undefined;
+  if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
+  const at = Date.parse(v);
+  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
+}
+
 /** Thrown (as the connection's error) when a host name resolves to an address that may not be reached. */
 export class ForbiddenAddressError extends Error {}
 
@@ -79,6 +88,10 @@ export interface OutboundAnswer {
   headers: IncomingHttpHeaders;
   /** The body as read: whole, or its first `maxBytes` when `overflow` is 'truncate'. */
   body: string;
+  /** The same bytes, undecoded (media). */
+  bytes: Buffer;
+  /** Whether the whole body arrived (false: the connection ended early, or the body was cut at `maxBytes`). */
+  complete: boolean;
 }
 
 /** Why a request brought no answer: `ForbiddenAddressError`'s message, a timeout, a network error or a body over the limit. */
@@ -142,7 +155,11 @@ export function outboundRequest(url: string, opts: OutboundOptions): Promise<Out
         }
         const chunks: Buffer[] = [];
         let read = 0;
-        const finish = () => settle(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+        const finish = () =>
+          settle(() => {
+            const bytes = Buffer.concat(chunks);
+            resolve({ status: res.statusCode ?? 0, headers: res.headers, body: bytes.toString('utf8'), bytes, complete: res.complete && read <= opts.maxBytes });
+          });
         res.on('data', (chunk: Buffer) => {
           read += chunk.length;
           if (read <= opts.maxBytes) return void chunks.push(chunk);

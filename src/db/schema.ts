@@ -465,6 +465,41 @@ export const smsOutbox = pgTable(
 );
 
 /**
+ * The media of received MMS, one row per item (its place in the message's `metadata.sms.media`): written
+ * `pending` in the message's transaction, then fetched by the media worker (claimed with a lease, retried
+ * with backoff) and kept as an attachment of the message (`attachment_id`), or given up (`failed`, the
+ * reason in `last_error`).
+ */
+export const smsMedia = pgTable(
+  'sms_media',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    messageId: uuid('message_id')
+      .notNull()
+      .references(() => messages.id),
+    channelId: uuid('channel_id')
+      .notNull()
+      .references(() => channels.id),
+    position: integer('position').notNull(),
+    url: text('url').notNull(),
+    /** The type the provider declared (MediaContentType{i}), if any. */
+    contentType: text('content_type'),
+    status: text('status').$type<'pending' | 'fetching' | 'stored' | 'failed'>().notNull().default('pending'),
+    attempt: integer('attempt').notNull().default(0),
+    nextAttemptAt: ts('next_attempt_at').notNull().defaultNow(),
+    leaseUntil: ts('lease_until'),
+    lastError: text('last_error'),
+    /** The attachment it was kept as, and its size. */
+    attachmentId: uuid('attachment_id'),
+    size: integer('size'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('sms_media_item').on(t.messageId, t.position), index('sms_media_due').on(t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'fetching')`)],
+);
+
+/**
  * A received email that failed to be imported: counted per channel and email while it fails the same way,
  * and given up on (`not_importable_at`) after the third such failure or a permanent refusal; the IMAP
  * checkpoint then moves past it and SMTP answers 5xx. Holds what is readable of it, never its content.

@@ -11,6 +11,11 @@ import { TEST_ORIGIN, toTestResponse, type TestResponse } from './app.js';
  * auth token) answers 201 with the message's `sid` and `status`; errors answer `{code, message, status}`;
  * `GET /2010-04-01/Accounts/{AccountSid}.json` answers the account. Each send takes the next scripted
  * behaviour (default: accepted).
+ *
+ * MMS media as Twilio serves them: `GET /2010-04-01/Accounts/{AccountSid}/Messages/{MessageSid}/Media/{MediaSid}`
+ * needs the same basic auth and answers a 307 to a second local server standing in for Twilio's CDN, which
+ * serves the bytes to anyone (Twilio's CDN links are signed, not authenticated). Both record every request
+ * with its Authorization header.
  */
 
 export type Behaviour =
@@ -29,12 +34,33 @@ export interface SentText {
   at: number;
 }
 
+export interface MediaItem {
+  content: Buffer;
+  contentType: string;
+  /** Sent as Content-Disposition when given. */
+  filename?: string;
+  /** Statuses the CDN answers first, one per request, before the bytes (e.g. 503). */
+  failFirst?: number[];
+}
+
+export interface MediaRequest {
+  path: string;
+  auth: string | undefined;
+}
+
 export interface FakeTwilio {
   url: string;
   accountSid: string;
   authToken: string;
   sent: SentText[];
   script(...behaviours: Behaviour[]): void;
+  /** Serves `item`: the URL on the API host to put in MediaUrl{i}, and the CDN's URL of the same bytes. */
+  addMedia(messageSid: string, item: MediaItem): { url: string; cdnUrl: string };
+  /** The CDN's origin. */
+  cdn: string;
+  /** Media requests on the API host, and on the CDN. */
+  mediaRequests: MediaRequest[];
+  cdnRequests: MediaRequest[];
   close(): Promise<void>;
 }
 
@@ -49,12 +75,35 @@ export async function startFakeTwilio(): Promise<FakeTwilio> {
     res.writeHead(status, { 'content-type': 'application/json', ...headers });
     res.end(JSON.stringify(body));
   };
+  const media = new Map<string, MediaItem>();
+  const mediaRequests: MediaRequest[] = [];
+  const cdnRequests: MediaRequest[] = [];
+  const cdnServer: Server = createServer((req, res) => {
+    req.resume();
+    cdnRequests.push({ path: req.url ?? '', auth: req.headers.authorization });
+    const item = media.get(/^\/media\/([\w-]+)$/.exec(req.url ?? '')?.[1] ?? '');
+    if (!item) return void res.writeHead(404).end();
+    const status = item.failFirst?.shift();
+    if (status) return void res.writeHead(status, { 'content-type': 'text/plain' }).end(`Scripted ${status}`);
+    res.writeHead(200, { 'content-type': item.contentType, 'content-length': item.content.length, ...(item.filename ? { 'content-disposition': `inline; filename="${item.filename}"` } : {}) });
+    res.end(item.content);
+  });
+  await new Promise<void>((resolve) => cdnServer.listen(0, '127.0.0.1', resolve));
+  const cdn = `http://127.0.0.1:${(cdnServer.address() as AddressInfo).port}`;
+  const mediaPath = /^\/2010-04-01\/Accounts\/(\w+)\/Messages\/(\w+)\/Media\/([\w-]+)$/;
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       void (async () => {
+        const mediaMatch = mediaPath.exec(req.url ?? '');
+        if (mediaMatch) mediaRequests.push({ path: req.url!, auth: req.headers.authorization });
         if (req.headers.authorization !== expectedAuth) return json(res, 401, { code: 20003, message: 'Authenticate', status: 401 });
+        if (req.method === 'GET' && mediaMatch) {
+          if (mediaMatch[1] !== accountSid || !media.has(mediaMatch[3]!)) return json(res, 404, { code: 20404, message: 'Not found', status: 404 });
+          res.writeHead(307, { location: `${cdn}/media/${mediaMatch[3]}` });
+          return void res.end();
+        }
         if (req.method === 'GET' && req.url === `/2010-04-01/Accounts/${accountSid}.json`) return json(res, 200, { sid: accountSid, status: 'active' });
         if (req.method !== 'POST' || req.url !== `/2010-04-01/Accounts/${accountSid}/Messages.json`) return json(res, 404, { code: 20404, message: 'Not found', status: 404 });
         if (!String(req.headers['content-type']).startsWith('application/x-www-form-urlencoded')) return json(res, 400, { code: 21620, message: 'Form expected', status: 400 });
@@ -79,12 +128,24 @@ export async function startFakeTwilio(): Promise<FakeTwilio> {
     authToken,
     sent,
     script: (...behaviours) => void queue.push(...behaviours),
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const res of hanging) res.destroy();
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    addMedia(messageSid, item) {
+      const sid = `ME${randomBytes(16).toString('hex')}`;
+      media.set(sid, item);
+      return { url: `http://127.0.0.1:${port}/2010-04-01/Accounts/${accountSid}/Messages/${messageSid}/Media/${sid}`, cdnUrl: `${cdn}/media/${sid}` };
+    },
+    cdn,
+    mediaRequests,
+    cdnRequests,
+    close: async () => {
+      for (const [s, handles] of [
+        [server, hanging],
+        [cdnServer, []],
+      ] as const) {
+        for (const res of handles) res.destroy();
+        s.closeAllConnections();
+        await new Promise<void>((resolve) => s.close(() => resolve()));
+      }
+    },
   };
 }
 

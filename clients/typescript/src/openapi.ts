@@ -390,7 +390,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List the kept attachments of a received email
+         * List the kept attachments of a received email or text (MMS media)
          * @description The attachments whose content was kept, without the content (download one with its id). Oldest first unless `sortOrder=desc`.
          *
          *     Requires the `messages:read` permission (or `*`).
@@ -412,8 +412,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Download an attachment of a received email
-         * @description The attachment with its content in base64. A received email lists its attachments in `metadata.email.attachments` (`id`, `filename`, `contentType`, `size`); an attachment whose content was not kept (over the per-message limit) has `id` null and cannot be downloaded.
+         * Download an attachment of a received email or text (MMS media)
+         * @description The attachment with its content in base64. A received email lists its attachments in `metadata.email.attachments` (`id`, `filename`, `contentType`, `size`); an attachment whose content was not kept (over the per-message limit) has `id` null and cannot be downloaded. A received text lists its MMS media in `metadata.sms.media` (`status` pending, stored or failed); a stored item has its `id` here.
          *
          *     Requires the `messages:read` permission (or `*`).
          */

@@ -94,7 +94,7 @@ export const messagesOperations: Operation[] = [
     kind: 'list',
     method: 'GET',
     path: '/messages/{id}/attachments',
-    summary: 'List the kept attachments of a received email',
+    summary: 'List the kept attachments of a received email or text (MMS media)',
     description: 'The attachments whose content was kept, without the content (download one with its id). Oldest first unless `sortOrder=desc`.',
     input: MessageId.extend(Pagination.shape).extend({ sortOrder: z.enum(['asc', 'desc']).default('asc').describe('Order of the attachments in the email') }).strict(),
     output: AttachmentInfo,
@@ -104,10 +104,11 @@ export const messagesOperations: Operation[] = [
     id: 'messages.get_attachment',
     method: 'GET',
     path: '/messages/{id}/attachments/{attachmentId}',
-    summary: 'Download an attachment of a received email',
+    summary: 'Download an attachment of a received email or text (MMS media)',
     description:
       'The attachment with its content in base64. A received email lists its attachments in `metadata.email.attachments` (`id`, `filename`, `contentType`, `size`); ' +
-      'an attachment whose content was not kept (over the per-message limit) has `id` null and cannot be downloaded.',
+      'an attachment whose content was not kept (over the per-message limit) has `id` null and cannot be downloaded. ' +
+      'A received text lists its MMS media in `metadata.sms.media` (`status` pending, stored or failed); a stored item has its `id` here.',
     input: AttachmentId,
     output: Attachment,
     handler: (input, ctx) => getAttachment(ctx.db, ctx.orgId, input.id, input.attachmentId),

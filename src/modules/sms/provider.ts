@@ -1,4 +1,5 @@
 import type { SmsProviderSettings } from '../../db/schema.js';
+import type { MediaOutcome } from './media.js';
 
 /**
  * The one small interface every text provider implements (STYLE: one file per provider): sending a text,
@@ -60,6 +61,11 @@ export interface SmsProvider {
   readonly name: 'twilio' | 'signalwire' | 'smpp';
   send(text: OutgoingText, ctx: ProviderContext): Promise<SendOutcome>;
   check(ctx: ProviderContext): Promise<CheckStep[]>;
+  /**
+   * Fetches one media item of a received text (MMS) by the URL the provider gave, with the channel's
+   * credentials only on the provider's own host (see media.ts); absent when the provider carries no media.
+   */
+  fetchMedia?(url: string, ctx: ProviderContext & { maxBytes: number }): Promise<MediaOutcome>;
 }
 
 /** A provider's settings with its decrypted secret (`authToken` or `password`). */

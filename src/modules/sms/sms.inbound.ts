@@ -10,6 +10,7 @@ import { cleanText, type OperationRunner } from '../messages/inbound.js';
 import { getMessage, insertReceivedMessage, receivedOnChannel } from '../messages/messages.repository.js';
 import { Message } from '../messages/messages.schemas.js';
 import { partyNumber } from './numbers.js';
+import { announceMediaQueued, pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
 import type { IncomingText } from './provider.js';
 import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, providerNameOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
 import { smsSize } from './segments.js';
@@ -35,7 +36,8 @@ const ReceiveTextInput = z.strictObject({
   metadata: JsonObject,
 });
 
-function receiveTextOperation(channel: ChannelRow): Operation {
+/** `media`: the MMS items, queued for the media worker with the message. */
+function receiveTextOperation(channel: ChannelRow, media: ListedMedia[]): Operation {
   return defineOperation({
     id: 'messages.receive',
     method: 'POST',
@@ -60,6 +62,7 @@ function receiveTextOperation(channel: ChannelRow): Operation {
         metadata: input.metadata,
       });
       if (!row) throw new DuplicateText();
+      await queueMedia(ctx.db, ctx.orgId, row.id, input.channelId, media);
       await recordChannelOutcome(ctx.db, input.channelId, { ok: true });
       await keywordEffects(ctx.db, channel, input.from, input.text);
       return row;
@@ -98,11 +101,13 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
   const from = partyNumber(incoming.from);
   const text = cleanText(incoming.text, 10_000);
   const size = smsSize(text);
+  const media = incoming.media.map((m) => ({ url: cleanText(m.url, 2000), contentType: m.contentType && cleanText(m.contentType, 200) }));
   const metadata = {
     sms: {
       encoding: size.encoding,
       segments: size.segments,
-      ...(incoming.media.length ? { media: incoming.media.map((m) => ({ url: cleanText(m.url, 2000), contentType: m.contentType && cleanText(m.contentType, 200) })) } : {}),
+      // Listed now, fetched by the media worker after the commit (src/workers/sms-media.ts).
+      ...(media.length ? { media: media.map(pendingEntry) } : {}),
       ...(keywordOf(text) ? { keyword: keywordOf(text) } : {}),
     },
   };
@@ -116,9 +121,10 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
     metadata,
   };
   try {
-    const out = await run(receiveTextOperation(channel), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
+    const out = await run(receiveTextOperation(channel, media), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
     // The opt-out and help-text writes beside the message: wake every worker (the sender for a HELP answer).
     if (keywordOf(text)) notifyEventsCommitted();
+    if (media.length) announceMediaQueued();
     return { messageId: (out.data as { id: string }).id, duplicate: false };
   } catch (err) {
     if (!(err instanceof DuplicateText) && !isUniqueViolation(err)) throw err;

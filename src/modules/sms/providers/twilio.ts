@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { OutboundProblem, outboundRequest } from '../../../core/outbound.js';
+import { OutboundProblem, outboundRequest, retryAfterMs } from '../../../core/outbound.js';
+import { fetchMedia } from '../media.js';
 import type { CheckStep, IncomingText, OutgoingText, ProviderContext, SendOutcome, SmsProvider, StatusReport } from '../provider.js';
 
 /**
@@ -89,15 +90,6 @@ export function parseTwilioStatus(params: Record<string, string | string[]>): St
 /** Network failures that happen before a request leaves: sending again cannot send twice. */
 const NOT_SENT = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|certificate|self.signed|CERT_/i;
 
-/** Seconds or an HTTP date, as milliseconds; undefined when absent or unreadable. */
-export function retryAfterMs(value: string | string[] | undefined, now = Date.now()): number | undefined {
-  const v = Array.isArray(value) ? value[0] : value;
-  if (!v) return undefined;
-  if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
-  const at = Date.parse(v);
-  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
-}
-
 export function twilioProvider(settings: TwilioSettings): SmsProvider {
   const base = settings.apiBaseUrl.replace(/(?<!\/)\/+$/, '');
   const account = encodeURIComponent(settings.accountSid);
@@ -141,6 +133,9 @@ export function twilioProvider(settings: TwilioSettings): SmsProvider {
       if (answer.status === 429 || answer.status >= 500) return { kind: 'retry', error: detail, retryAfterMs: retryAfterMs(answer.headers['retry-after']) };
       return { kind: 'failed', error: detail, code };
     },
+    // Media URLs are on the API host (a 307 to Twilio's CDN follows): credentials for that origin only.
+    fetchMedia: (url, ctx) =>
+      fetchMedia(url, { trustedOrigin: new URL(base).origin, authorization: auth, allowPrivate: ctx.allowPrivate, timeoutMs: ctx.timeoutMs, maxBytes: ctx.maxBytes }),
     async check(ctx: ProviderContext): Promise<CheckStep[]> {
       try {
         const answer = await request(ctx, 'GET', `/2010-04-01/Accounts/${account}.json`);

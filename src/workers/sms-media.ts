@@ -1,0 +1,219 @@
+import { randomUUID } from 'node:crypto';
+import { and, eq, gt, inArray, notInArray, sql } from 'drizzle-orm';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../core/clock.js';
+import { toAppError } from '../core/errors.js';
+import type { Actor } from '../core/operation.js';
+import type { Db, DbOrTx } from '../db/client.js';
+import { messages, smsMedia } from '../db/schema.js';
+import { recordEvents } from '../modules/events/events.recorder.js';
+import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
+import { getMessage, insertAttachments } from '../modules/messages/messages.repository.js';
+import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/sms/media.js';
+import { MEDIA_QUEUED, storedMediaBytes, updateMediaEntry } from '../modules/sms/media.repository.js';
+import { providerFor } from '../modules/sms/providers/index.js';
+import { loadSmsChannel } from '../modules/sms/sms.repository.js';
+import { createWorkerLoop, type WorkerLoop } from './loop.js';
+
+/**
+ * Fetches the media of received texts (MMS), queued in `sms_media` by the webhook in the message's
+ * transaction, so the webhook answers without waiting for them.
+ *
+ * - Claimed in the database (`FOR UPDATE SKIP LOCKED`, a lease covering every redirect's deadline), so
+ *   several processes never fetch one item at once, and a dead process's claim is taken over.
+ * - Each channel has its own chain in this process (one item per pass, the pass never waits for it): one
+ *   organization's slow or dead media host holds up nothing but its own channel.
+ * - The provider module fetches (media.ts): credentials only on the provider's API origin, everything through
+ *   the outbound address check, at most EMAIL_ATTACHMENT_MAX_BYTES for all the media of one message.
+ * - Network errors, 408, 429 and 5xx are retried with backoff (at least the host's `Retry-After`), at most
+ *   MAX_MEDIA_ATTEMPTS times; a refused address, another 4xx or an item over the limit fails at once.
+ * - A kept item becomes an attachment of the message (the repository's `insertAttachments`), its
+ *   `metadata.sms.media[i]` gets `id`, `size`, `contentType`, `filename`, and the message a `message.updated`
+ *   event; a failed one gets `status: "failed"` and the reason, with the same event.
+ */
+
+export const MEDIA_RETRY_DELAYS_MS = [30_000, 2 * 60_000, 10 * 60_000, 30 * 60_000];
+export const MAX_MEDIA_ATTEMPTS = MEDIA_RETRY_DELAYS_MS.length + 1;
+const BATCH = 32;
+const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
+
+export interface SmsMediaDeps {
+  db: Db;
+  clock: Clock;
+  log: Pick<FastifyBaseLogger, 'error' | 'warn'>;
+  allowPrivate: boolean;
+  /** The longest one request may take, its body included. */
+  timeoutMs: number;
+  /** The most media bytes kept per message. */
+  maxBytes: number;
+  pollMs?: number;
+  random?: () => number;
+}
+
+type MediaRow = typeof smsMedia.$inferSelect;
+
+export function mediaRetryDelay(attempt: number, retryAfterMs: number | undefined, random: () => number = Math.random): number {
+  const base = MEDIA_RETRY_DELAYS_MS[attempt - 1] ?? MEDIA_RETRY_DELAYS_MS.at(-1)!;
+  return Math.max(retryAfterMs ?? 0, Math.round(base * (0.9 + 0.2 * random())));
+}
+
+/** The claim was taken over (its lease ran out): what this attempt wrote is rolled back. */
+class LeaseLost extends Error {}
+
+export function createSmsMediaFetcher(deps: SmsMediaDeps): WorkerLoop & { runOnce(): Promise<number>; idle(): Promise<void> } {
+  const { db, clock } = deps;
+  const busy = new Map<string, Promise<void>>();
+  // Every hop (the media URL and its redirects) has its own deadline.
+  const leaseMs = deps.timeoutMs * (MAX_MEDIA_REDIRECTS + 1) + 10_000;
+
+  const mine = (row: MediaRow) => and(eq(smsMedia.id, row.id), eq(smsMedia.status, 'fetching'), eq(smsMedia.attempt, row.attempt));
+
+  /** The item's metadata entry and its message's `message.updated` event, in `tx`. */
+  async function announce(tx: DbOrTx, row: MediaRow, patch: Record<string, unknown>, work: CommittedWork) {
+    if (!(await updateMediaEntry(tx, row.messageId, row.position, patch, clock()))) return;
+    const data = await getMessage(tx, row.organizationId, row.messageId).catch(() => null);
+    if (!data) return;
+    const recorded = await recordEvents(tx, SYSTEM, [{ type: 'message.updated', organizationId: row.organizationId, resourceId: row.messageId, data }]);
+    work.add({ ...recorded, types: ['message.updated'] });
+  }
+
+  async function fail(row: MediaRow, reason: string) {
+    const now = clock();
+    const work = new CommittedWork();
+    await db.transaction(async (tx) => {
+      const [updated] = await tx.update(smsMedia).set({ status: 'failed', lastError: reason, leaseUntil: null, updatedAt: now }).where(mine(row)).returning({ id: smsMedia.id });
+      if (updated) await announce(tx, row, { status: 'failed', reason }, work);
+    });
+    work.announce();
+  }
+
+  async function retryLater(row: MediaRow, error: string, retryAfterMs?: number) {
+    if (row.attempt >= MAX_MEDIA_ATTEMPTS) return fail(row, `Gave up after ${row.attempt} attempts; the last: ${error}`);
+    const now = clock();
+    await db
+      .update(smsMedia)
+      .set({ status: 'pending', lastError: error, leaseUntil: null, nextAttemptAt: new Date(now.getTime() + mediaRetryDelay(row.attempt, retryAfterMs, deps.random)), updatedAt: now })
+      .where(mine(row));
+  }
+
+  async function store(row: MediaRow, fetched: Extract<MediaOutcome, { kind: 'fetched' }>) {
+    const now = clock();
+    const work = new CommittedWork();
+    const contentType = mediaType(row.contentType) ?? fetched.contentType ?? 'application/octet-stream';
+    const size = fetched.content.length;
+    let over = false;
+    try {
+      await db.transaction(async (tx) => {
+        // The message's items, locked: two processes storing two items of one message count each other's bytes.
+        await tx.select({ id: smsMedia.id }).from(smsMedia).where(eq(smsMedia.messageId, row.messageId)).for('update');
+        if ((await storedMediaBytes(tx, row.messageId)) + size > deps.maxBytes) return void (over = true);
+        const id = randomUUID();
+        const [held] = await tx
+          .update(smsMedia)
+          .set({ status: 'stored', attachmentId: id, size, lastError: null, leaseUntil: null, updatedAt: now })
+          .where(and(mine(row), gt(smsMedia.leaseUntil, now)))
+          .returning({ id: smsMedia.id });
+        if (!held) throw new LeaseLost();
+        await insertAttachments(tx, row.organizationId, row.messageId, [{ id, filename: fetched.filename, contentType, size, contentId: null, content: fetched.content }]);
+        await announce(tx, row, { id, contentType, size, filename: fetched.filename, status: 'stored' }, work);
+      });
+    } catch (err) {
+      if (err instanceof LeaseLost) return;
+      throw err;
+    }
+    if (over) return fail(row, `The message's media are larger than the ${deps.maxBytes} bytes kept per message (EMAIL_ATTACHMENT_MAX_BYTES)`);
+    work.announce();
+  }
+
+  async function attempt(row: MediaRow) {
+    if (row.attempt > MAX_MEDIA_ATTEMPTS) return fail(row, `Gave up after ${MAX_MEDIA_ATTEMPTS} attempts: ${row.lastError ?? 'the fetching process stopped'}`);
+    const [message] = await db.select({ deletedAt: messages.deletedAt }).from(messages).where(eq(messages.id, row.messageId)).limit(1);
+    if (!message || message.deletedAt) return fail(row, 'The message was deleted before its media were fetched');
+    const channel = await loadSmsChannel(db, row.channelId);
+    if (!channel) return fail(row, 'The channel was deleted before the media could be fetched');
+    const provider = providerFor(channel.provider);
+    if (!provider.fetchMedia) return fail(row, `The ${provider.name} provider carries no media`);
+    const room = deps.maxBytes - (await storedMediaBytes(db, row.messageId));
+    if (room <= 0) return fail(row, `The message's media are larger than the ${deps.maxBytes} bytes kept per message (EMAIL_ATTACHMENT_MAX_BYTES)`);
+    let outcome: MediaOutcome;
+    try {
+      outcome = await provider.fetchMedia(row.url, { allowPrivate: deps.allowPrivate, timeoutMs: deps.timeoutMs, maxBytes: room });
+    } catch (err) {
+      outcome = { kind: 'retry', error: err instanceof Error ? err.message : String(err) };
+    }
+    if (outcome.kind === 'fetched') return store(row, outcome);
+    if (outcome.kind === 'failed') return fail(row, outcome.tooLarge ? `${outcome.error} (EMAIL_ATTACHMENT_MAX_BYTES: ${deps.maxBytes} bytes per message)` : outcome.error);
+    return retryLater(row, outcome.error, outcome.retryAfterMs);
+  }
+
+  async function claim(now: Date): Promise<MediaRow[]> {
+    const skip = [...busy.keys()];
+    return db.transaction(async (tx) => {
+      const due = await tx
+        .select({ id: smsMedia.id, channelId: smsMedia.channelId })
+        .from(smsMedia)
+        .where(
+          and(
+            sql`((${smsMedia.status} = 'pending' AND ${smsMedia.nextAttemptAt} <= ${now}) OR (${smsMedia.status} = 'fetching' AND ${smsMedia.leaseUntil} <= ${now}))`,
+            skip.length ? notInArray(smsMedia.channelId, skip) : undefined,
+          ),
+        )
+        .orderBy(smsMedia.nextAttemptAt, smsMedia.createdAt)
+        .limit(BATCH)
+        .for('update', { skipLocked: true });
+      const seen = new Set<string>();
+      const ids = due.filter((d) => !seen.has(d.channelId) && seen.add(d.channelId)).map((d) => d.id);
+      if (ids.length === 0) return [];
+      return tx
+        .update(smsMedia)
+        .set({ status: 'fetching', leaseUntil: new Date(now.getTime() + leaseMs), attempt: sql`${smsMedia.attempt} + 1`, updatedAt: now })
+        .where(inArray(smsMedia.id, ids))
+        .returning();
+    });
+  }
+
+  function chain(row: MediaRow) {
+    const run = attempt(row)
+      .catch(async (err: unknown) => {
+        if (toAppError(err).code === 'SERVICE_UNAVAILABLE') return;
+        deps.log.error({ err, mediaId: row.id }, 'fetching a media item failed');
+        await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
+      })
+      .finally(() => {
+        busy.delete(row.channelId);
+        loop.kick();
+      });
+    busy.set(row.channelId, run);
+  }
+
+  async function runOnce(): Promise<number> {
+    const claimed = await claim(clock());
+    for (const row of claimed) chain(row);
+    return claimed.length;
+  }
+
+  const loop = createWorkerLoop({
+    name: 'text media fetcher',
+    pass: runOnce,
+    intervalMs: deps.pollMs ?? 2000,
+    wake: (kick) => onEventsCommitted(kick, (c) => c.operation === undefined || c.operation === MEDIA_QUEUED),
+    wakeDelayMs: 10,
+    log: deps.log,
+  });
+  return {
+    ...loop,
+    runOnce,
+    async stop() {
+      await loop.stop();
+      // A fetch under way may take up to its deadlines: shutdown waits at most 2 s; its lease then runs out
+      // and whichever process comes next fetches the item again.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all(busy.values()), new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)))]);
+      clearTimeout(timer);
+    },
+    /** Waits until every fetch under way has ended (tests). */
+    async idle() {
+      while (busy.size > 0) await Promise.all(busy.values());
+    },
+  };
+}
