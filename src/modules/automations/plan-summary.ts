@@ -162,6 +162,13 @@ const readsSender = (c: Condition): boolean =>
 const requiresVerified = (c: Condition): boolean =>
   'field' in c ? c.field === SENDER_VERIFIED && c.value === (c.operator === 'equals') : 'all' in c ? c.all.some(requiresVerified) : false;
 
+/** Whether the condition only holds for text messages: `type` equals "sms", alone or in an `all`. */
+const onlyTexts = (c: Condition): boolean =>
+  'field' in c ? c.field === 'type' && c.operator === 'equals' && c.value === 'sms' : 'all' in c ? c.all.some(onlyTexts) : false;
+
+/** The note a plan of texts gets when its condition trusts the sender's number. */
+export const UNVERIFIED_NUMBER_NOTE = 'The sender is the number the provider reports, which is not authenticated everywhere (numbers can be spoofed).';
+
 /** The note a plan gets when its condition trusts a sender nobody authenticated. */
 export const UNVERIFIED_SENDER_NOTE =
   'The sender is the From header as written, which is not authenticated (anyone can forge it); "(verified)" would require that its domain passed DMARC.';
@@ -257,5 +264,6 @@ export function summarizePlan(plan: Plan): string {
   } catch {
     // not a well-formed condition: shown as it is above
   }
-  return `${when}. ${does}.${unverified ? ` ${UNVERIFIED_SENDER_NOTE}` : ''}`;
+  const note = unverified ? ` ${onlyTexts(plan.condition!) ? UNVERIFIED_NUMBER_NOTE : UNVERIFIED_SENDER_NOTE}` : '';
+  return `${when}. ${does}.${note}`;
 }

@@ -32,6 +32,15 @@ describe('summarizePlan', () => {
         'The sender is the From header as written, which is not authenticated (anyone can forge it); "(verified)" would require that its domain passed DMARC.',
     ],
     [
+      'a text from a number: the number is what the provider reports, not a From header',
+      plan({
+        condition: { all: [{ field: 'type', operator: 'equals', value: 'sms' }, { field: 'sender', operator: 'equals', value: '+12122003002' }] },
+        actions: [update({ readAt: '{{now}}' })],
+      }),
+      'Runs when a message is received, only if its type is "sms" and its sender is "+12122003002". It marks the message as read. ' +
+        'The sender is the number the provider reports, which is not authenticated everywhere (numbers can be spoofed).',
+    ],
+    [
       'a sender that must be verified (DMARC pass)',
       plan({
         condition: { all: [{ field: 'sender', operator: 'equals', value: 'boss@corp.com' }, { field: 'sender.verified', operator: 'equals', value: true }] },
