@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,7 +31,8 @@ beforeAll(async () => {
   providerPort = await freePort();
   dataDir = mkdtempSync(join(tmpdir(), 'sb-sms-walk-'));
   if (testDbKind === 'postgres') database = await openTestDatabase();
-  const dbEnv: Record<string, string> = database ? { DATABASE_URL: database.url!, DATA_DIR: dataDir } : { DATA_DIR: dataDir };
+  // On PostgreSQL a stored secret (the channel's auth token) needs SECRETS_KEY (docs/configuration.md); the embedded database keeps a key in DATA_DIR.
+  const dbEnv: Record<string, string> = database ? { DATABASE_URL: database.url!, DATA_DIR: dataDir, SECRETS_KEY: randomBytes(32).toString('base64') } : { DATA_DIR: dataDir };
 
   // Terminal 1: `VAR=value … npm start`.
   const start = blocks[0]!.trim();
