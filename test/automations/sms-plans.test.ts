@@ -40,8 +40,8 @@ const CUSTOMER = '+12122003002';
 const OWNER = '+12122003003';
 let sids = 0;
 
-async function text(channelId: string, from: string, body: string) {
-  const res = await postWebhook(t.app, `/hooks/sms/${channelId}`, { MessageSid: `SMauto${++sids}`, From: from, To: OURS, Body: body }, twilio.authToken);
+async function text(channelId: string, from: string, body: string, to = OURS) {
+  const res = await postWebhook(t.app, `/hooks/sms/${channelId}`, { MessageSid: `SMauto${++sids}`, From: from, To: to, Body: body }, twilio.authToken);
   expect(res.status).toBe(200);
 }
 
@@ -81,5 +81,35 @@ describe('text steps of the built-in vocabulary', () => {
     await settle();
     expect(twilio.sent.filter((s) => s.form.get('To') === OWNER).map((s) => s.form.get('Body'))).toEqual(['Big payment']);
     expect((await ok(await a.request('GET', `/v1/automations/${big.id}/executions`)))[0]).toMatchObject({ status: 'succeeded' });
+  });
+
+  it("never answers a short code, an alphanumeric sender or one of the organization's own numbers", async () => {
+    const provider = { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url };
+    const line = await ok(await a.request('POST', '/v1/channels', { type: 'sms', name: 'Line', address: '+12122003011', provider }), 201);
+    const other = await ok(await a.request('POST', '/v1/channels', { type: 'sms', name: 'Other line', address: '+12122003012', provider }), 201);
+    const answer = await ok(await a.request('POST', '/v1/automations', { name: 'answer all', instructions: "When a text arrives, reply 'We got your text'", status: 'active' }), 201);
+    await engine.runOnce();
+    expect((await ok(await a.request('GET', `/v1/automations/${answer.id}`))).status).toBe('active');
+
+    const before = twilio.sent.length;
+    await text(line.id, '12345', 'Your code is 1234', line.address);
+    await text(line.id, 'ACMEBANK', 'Balance alert', line.address);
+    await text(line.id, other.address, 'From our other line', line.address);
+    await settle();
+    expect(twilio.sent.slice(before).map((s) => s.form.get('To'))).toEqual([]);
+    const runs = (await ok(await a.request('GET', `/v1/automations/${answer.id}/executions?limit=10`))) as unknown as Json[];
+    // Skipped with the reason, never failed: a flood of short-code texts must not fail the automation.
+    expect(runs.map((r) => r.status)).toEqual(['skipped', 'skipped', 'skipped']);
+    expect(runs.map((r) => r.error).sort()).toEqual([
+      expect.stringMatching(/\+12122003012 is one of the organization's own numbers/),
+      expect.stringMatching(/12345 is a short code/),
+      expect.stringMatching(/ACMEBANK is an alphanumeric sender/),
+    ]);
+    expect((await ok(await a.request('GET', `/v1/automations/${answer.id}`))).status).toBe('active');
+
+    // A customer's number is answered, from the line it texted.
+    await text(line.id, '+12122003013', 'Hello', line.address);
+    await settle();
+    expect(twilio.sent.slice(before).map((s) => [s.form.get('From'), s.form.get('To'), s.form.get('Body')])).toEqual([['+12122003011', '+12122003013', 'We got your text']]);
   });
 });

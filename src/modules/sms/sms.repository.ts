@@ -321,13 +321,12 @@ export async function sendText(ctx: OperationContext, input: SmsSendValues): Pro
 export async function replyText(ctx: OperationContext, original: MessageRow, text: string): Promise<MessageJson> {
   const channel = await sendingSmsChannel(ctx.db, ctx.orgId, original.channelId!, 'id');
   const to = original.direction === 'incoming' ? partyOf(original.sender) : partyOf(original.recipient);
+  // An automation's reply is checked for loops first: a short code or a sender id is a reason to stay silent
+  // (the run is skipped), not a failure that would count against the automation.
+  const reason = ctx.actor.type === 'automation' && original.direction === 'incoming' ? automaticTextReason(original, await ownNumbers(ctx.db, ctx.orgId)) : undefined;
+  if (reason) throw new AutomaticMailRefused('id', reason);
   if (!to || !to.startsWith('+')) throw fieldError('id', `The text came from ${to ?? 'no number'}, which cannot receive texts (a short code or an alphanumeric sender)`);
-  let autoReplyKey: string | undefined;
-  if (ctx.actor.type === 'automation') {
-    const reason = original.direction === 'incoming' ? automaticTextReason(original, await ownNumbers(ctx.db, ctx.orgId)) : undefined;
-    if (reason) throw new AutomaticMailRefused('id', reason);
-    autoReplyKey = `${ctx.actor.id}:${to}:${new Date().toISOString().slice(0, 10)}`;
-  }
+  const autoReplyKey = ctx.actor.type === 'automation' ? `${ctx.actor.id}:${to}:${new Date().toISOString().slice(0, 10)}` : undefined;
   const size = smsSize(text);
   if (size.segments > 10) throw fieldError('text', `Too long for a text: ${size.segments} segments (${size.encoding}); at most 10`);
   return queueText(ctx.db, ctx.orgId, ctx.actor, channel, to, text, { autoReplyKey });
