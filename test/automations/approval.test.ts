@@ -4,7 +4,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { automations, events, oauthGrants, oauthSessions } from '../../src/db/schema.js';
 import { setGrantCategories } from '../../src/oauth/grants.js';
 import type { AutomationEngine } from '../../src/workers/automation-engine.js';
-import type { Tenant } from '../helpers/app.js';
+import { ok, type Tenant } from '../helpers/app.js';
 import { AccountBrowser } from '../helpers/approval-page.js';
 import { mintToken, v1Client, type LiveApp, type Minted } from '../mcp/helpers.js';
 import { useLiveEngine } from './live-engine.js';
@@ -25,10 +25,6 @@ afterEach(async () => {
   await t.database.db.update(automations).set({ deletedAt: new Date() }).where(eq(automations.organizationId, a.orgId));
 });
 
-async function ok(res: { status: number; body: string; json: Json }, status = 200): Promise<Json> {
-  expect(res.status, res.body).toBe(status);
-  return res.json.data as Json;
-}
 const get = async (id: string) => ok(await a.request('GET', `/v1/automations/${id}`));
 
 const deleter = {

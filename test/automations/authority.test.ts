@@ -4,7 +4,7 @@ import { revokeApiKey, setUserDisabled, setUserPassword } from '../../src/accoun
 import { automationExecutions, automations } from '../../src/db/schema.js';
 import { revokeGrant, setGrantCategories } from '../../src/oauth/grants.js';
 import { DEFAULT_AUTOMATION_LIMITS, type AutomationEngine } from '../../src/workers/automation-engine.js';
-import type { Tenant } from '../helpers/app.js';
+import { ok, type Tenant } from '../helpers/app.js';
 import { approveOnPage } from '../helpers/approval-page.js';
 import { mintToken, v1Client, type LiveApp } from '../mcp/helpers.js';
 import { engineFor, useLiveEngine } from './live-engine.js';
@@ -20,11 +20,6 @@ beforeAll(() => void ({ t, a, engine } = live));
 afterEach(async () => {
   await t.database.db.update(automations).set({ deletedAt: new Date() }).where(eq(automations.organizationId, a.orgId));
 });
-
-async function ok(res: { status: number; body: string; json: Json }, status = 200): Promise<Json> {
-  expect(res.status, res.body).toBe(status);
-  return res.json.data as Json;
-}
 
 const get = async (id: string) => ok(await a.request('GET', `/v1/automations/${id}`));
 const contact = async (name: string, who: Tenant = a) => ok(await who.request('POST', '/v1/contacts', { name }), 201);

@@ -10,7 +10,7 @@ import { createAutomationEngine, type AutomationEngine } from '../../src/workers
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createMailSender } from '../../src/workers/mail-sender.js';
 import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
-import { useTestApp, type Tenant } from '../helpers/app.js';
+import { ok, type Tenant, useTestApp } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
 import { verifyDomainFor } from '../helpers/domains.js';
 import { startTestReceiver } from '../helpers/smtp-receiver.js';
@@ -37,11 +37,6 @@ beforeAll(async () => {
   sender = createMailSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 5000, random: () => 0.5 });
 });
 afterAll(() => receiver?.stop());
-
-async function ok(res: { status: number; body: string; json: Json }, status = 200): Promise<Json> {
-  expect(res.status, res.body).toBe(status);
-  return res.json.data as Json;
-}
 
 let n = 0;
 const unique = (who: string, domain: string) => `${who}-${++n}-${Math.random().toString(36).slice(2, 8)}@${domain}`;

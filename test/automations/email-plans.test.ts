@@ -6,7 +6,7 @@ import { events, messages } from '../../src/db/schema.js';
 import { createMailSender } from '../../src/workers/mail-sender.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
-import { useTestApp } from '../helpers/app.js';
+import { ok, useTestApp } from '../helpers/app.js';
 import { verifyDomainFor } from '../helpers/domains.js';
 import { headerOf, startRelay, type Relay } from '../helpers/smtp-relay.js';
 
@@ -31,11 +31,6 @@ beforeAll(async () => {
 afterAll(() => relay?.close());
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-async function ok(res: { status: number; body: string; json: Json }, status = 200): Promise<Json> {
-  expect(res.status, res.body).toBe(status);
-  return res.json.data as Json;
-}
 
 describe('email steps of the built-in vocabulary', () => {
   it('replies to, forwards, and writes about an invoice from billing through the channel it came through', async () => {

@@ -5,7 +5,7 @@ import { CLIENT_TRANSITIONS, type AutomationStatus } from '../../src/modules/aut
 import { AUTOMATION_STATUSES } from '../../src/modules/automations/automations.schemas.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
-import { useTestApp, type Tenant } from '../helpers/app.js';
+import { ok, type Tenant, useTestApp } from '../helpers/app.js';
 
 /** The engine's clock: the real time unless a test fixes it, so tests move time instead of waiting. */
 let fixed: Date | null = null;
@@ -20,11 +20,6 @@ beforeAll(async () => {
 });
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-async function ok(res: { status: number; body: string; json: Json }, status = 200): Promise<Json> {
-  expect(res.status, res.body).toBe(status);
-  return res.json.data as Json;
-}
 
 const create = async (who: Tenant, body: Json) => ok(await who.request('POST', '/v1/automations', body), 201);
 const get = async (who: Tenant, id: string) => ok(await who.request('GET', `/v1/automations/${id}`));

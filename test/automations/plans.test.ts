@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { events } from '../../src/db/schema.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
-import { useTestApp, type Tenant } from '../helpers/app.js';
+import { ok, type Tenant, useTestApp } from '../helpers/app.js';
 
 /** Plans of the built-in evaluator that the engine must honour: several trigger events, conditions on the event's time. */
 
@@ -16,11 +16,6 @@ beforeAll(async () => {
 });
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-async function ok(res: { status: number; body: string; json: Json }, status = 200): Promise<Json> {
-  expect(res.status, res.body).toBe(status);
-  return res.json.data as Json;
-}
 
 const activeAutomation = async (who: Tenant, instructions: string): Promise<Json> => {
   const created = await ok(await who.request('POST', '/v1/automations', { name: instructions.slice(0, 40), instructions, status: 'active' }), 201);

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
 import { createSmsSender } from '../../src/workers/sms-sender.js';
-import { useTestApp } from '../helpers/app.js';
+import { ok, useTestApp } from '../helpers/app.js';
 import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
 
 /**
@@ -29,11 +29,6 @@ afterAll(async () => {
 });
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-async function ok(res: { status: number; body: string; json: Json }, status = 200): Promise<Json> {
-  expect(res.status, res.body).toBe(status);
-  return res.json.data as Json;
-}
 
 const OURS = '+12122003001';
 const CUSTOMER = '+12122003002';

@@ -5,7 +5,7 @@ import { automationExecutions, events, organizations } from '../../src/db/schema
 import { summarizePlan } from '../../src/modules/automations/plan-summary.js';
 import type { Plan } from '../../src/modules/automations/plan.js';
 import type { AutomationEngine } from '../../src/workers/automation-engine.js';
-import type { Tenant } from '../helpers/app.js';
+import { ok, type Tenant } from '../helpers/app.js';
 import { mintToken, v1Client, type LiveApp } from '../mcp/helpers.js';
 import { useLiveEngine } from './live-engine.js';
 
@@ -16,11 +16,6 @@ let t: LiveApp;
 let a: Tenant;
 let engine: AutomationEngine;
 beforeAll(() => void ({ t, a, engine } = live));
-
-async function ok(res: { status: number; body: string; json: Json }, status = 200): Promise<Json> {
-  expect(res.status, res.body).toBe(status);
-  return res.json.data as Json;
-}
 
 const get = async (id: string, who: Tenant = a) => ok(await who.request('GET', `/v1/automations/${id}`));
 const credits = async (who: Tenant = a) => (await t.database.db.select({ c: organizations.credits }).from(organizations).where(eq(organizations.id, who.orgId)))[0]!.c;

@@ -1,5 +1,5 @@
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { createApiKey, createOrganization, createUser } from '../../src/accounts/accounts.js';
 import { buildApp, type AppDeps } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
@@ -49,6 +49,13 @@ export function toTestResponse(res: LightMyRequestResponse): TestResponse {
 }
 
 /** The whole app on a fresh database, with `inject` helpers. */
+/** The `data` of an answer, once its status is checked (the body shows when it differs). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function ok(res: { status: number; body: string; json: any }, status = 200): Record<string, any> {
+  expect(res.status, res.body).toBe(status);
+  return res.json.data;
+}
+
 export async function createTestApp(overrides: Partial<AppDeps> & { env?: Record<string, string> } = {}): Promise<TestApp> {
   const database = await openTestDatabase();
   const config = loadConfig({ PUBLIC_URL: TEST_ORIGIN, LOG_LEVEL: 'silent', API_KEY_CACHE_MS: '0', TRUST_PROXY: 'true', ...overrides.env });
