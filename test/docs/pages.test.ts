@@ -29,6 +29,13 @@ describe('docs/', () => {
     for (const file of readdirSync(packagePath('examples'))) expect(all, file).toContain(`examples/${file}`);
   });
 
+  test("the README's map of the docs names every page (a reference page, e.g. tools.md, may be linked from its page's line)", () => {
+    const readme = readFileSync(packagePath('README.md'), 'utf8');
+    const map = readme.slice(readme.indexOf('## Documentation'));
+    for (const { name } of pages) expect(map, name).toContain(`(docs/${name})`);
+    expect(Buffer.byteLength(readme)).toBeLessThanOrEqual(15 * 1024);
+  });
+
   test('the MCP page lists every tool category', () => {
     const mcp = pages.find((p) => p.name === 'mcp.md')!.text;
     const step = mcp.slice(mcp.indexOf('tick the tool categories'), mcp.indexOf('press **Approve**'));
