@@ -15,6 +15,8 @@ import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
 import { createSmsMediaFetcher } from './workers/sms-media.js';
 import { createSmsSender } from './workers/sms-sender.js';
+import { createSmppBinds } from './workers/smpp-binds.js';
+import { runOperation } from './run-operation.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
 import type { SmtpReceiver } from './workers/smtp-receiver.js';
 import { readFileSync } from 'node:fs';
@@ -109,6 +111,8 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
       timeoutMs: config.sms.sendTimeoutMs,
       maxBytes: config.attachmentMaxBytes,
     }),
+    // SMPP channels: one process holds each bind (a lease), texts go over it, what the SMSC delivers comes in on it.
+    createSmppBinds({ db: database.db, clock: app.deps.clock, log: app.log, run: runOperation, allowPrivate: config.channelsAllowPrivate, timeoutMs: config.sms.sendTimeoutMs }),
   ];
   if (config.automations.worker) {
     workers.push(

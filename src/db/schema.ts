@@ -500,6 +500,33 @@ export const smsMedia = pgTable(
 );
 
 /**
+ * The parts of a long text received over SMPP (concatenated with a UDH or the sar_* TLVs), kept as they arrive
+ * until the last one: then they are joined into one message and deleted in its transaction. A part's
+ * deliver_sm is answered once its row is committed, so a reconnect loses nothing; parts of a message that
+ * never completes are deleted after a day.
+ */
+export const smsParts = pgTable(
+  'sms_parts',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: orgRef(),
+    channelId: uuid('channel_id')
+      .notNull()
+      .references(() => channels.id),
+    /** The sender as the SMSC named it (source_addr). */
+    sender: text('sender').notNull(),
+    recipient: text('recipient').notNull(),
+    /** The concatenation reference (8 or 16 bits), the number of parts and this part's number (from 1). */
+    ref: integer('ref').notNull(),
+    total: integer('total').notNull(),
+    seq: integer('seq').notNull(),
+    text: text('text').notNull(),
+    receivedAt: ts('received_at').notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('sms_parts_part').on(t.channelId, t.sender, t.ref, t.total, t.seq), index('sms_parts_received').on(t.receivedAt)],
+);
+
+/**
  * A received email that failed to be imported: counted per channel and email while it fails the same way,
  * and given up on (`not_importable_at`) after the third such failure or a permanent refusal; the IMAP
  * checkpoint then moves past it and SMTP answers 5xx. Holds what is readable of it, never its content.

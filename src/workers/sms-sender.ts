@@ -1,16 +1,17 @@
-import { and, eq, gt, inArray, isNull, notInArray, sql } from 'drizzle-orm';
+import { and, eq, gt, inArray, isNull, notInArray, or, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { toAppError } from '../core/errors.js';
 import type { ActorType } from '../core/operation.js';
 import type { Db, DbOrTx } from '../db/client.js';
-import { messages, smsOutbox } from '../db/schema.js';
+import { channels, messages, smsOutbox } from '../db/schema.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
 import { getMessage } from '../modules/messages/messages.repository.js';
 import { sendingOperations } from '../modules/messages/sending.operations.js';
 import type { SendOutcome } from '../modules/sms/provider.js';
 import { providerFor } from '../modules/sms/providers/index.js';
+import { boundSmppChannels } from '../modules/sms/providers/smpp.js';
 import { addOptOut, announceFailed, hookUrl, isOptedOut, loadSmsChannel, OPTED_OUT_REASON } from '../modules/sms/sms.repository.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
@@ -122,6 +123,9 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
 
   async function claim(now: Date): Promise<OutboxRow[]> {
     const skip = [...busy.keys()];
+    // An SMPP channel's texts go over its bind: only the process holding it (src/workers/smpp-binds.ts) claims them.
+    const bound = boundSmppChannels();
+    const smppElsewhere = sql`EXISTS (SELECT 1 FROM ${channels} WHERE ${channels.id} = ${smsOutbox.channelId} AND ${channels.sms}->'provider'->>'kind' = 'smpp')`;
     return db.transaction(async (tx) => {
       const due = await tx
         .select({ id: smsOutbox.id, channelId: smsOutbox.channelId })
@@ -131,6 +135,7 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
             sql`((${smsOutbox.status} = 'pending' AND ${smsOutbox.nextAttemptAt} <= ${now})
                  OR (${smsOutbox.status} = 'sending' AND ${smsOutbox.leaseUntil} <= ${now} AND ${smsOutbox.transmittedAt} IS NULL))`,
             skip.length ? notInArray(smsOutbox.channelId, skip) : undefined,
+            bound.length ? or(sql`NOT ${smppElsewhere}`, inArray(smsOutbox.channelId, bound)) : sql`NOT ${smppElsewhere}`,
           ),
         )
         .orderBy(smsOutbox.nextAttemptAt, smsOutbox.createdAt)
@@ -164,11 +169,11 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
     const now = clock();
     const [held] = await db.update(smsOutbox).set({ transmittedAt: now, updatedAt: now }).where(and(mine(row), gt(smsOutbox.leaseUntil, now))).returning({ id: smsOutbox.id });
     if (!held) return 0;
-    const provider = providerFor(channel.provider);
+    const provider = providerFor(channel.provider, channel.id);
     let outcome: SendOutcome;
     try {
       outcome = await provider.send(
-        { from: row.sms.from, to: row.sms.to, text: row.sms.text, statusCallback: `${hookUrl(channel.id, true)}?m=${row.messageId}` },
+        { from: row.sms.from, to: row.sms.to, text: row.sms.text, statusCallback: `${hookUrl(channel.id, true)}?m=${row.messageId}`, messageId: row.messageId },
         { allowPrivate: deps.allowPrivate, timeoutMs: deps.sendTimeoutMs },
       );
     } catch (err) {

@@ -15,6 +15,8 @@ export interface OutgoingText {
   text: string;
   /** Where the provider reports delivery status (Twilio's StatusCallback); names the message. */
   statusCallback: string;
+  /** The message's id (SMPP: a receipt that comes before the send's answer is committed still finds it). */
+  messageId?: string;
 }
 
 /** How a send ended. `unknown`: the request left and no answer came; it is never sent again. */

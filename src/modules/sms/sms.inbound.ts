@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { isUniqueViolation } from '../../core/errors.js';
 import { defineOperation, type Actor, type Operation } from '../../core/operation.js';
 import { JsonObject, Uuid } from '../../core/schemas.js';
-import type { Db } from '../../db/client.js';
+import type { Db, DbOrTx } from '../../db/client.js';
 import { recordEvents } from '../events/events.recorder.js';
 import { notifyEventsCommitted } from '../events/events.signal.js';
 import { recordChannelOutcome, type ChannelRow } from '../channels/channels.repository.js';
@@ -36,8 +36,8 @@ const ReceiveTextInput = z.strictObject({
   metadata: JsonObject,
 });
 
-/** `media`: the MMS items, queued for the media worker with the message. */
-function receiveTextOperation(channel: ChannelRow, media: ListedMedia[]): Operation {
+/** `media`: the MMS items, queued for the media worker with the message; `inTransaction` runs in the message's transaction. */
+function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTransaction?: (tx: DbOrTx) => Promise<void>): Operation {
   return defineOperation({
     id: 'messages.receive',
     method: 'POST',
@@ -63,6 +63,7 @@ function receiveTextOperation(channel: ChannelRow, media: ListedMedia[]): Operat
       });
       if (!row) throw new DuplicateText();
       await queueMedia(ctx.db, ctx.orgId, row.id, input.channelId, media);
+      await inTransaction?.(ctx.db);
       await recordChannelOutcome(ctx.db, input.channelId, { ok: true });
       await keywordEffects(ctx.db, channel, input.from, input.text);
       return row;
@@ -96,8 +97,9 @@ export interface ReceivedText {
 /**
  * Writes one received text with its events, in one transaction; the same provider id on the same channel
  * answers the existing message (`duplicate`), also when two deliveries race (the unique index decides).
+ * `inTransaction` runs in the message's transaction (SMPP: the joined parts are deleted with it).
  */
-export async function receiveText(run: OperationRunner, db: Db, channel: ChannelRow, incoming: IncomingText): Promise<ReceivedText> {
+export async function receiveText(run: OperationRunner, db: Db, channel: ChannelRow, incoming: IncomingText, opts: { inTransaction?: (tx: DbOrTx) => Promise<void> } = {}): Promise<ReceivedText> {
   const from = partyNumber(incoming.from);
   const text = cleanText(incoming.text, 10_000);
   const size = smsSize(text);
@@ -121,7 +123,7 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
     metadata,
   };
   try {
-    const out = await run(receiveTextOperation(channel, media), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
+    const out = await run(receiveTextOperation(channel, media, opts.inTransaction), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
     // The opt-out and help-text writes beside the message: wake every worker (the sender for a HELP answer).
     if (keywordOf(text)) notifyEventsCommitted();
     if (media.length) announceMediaQueued();

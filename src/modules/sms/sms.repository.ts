@@ -48,26 +48,34 @@ function seal(secret: string, field: string): string {
   return encryptSecret(secret);
 }
 
-type TwilioInput = Extract<z.output<typeof SmsProviderUpdate>, { kind: 'twilio' }>;
+type ProviderInput = z.output<typeof SmsProviderUpdate>;
 
-function providerSettings(provider: TwilioInput): SmsProviderSettings {
-  return { kind: 'twilio', accountSid: provider.accountSid, apiBaseUrl: provider.apiBaseUrl.replace(/(?<!\/)\/+$/, ''), messagingServiceSid: provider.messagingServiceSid ?? null };
+/** The provider's stored settings (without its secret) and its secret with the field it came in. */
+function providerSettings(provider: ProviderInput): { settings: SmsProviderSettings; secret: string; field: string } {
+  if (provider.kind === 'smpp') {
+    return {
+      settings: { kind: 'smpp', host: provider.host, port: provider.port, tls: provider.tls, systemId: provider.systemId, systemType: provider.systemType ?? null },
+      secret: provider.password,
+      field: 'password',
+    };
+  }
+  return {
+    settings: { kind: 'twilio', accountSid: provider.accountSid, apiBaseUrl: provider.apiBaseUrl.replace(/(?<!\/)\/+$/, ''), messagingServiceSid: provider.messagingServiceSid ?? null },
+    secret: provider.authToken,
+    field: 'authToken',
+  };
 }
 
-/** SMPP is in the contract's shape but has no provider module yet: refused clearly rather than stored unusable. */
-const SMPP_UNAVAILABLE = () => fieldError('provider', 'SMPP channels are not available yet in this version: use a Twilio-compatible provider (kind "twilio")');
-
 export async function createSmsChannel(db: DbOrTx, orgId: string, input: SmsChannelCreate) {
-  if (input.provider.kind !== 'twilio') throw SMPP_UNAVAILABLE();
-  const provider = input.provider;
+  const provider = providerSettings(input.provider);
   const taken = await db
     .select({ id: channels.id })
     .from(channels)
     .where(channelRows.live(orgId, eq(channels.address, input.address)))
     .limit(1);
   if (taken.length > 0) throw fieldError('address', 'A channel with this address already exists in the organization');
-  const secret = seal(provider.authToken, 'authToken');
-  const settings: SmsChannelSettings = { provider: providerSettings(provider), rate: input.rate, helpText: input.helpText ?? null };
+  const secret = seal(provider.secret, provider.field);
+  const settings: SmsChannelSettings = { provider: provider.settings, rate: input.rate, helpText: input.helpText ?? null };
   const row = await channelRows.insert(db, {
     organizationId: orgId,
     type: 'sms',
@@ -100,9 +108,9 @@ export async function updateSmsChannel(db: DbOrTx, orgId: string, current: Chann
   const settings = { ...current.sms! };
   const values: Partial<typeof channels.$inferInsert> = {};
   if (patch.provider !== undefined) {
-    if (patch.provider.kind !== 'twilio') throw SMPP_UNAVAILABLE();
-    values.outboundSecret = seal(patch.provider.authToken, 'authToken');
-    settings.provider = providerSettings(patch.provider);
+    const provider = providerSettings(patch.provider);
+    values.outboundSecret = seal(provider.secret, provider.field);
+    settings.provider = provider.settings;
   }
   if (patch.rate !== undefined) settings.rate = patch.rate;
   if (patch.helpText !== undefined) settings.helpText = patch.helpText;

@@ -54,7 +54,7 @@ const twilioFields = {
 };
 const AuthToken = z.string().min(1).max(500).describe('Write-only, encrypted');
 const smppFields = {
-  kind: z.literal('smpp').describe('SMPP 3.4 (not available yet)'),
+  kind: z.literal('smpp').describe('SMPP 3.4 bind (docs/sms.md)'),
   host: ProviderHost,
   port: z.number().int().min(1).max(65535).default(2775).describe('SMPP port; default 2775'),
   tls: z.boolean().default(true).describe('TLS to the SMSC; default true'),
@@ -64,14 +64,21 @@ const smppFields = {
 const SmppPassword = z.string().min(1).max(8).describe('Write-only, encrypted');
 
 /**
- * SMPP (`{"kind": "smpp", "host", "port", "tls", "systemId", "password", "systemType"?}`, CONTRACT §9) has no
- * provider module yet: its full settings are `SmppProviderSettings` (for that module) and the channel is refused with a 400
- * that says so; the documents show only its `kind`, to keep the tool list small.
+ * SMPP (`{"kind": "smpp", "host", "port", "tls", "systemId", "password", "systemType"?}`, CONTRACT §9): the
+ * documents show only its `kind`, to keep the tool list small (docs/sms.md has the rest); the request is
+ * checked against `SmppProviderSettings`, its errors standing at their own fields under `provider`.
  */
 export const SmppProviderSettings = z.strictObject({ ...smppFields, password: SmppPassword });
 
+const SmppProvider = z.looseObject({ kind: smppFields.kind }).transform((value, ctx) => {
+  const parsed = SmppProviderSettings.safeParse(value);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path, input: undefined });
+  return z.NEVER;
+});
+
 export const SmsProviderCreate = z
-  .discriminatedUnion('kind', [z.strictObject({ ...twilioFields, authToken: AuthToken }), z.looseObject({ kind: smppFields.kind })])
+  .discriminatedUnion('kind', [z.strictObject({ ...twilioFields, authToken: AuthToken }), SmppProvider])
   .describe('Text channels: the provider (docs/sms.md)');
 /** On update the provider is replaced whole, its secret included. */
 export const SmsProviderUpdate = SmsProviderCreate;

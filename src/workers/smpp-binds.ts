@@ -1,0 +1,317 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { and, eq, inArray, isNull, notInArray, sql } from 'drizzle-orm';
+import type { FastifyBaseLogger } from 'fastify';
+import type smpp from 'smpp';
+import type { Clock } from '../core/clock.js';
+import type { Db } from '../db/client.js';
+import { channels, channelSyncStates } from '../db/schema.js';
+import { describeError } from '../modules/channels/channels.connect.js';
+import { recordChannelOutcome } from '../modules/channels/channels.repository.js';
+import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
+import { databaseErrorReason, type OperationRunner } from '../modules/messages/inbound.js';
+import { closeBind, messageIdForms, openBind, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/sms/providers/smpp.js';
+import { deleteStaleParts, PART_TTL_MS, receiveDeliverSm, type RecentSubmits } from '../modules/sms/smpp.receive.js';
+import { loadSmsChannel } from '../modules/sms/sms.repository.js';
+import { LEASE_MS, RECONNECT_DELAYS_MS } from './imap-sync.js';
+import { createWorkerLoop, type WorkerLoop } from './loop.js';
+
+/**
+ * The SMPP binds of text channels. Each active SMPP channel is bound by exactly one process at a time: the
+ * same lease as the IMAP sync (a row in `channel_sync_states`, claimed with `FOR UPDATE SKIP LOCKED`,
+ * renewed by every pass, released on stop; a killed process's lease runs out and another process's next
+ * pass takes the channel over).
+ *
+ * The holder keeps one transceiver bind open: the text sender submits the channel's queued texts over it
+ * (`boundSmppChannels`), and what the SMSC delivers (texts, parts of long texts, delivery receipts) is written
+ * by `receiveDeliverSm`, each deliver_sm answered only after its write is committed; a database failure is
+ * answered ESME_RX_T_APPN (a temporary error: the SMSC delivers it again). A dropped connection is bound
+ * again with backoff, keeping the lease; a bind that fails puts the channel in `status` `error` with the
+ * reason in `lastError` (it turns `active` again once a bind succeeds). enquire_link every 30 s finds a dead
+ * connection.
+ */
+
+export const ENQUIRE_LINK_MS = 30_000;
+/** Receipts' ids remembered per bind from the submits (a receipt may come before the send's answer is committed). */
+const RECENT_IDS = 2000;
+
+export interface SmppBindsDeps {
+  db: Db;
+  clock: Clock;
+  log: Pick<FastifyBaseLogger, 'error' | 'warn' | 'info'>;
+  /** The operation runner received texts are written with. */
+  run: OperationRunner;
+  /** CHANNELS_ALLOW_PRIVATE: SMSCs on private and loopback addresses. */
+  allowPrivate: boolean;
+  /** The longest a connection, a bind or a submit may take (ms). */
+  timeoutMs: number;
+  owner?: string;
+  leaseMs?: number;
+  maxChannels?: number;
+  reconnectDelaysMs?: number[];
+  enquireLinkMs?: number;
+  random?: () => number;
+}
+
+/** What decides a bind: when it changes (host, credentials, …) the bind is made again. */
+const fingerprint = (row: { sms: unknown; outboundSecret: string | null }) => createHash('sha256').update(JSON.stringify([row.sms && (row.sms as { provider: unknown }).provider, row.outboundSecret])).digest('hex');
+
+const isSmpp = sql`${channels.type} = 'sms' AND ${channels.sms}->'provider'->>'kind' = 'smpp'`;
+const live = sql`${channels.deletedAt} IS NULL AND ${channels.status} <> 'disabled' AND ${isSmpp}`;
+
+/** A database failure: answered with a temporary error, so that the SMSC delivers again. */
+const TEMPORARY_ERROR = 0x64; // ESME_RX_T_APPN
+
+export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
+  /** The channels this process holds the lease of. */
+  held(): string[];
+  /** Runs one pass now (tests). */
+  runOnce(): Promise<void>;
+} {
+  const { db, clock, log } = deps;
+  const owner = deps.owner ?? `${hostname()}:${process.pid}:smpp:${randomUUID().slice(0, 8)}`;
+  const leaseMs = deps.leaseMs ?? LEASE_MS;
+  const maxChannels = deps.maxChannels ?? 100;
+  const delays = deps.reconnectDelaysMs ?? RECONNECT_DELAYS_MS;
+  const random = deps.random ?? Math.random;
+
+  async function claim(limit: number, now: Date, held: string[]): Promise<string[]> {
+    await db.execute(sql`
+      INSERT INTO channel_sync_states (channel_id, organization_id, mailbox)
+      SELECT c.id, c.organization_id, 'smpp' FROM channels c
+      WHERE c.deleted_at IS NULL AND c.status <> 'disabled' AND c.type = 'sms' AND c.sms->'provider'->>'kind' = 'smpp'
+        AND NOT EXISTS (SELECT 1 FROM channel_sync_states s WHERE s.channel_id = c.id)
+      ON CONFLICT DO NOTHING`);
+    if (limit <= 0) return [];
+    const free = and(
+      sql`(${channelSyncStates.leaseUntil} IS NULL OR ${channelSyncStates.leaseUntil} <= ${now} OR ${channelSyncStates.leaseOwner} = ${owner})`,
+      held.length ? notInArray(channelSyncStates.channelId, held) : undefined,
+    );
+    return db.transaction(async (tx) => {
+      const rows = await tx
+        .select({ id: channelSyncStates.channelId })
+        .from(channelSyncStates)
+        .innerJoin(channels, eq(channels.id, channelSyncStates.channelId))
+        .where(and(sql`${live}`, free))
+        .orderBy(sql`${channelSyncStates.leaseUntil} NULLS FIRST`, channelSyncStates.channelId)
+        .limit(limit)
+        .for('update', { of: channelSyncStates, skipLocked: true });
+      const ids = rows.map((r) => r.id);
+      if (ids.length === 0) return [];
+      await tx
+        .update(channelSyncStates)
+        .set({ leaseOwner: owner, leaseUntil: new Date(now.getTime() + leaseMs) })
+        .where(inArray(channelSyncStates.channelId, ids));
+      return ids;
+    });
+  }
+
+  async function renew(ids: string[], now: Date): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await db
+      .update(channelSyncStates)
+      .set({ leaseUntil: new Date(now.getTime() + leaseMs) })
+      .where(and(inArray(channelSyncStates.channelId, ids), eq(channelSyncStates.leaseOwner, owner)))
+      .returning({ id: channelSyncStates.channelId });
+    return new Set(rows.map((r) => r.id));
+  }
+
+  async function release(ids?: string[]) {
+    if (ids?.length === 0) return;
+    await db
+      .update(channelSyncStates)
+      .set({ leaseOwner: null, leaseUntil: null })
+      .where(and(ids ? inArray(channelSyncStates.channelId, ids) : undefined, eq(channelSyncStates.leaseOwner, owner)));
+  }
+
+  /** The channel in `error` with the bind's failure (a disabled channel stays disabled). */
+  async function recordFailure(channelId: string, error: string) {
+    await db
+      .update(channels)
+      .set({ lastError: `SMPP: ${error}`.slice(0, 1000), status: sql`CASE WHEN ${channels.status} = 'disabled' THEN 'disabled' ELSE 'error' END`, updatedAt: sql`now()` } as never)
+      .where(and(eq(channels.id, channelId), isNull(channels.deletedAt)));
+  }
+
+  /** One channel's bind: bind, serve, bind again after a drop (with backoff), until stopped. */
+  class Bind {
+    readonly abort = new AbortController();
+    readonly done: Promise<void>;
+    session: smpp.Session | undefined;
+    /** Waits for the pending parts of long texts: they are written one after another. */
+    private parts: Promise<unknown> = Promise.resolve();
+    private readonly recent = new Map<string, { messageId: string; smscId: string }>();
+
+    constructor(
+      readonly channelId: string,
+      readonly fingerprint: string,
+    ) {
+      this.done = this.run();
+    }
+
+    async stop() {
+      this.abort.abort();
+      await this.done;
+    }
+
+    private remember(smscId: string, messageId: string) {
+      for (const form of messageIdForms(smscId)) this.recent.set(form, { messageId, smscId });
+      while (this.recent.size > RECENT_IDS * 8) this.recent.delete(this.recent.keys().next().value!);
+    }
+
+    private readonly lookup: RecentSubmits = (forms) => {
+      for (const f of forms) {
+        const hit = this.recent.get(f);
+        if (hit) return hit;
+      }
+      return undefined;
+    };
+
+    private async run() {
+      const signal = this.abort.signal;
+      let failures = 0;
+      while (!signal.aborted) {
+        let session: smpp.Session | undefined;
+        try {
+          const channel = await loadSmsChannel(db, this.channelId);
+          if (!channel || channel.provider.kind !== 'smpp') break;
+          const p = channel.provider;
+          session = await openBind({ host: p.host, port: p.port, tls: p.tls, systemId: p.systemId, password: p.secret, systemType: p.systemType }, { allowPrivate: deps.allowPrivate, timeoutMs: deps.timeoutMs });
+          if (signal.aborted) {
+            await closeBind(session);
+            break;
+          }
+          this.session = session;
+          failures = 0;
+          await recordChannelOutcome(db, this.channelId, { ok: true, at: clock() });
+          log.info({ channelId: this.channelId }, 'SMPP bound');
+          await this.serve(session, channel);
+          if (signal.aborted) break;
+          log.warn({ channelId: this.channelId }, 'SMPP connection lost; binding again');
+        } catch (err) {
+          if (signal.aborted) break;
+          failures++;
+          const error = databaseErrorReason(err) ?? describeError(err);
+          log.warn({ channelId: this.channelId, error, failures }, 'SMPP bind failed; retrying later');
+          await recordFailure(this.channelId, error).catch(() => {});
+        } finally {
+          this.session = undefined;
+          session?.destroy();
+        }
+        if (signal.aborted) break;
+        // The first reconnect after a drop is at once; failures in a row wait longer and longer.
+        if (failures > 0) {
+          const base = delays[Math.min(failures, delays.length) - 1]!;
+          await sleep(Math.round(base * (0.9 + 0.2 * random())), signal);
+        }
+      }
+    }
+
+    /** Serves a bound session until it closes or the bind stops (then unbinds). */
+    private async serve(session: smpp.Session, channel: NonNullable<Awaited<ReturnType<typeof loadSmsChannel>>>) {
+      const signal = this.abort.signal;
+      const link: SmppLink = {
+        submit: (text, timeoutMs) =>
+          submitText(session, text, timeoutMs, (smscId) => {
+            if (text.messageId) this.remember(smscId, text.messageId);
+          }),
+      };
+      const closed = new Promise<void>((resolve) => session.once('close', () => resolve()));
+      session.on('deliver_sm', (pdu: smpp.PDU) => {
+        const write = () => receiveDeliverSm(deps.run, db, channel, pdu, this.lookup);
+        // Parts of long texts one after another (the last one joins them); texts and receipts at once.
+        const isPart = (Number(pdu.esm_class) & 0x40) !== 0 || pdu.sar_total_segments !== undefined;
+        const done = isPart ? (this.parts = this.parts.then(write, write)) : write();
+        void (done as Promise<unknown>).then(
+          () => session.send(pdu.response()),
+          (err: unknown) => {
+            log.warn({ channelId: this.channelId, error: databaseErrorReason(err) ?? describeError(err) }, 'SMPP: a deliver_sm could not be written; answered with a temporary error');
+            session.send(pdu.response({ command_status: TEMPORARY_ERROR }));
+          },
+        );
+      });
+      session.on('enquire_link', (pdu: smpp.PDU) => void session.send(pdu.response()));
+      session.on('unbind', (pdu: smpp.PDU) => {
+        session.send(pdu.response());
+        session.close();
+      });
+      const keepAlive = setInterval(() => {
+        session.enquire_link({}, () => {});
+      }, deps.enquireLinkMs ?? ENQUIRE_LINK_MS);
+      registerSmppLink(this.channelId, link);
+      // The text sender may send this channel's texts from now on.
+      notifyEventsCommitted();
+      const stopped = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+      try {
+        await Promise.race([closed, stopped]);
+      } finally {
+        clearInterval(keepAlive);
+        unregisterSmppLink(this.channelId, link);
+      }
+      if (signal.aborted) {
+        // What is being written is answered before the unbind.
+        await this.parts.catch(() => {});
+        await closeBind(session);
+      }
+    }
+  }
+
+  const binds = new Map<string, Bind>();
+
+  async function pass() {
+    const now = clock();
+    const heldIds = [...binds.keys()];
+    const still = await renew(heldIds, now);
+    const rows = heldIds.length
+      ? await db
+          .select({ id: channels.id, sms: channels.sms, outboundSecret: channels.outboundSecret, status: channels.status, deletedAt: channels.deletedAt, type: channels.type })
+          .from(channels)
+          .where(inArray(channels.id, heldIds))
+      : [];
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const gone: string[] = [];
+    for (const id of heldIds) {
+      const row = byId.get(id);
+      const bind = binds.get(id)!;
+      const ended = !row || row.deletedAt !== null || row.status === 'disabled' || row.type !== 'sms' || row.sms?.provider.kind !== 'smpp';
+      if (!still.has(id) || ended || fingerprint(row) !== bind.fingerprint) {
+        binds.delete(id);
+        await bind.stop();
+        if (still.has(id) && ended) gone.push(id);
+      }
+    }
+    await release(gone);
+    await deleteStaleParts(db, new Date(now.getTime() - PART_TTL_MS)).catch(() => 0);
+    const claimed = await claim(maxChannels - binds.size, now, [...binds.keys()]);
+    if (claimed.length === 0) return;
+    const fresh = await db.select({ id: channels.id, sms: channels.sms, outboundSecret: channels.outboundSecret }).from(channels).where(inArray(channels.id, claimed));
+    for (const row of fresh) if (!binds.has(row.id)) binds.set(row.id, new Bind(row.id, fingerprint(row)));
+  }
+
+  // Woken by this process's channel changes (a channel created or changed here is bound within a second).
+  const loop = createWorkerLoop({ name: 'SMPP binds', pass, intervalMs: Math.max(200, Math.floor(leaseMs / 3)), wake: (kick) => onEventsCommitted(kick, (c) => c.types.some((t) => t.startsWith('channel.'))), wakeDelayMs: 1000, log });
+
+  return {
+    ...loop,
+    async stop() {
+      await loop.stop();
+      await Promise.all([...binds.values()].map((b) => b.stop()));
+      binds.clear();
+      // Another process binds the channels at its next pass rather than when the leases run out.
+      await release().catch(() => {});
+    },
+    held: () => [...binds.keys()],
+    runOnce: pass,
+  };
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
