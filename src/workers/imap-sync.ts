@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { and, eq, inArray, notInArray, sql } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ImapFlow } from 'imapflow';
 import type { Clock } from '../core/clock.js';
@@ -12,6 +12,7 @@ import { loadChannelCredentials, recordChannelOutcome, type ChannelCredentials }
 import { onEventsCommitted } from '../modules/events/events.signal.js';
 import { databaseErrorReason, failureReason, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
 import { MAX_ATTEMPTS, recordInboundFailure } from '../modules/messages/inbound-failures.js';
+import { channelLeases } from './channel-leases.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /**
@@ -123,79 +124,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
     if (rows.length === 0) throw new LeaseLost();
   }
 
-  /**
-   * Gives every live inbound-IMAP channel its state row, then claims free ones up to `limit` (leaving out the
-   * ones this process syncs, `held`); answers the claimed ids. Fair per organization: the free channels are
-   * taken round-robin over the organizations, those with fewer channels synced now (by any process) first,
-   * so one organization's many channels never keep another's from being synced.
-   */
-  async function claim(limit: number, now: Date, held: string[] = []): Promise<string[]> {
-    await db.execute(sql`
-      INSERT INTO channel_sync_states (channel_id, organization_id, mailbox)
-      SELECT c.id, c.organization_id, COALESCE(c.inbound->>'mailbox', 'INBOX') FROM channels c
-      WHERE c.deleted_at IS NULL AND c.status <> 'disabled' AND c.inbound->>'mode' = 'imap'
-        AND NOT EXISTS (SELECT 1 FROM channel_sync_states s WHERE s.channel_id = c.id)
-      ON CONFLICT DO NOTHING`);
-    if (limit <= 0) return [];
-    const free = and(
-      sql`(${channelSyncStates.leaseUntil} IS NULL OR ${channelSyncStates.leaseUntil} <= ${now} OR ${channelSyncStates.leaseOwner} = ${owner})`,
-      held.length ? notInArray(channelSyncStates.channelId, held) : undefined,
-    );
-    const live = sql`${channels.deletedAt} IS NULL AND ${channels.status} <> 'disabled' AND ${channels.inbound}->>'mode' = 'imap'`;
-    return db.transaction(async (tx) => {
-      const busy = tx
-        .select({ organizationId: channelSyncStates.organizationId, n: sql<number>`count(*)`.as('n') })
-        .from(channelSyncStates)
-        .where(and(sql`${channelSyncStates.leaseOwner} IS NOT NULL`, sql`${channelSyncStates.leaseUntil} > ${now}`))
-        .groupBy(channelSyncStates.organizationId)
-        .as('busy');
-      const ranked = await tx
-        .select({
-          id: channelSyncStates.channelId,
-          turn: sql<number>`row_number() OVER (PARTITION BY ${channelSyncStates.organizationId} ORDER BY ${channelSyncStates.leaseUntil} NULLS FIRST, ${channelSyncStates.channelId}) + coalesce(${busy.n}, 0)`.as('turn'),
-        })
-        .from(channelSyncStates)
-        .innerJoin(channels, eq(channels.id, channelSyncStates.channelId))
-        .leftJoin(busy, eq(busy.organizationId, channelSyncStates.organizationId))
-        .where(and(sql`${live}`, free))
-        .orderBy(sql`turn`, channelSyncStates.channelId)
-        .limit(limit * 2);
-      if (ranked.length === 0) return [];
-      const locked = await tx
-        .select({ id: channelSyncStates.channelId })
-        .from(channelSyncStates)
-        .where(and(inArray(channelSyncStates.channelId, ranked.map((r) => r.id)), free))
-        .for('update', { skipLocked: true });
-      const lockedIds = new Set(locked.map((l) => l.id));
-      const ids = ranked.map((r) => r.id).filter((id) => lockedIds.has(id)).slice(0, limit);
-      if (ids.length === 0) return [];
-      await tx
-        .update(channelSyncStates)
-        .set({ leaseOwner: owner, leaseUntil: new Date(now.getTime() + leaseMs) })
-        .where(inArray(channelSyncStates.channelId, ids));
-      return ids;
-    });
-  }
-
-  /** Renews this process's leases; answers the ids still held. */
-  async function renew(ids: string[], now: Date): Promise<Set<string>> {
-    if (ids.length === 0) return new Set();
-    const rows = await db
-      .update(channelSyncStates)
-      .set({ leaseUntil: new Date(now.getTime() + leaseMs) })
-      .where(and(inArray(channelSyncStates.channelId, ids), eq(channelSyncStates.leaseOwner, owner)))
-      .returning({ id: channelSyncStates.channelId });
-    return new Set(rows.map((r) => r.id));
-  }
-
-  /** Gives up this process's leases on these channels (all of them when no ids are given). */
-  async function release(ids?: string[]) {
-    if (ids?.length === 0) return;
-    await db
-      .update(channelSyncStates)
-      .set({ leaseOwner: null, leaseUntil: null })
-      .where(and(ids ? inArray(channelSyncStates.channelId, ids) : undefined, eq(channelSyncStates.leaseOwner, owner)));
-  }
+  const { claim, renew, release, backOff: giveUp } = channelLeases(db, 'imap', owner, leaseMs);
 
   async function connect(creds: ChannelCredentials): Promise<ImapFlow> {
     const target = await assertMailHostAllowed(creds.inbound.host ?? '', { channelsAllowPrivate: deps.allowPrivate });
@@ -403,12 +332,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
   const failuresOf = new Map<string, number>();
 
   /** Gives up the lease on a failing channel: nobody claims it before `delayMs` have passed. */
-  async function backOff(channelId: string, delayMs: number) {
-    await db
-      .update(channelSyncStates)
-      .set({ leaseOwner: null, leaseUntil: new Date(clock().getTime() + delayMs) })
-      .where(and(eq(channelSyncStates.channelId, channelId), eq(channelSyncStates.leaseOwner, owner)));
-  }
+  const backOff = (channelId: string, delayMs: number) => giveUp(channelId, delayMs, clock());
 
   /** Renews held leases, ends sessions of channels gone, disabled, changed or taken, and starts sessions for newly claimed ones. */
   async function pass() {

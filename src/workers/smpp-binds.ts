@@ -1,11 +1,11 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { and, eq, inArray, isNull, notInArray, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type smpp from 'smpp';
 import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
-import { channels, channelSyncStates } from '../db/schema.js';
+import { channels } from '../db/schema.js';
 import { describeError } from '../modules/channels/channels.connect.js';
 import { recordChannelOutcome } from '../modules/channels/channels.repository.js';
 import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
@@ -13,6 +13,7 @@ import { databaseErrorReason, type OperationRunner } from '../modules/messages/i
 import { closeBind, messageIdForms, openBind, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/sms/providers/smpp.js';
 import { deleteStaleParts, PART_TTL_MS, receiveDeliverSm, type RecentSubmits } from '../modules/sms/smpp.receive.js';
 import { loadSmsChannel } from '../modules/sms/sms.repository.js';
+import { channelLeases } from './channel-leases.js';
 import { LEASE_MS, RECONNECT_DELAYS_MS } from './imap-sync.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
@@ -26,8 +27,9 @@ import { createWorkerLoop, type WorkerLoop } from './loop.js';
  * (`boundSmppChannels`), and what the SMSC delivers (texts, parts of long texts, delivery receipts) is written
  * by `receiveDeliverSm`, each deliver_sm answered only after its write is committed; a database failure is
  * answered ESME_RX_T_APPN (a temporary error: the SMSC delivers it again). A dropped connection is bound
- * again with backoff, keeping the lease; a bind that fails puts the channel in `status` `error` with the
- * reason in `lastError` (it turns `active` again once a bind succeeds). enquire_link every 30 s finds a dead
+ * again at once; a bind that fails puts the channel in `status` `error` with the reason in `lastError` (it
+ * turns `active` again once a bind succeeds) and gives the lease up for a backoff (1 s, 5 s, 15 s, 1 min,
+ * 5 min), after which a process's pass binds it again. enquire_link every 30 s finds a dead
  * connection.
  */
 
@@ -56,9 +58,6 @@ export interface SmppBindsDeps {
 /** What decides a bind: when it changes (host, credentials, …) the bind is made again. */
 const fingerprint = (row: { sms: unknown; outboundSecret: string | null }) => createHash('sha256').update(JSON.stringify([row.sms && (row.sms as { provider: unknown }).provider, row.outboundSecret])).digest('hex');
 
-const isSmpp = sql`${channels.type} = 'sms' AND ${channels.sms}->'provider'->>'kind' = 'smpp'`;
-const live = sql`${channels.deletedAt} IS NULL AND ${channels.status} <> 'disabled' AND ${isSmpp}`;
-
 /** A database failure: answered with a temporary error, so that the SMSC delivers again. */
 const TEMPORARY_ERROR = 0x64; // ESME_RX_T_APPN
 
@@ -75,54 +74,9 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
   const delays = deps.reconnectDelaysMs ?? RECONNECT_DELAYS_MS;
   const random = deps.random ?? Math.random;
 
-  async function claim(limit: number, now: Date, held: string[]): Promise<string[]> {
-    await db.execute(sql`
-      INSERT INTO channel_sync_states (channel_id, organization_id, mailbox)
-      SELECT c.id, c.organization_id, 'smpp' FROM channels c
-      WHERE c.deleted_at IS NULL AND c.status <> 'disabled' AND c.type = 'sms' AND c.sms->'provider'->>'kind' = 'smpp'
-        AND NOT EXISTS (SELECT 1 FROM channel_sync_states s WHERE s.channel_id = c.id)
-      ON CONFLICT DO NOTHING`);
-    if (limit <= 0) return [];
-    const free = and(
-      sql`(${channelSyncStates.leaseUntil} IS NULL OR ${channelSyncStates.leaseUntil} <= ${now} OR ${channelSyncStates.leaseOwner} = ${owner})`,
-      held.length ? notInArray(channelSyncStates.channelId, held) : undefined,
-    );
-    return db.transaction(async (tx) => {
-      const rows = await tx
-        .select({ id: channelSyncStates.channelId })
-        .from(channelSyncStates)
-        .innerJoin(channels, eq(channels.id, channelSyncStates.channelId))
-        .where(and(sql`${live}`, free))
-        .orderBy(sql`${channelSyncStates.leaseUntil} NULLS FIRST`, channelSyncStates.channelId)
-        .limit(limit)
-        .for('update', { of: channelSyncStates, skipLocked: true });
-      const ids = rows.map((r) => r.id);
-      if (ids.length === 0) return [];
-      await tx
-        .update(channelSyncStates)
-        .set({ leaseOwner: owner, leaseUntil: new Date(now.getTime() + leaseMs) })
-        .where(inArray(channelSyncStates.channelId, ids));
-      return ids;
-    });
-  }
-
-  async function renew(ids: string[], now: Date): Promise<Set<string>> {
-    if (ids.length === 0) return new Set();
-    const rows = await db
-      .update(channelSyncStates)
-      .set({ leaseUntil: new Date(now.getTime() + leaseMs) })
-      .where(and(inArray(channelSyncStates.channelId, ids), eq(channelSyncStates.leaseOwner, owner)))
-      .returning({ id: channelSyncStates.channelId });
-    return new Set(rows.map((r) => r.id));
-  }
-
-  async function release(ids?: string[]) {
-    if (ids?.length === 0) return;
-    await db
-      .update(channelSyncStates)
-      .set({ leaseOwner: null, leaseUntil: null })
-      .where(and(ids ? inArray(channelSyncStates.channelId, ids) : undefined, eq(channelSyncStates.leaseOwner, owner)));
-  }
+  const { claim, renew, release, backOff } = channelLeases(db, 'smpp', owner, leaseMs);
+  /** Failed binds in a row per channel (in this process), for the backoff. */
+  const failuresOf = new Map<string, number>();
 
   /** The channel in `error` with the bind's failure (a disabled channel stays disabled). */
   async function recordFailure(channelId: string, error: string) {
@@ -168,7 +122,6 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
 
     private async run() {
       const signal = this.abort.signal;
-      let failures = 0;
       while (!signal.aborted) {
         let session: smpp.Session | undefined;
         try {
@@ -181,29 +134,30 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
             break;
           }
           this.session = session;
-          failures = 0;
+          failuresOf.delete(this.channelId);
           await recordChannelOutcome(db, this.channelId, { ok: true, at: clock() });
           log.info({ channelId: this.channelId }, 'SMPP bound');
           await this.serve(session, channel);
-          if (signal.aborted) break;
-          log.warn({ channelId: this.channelId }, 'SMPP connection lost; binding again');
+          // A dropped connection is bound again at once; a bind that then fails backs off below.
+          if (!signal.aborted) log.warn({ channelId: this.channelId }, 'SMPP connection lost; binding again');
         } catch (err) {
           if (signal.aborted) break;
-          failures++;
+          const failures = (failuresOf.get(this.channelId) ?? 0) + 1;
+          failuresOf.set(this.channelId, failures);
           const error = databaseErrorReason(err) ?? describeError(err);
           log.warn({ channelId: this.channelId, error, failures }, 'SMPP bind failed; retrying later');
           await recordFailure(this.channelId, error).catch(() => {});
+          // As the IMAP sync does: a failing channel gives its lease up until its next attempt (after the
+          // backoff), so that it holds no slot meanwhile; whichever process claims it then binds it.
+          const base = delays[Math.min(failures, delays.length) - 1]!;
+          await backOff(this.channelId, Math.round(base * (0.9 + 0.2 * random())), clock()).catch(() => {});
+          break;
         } finally {
           this.session = undefined;
           session?.destroy();
         }
-        if (signal.aborted) break;
-        // The first reconnect after a drop is at once; failures in a row wait longer and longer.
-        if (failures > 0) {
-          const base = delays[Math.min(failures, delays.length) - 1]!;
-          await sleep(Math.round(base * (0.9 + 0.2 * random())), signal);
-        }
       }
+      if (binds.get(this.channelId) === this) binds.delete(this.channelId);
     }
 
     /** Serves a bound session until it closes or the bind stops (then unbinds). */
@@ -303,15 +257,3 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
     runOnce: pass,
   };
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });

@@ -26,6 +26,8 @@ export interface FakeSmsc {
   refuseNext: number[];
   /** The id the next accepted submit gets: hex ("1a2b…") or decimal. */
   idFormat: 'hex' | 'decimal';
+  /** Called after each accepted submit_sm is answered (e.g. to send its receipt at once). */
+  afterSubmit: ((submitted: Submitted, session: smpp.Session) => void) | undefined;
   /** Sends a deliver_sm to the bound ESME; resolves with its deliver_sm_resp's command_status. */
   deliver(params: Record<string, unknown>, timeoutMs?: number): Promise<number>;
   /** Drops every connection (as a network failure would). */
@@ -35,7 +37,7 @@ export interface FakeSmsc {
   close(): Promise<void>;
 }
 
-export async function startSmsc(accounts: Record<string, string>): Promise<FakeSmsc> {
+export async function startSmsc(accounts: Record<string, string>, tls?: { key: string; cert: string }): Promise<FakeSmsc> {
   const bound = new Set<smpp.Session>();
   let counter = 0x5a000 + Math.floor(Math.random() * 0x10000);
   const smsc: FakeSmsc = {
@@ -45,6 +47,7 @@ export async function startSmsc(accounts: Record<string, string>): Promise<FakeS
     submits: [],
     refuseNext: [],
     idFormat: 'hex',
+    afterSubmit: undefined,
     deliver(params, timeoutMs = 10_000) {
       const session = [...bound][0];
       if (!session) return Promise.reject(new Error('No ESME is bound'));
@@ -74,7 +77,7 @@ export async function startSmsc(accounts: Record<string, string>): Promise<FakeS
       }),
   };
 
-  const server = smpp.createServer((session) => {
+  const server = smpp.createServer(tls ?? {}, (session) => {
     session.on('error', () => {});
     session.on('close', () => bound.delete(session));
     session.on('bind_transceiver', (pdu: smpp.PDU) => {
@@ -95,8 +98,10 @@ export async function startSmsc(accounts: Record<string, string>): Promise<FakeS
       const messageId = smsc.idFormat === 'hex' ? n.toString(16) : String(n);
       const sm = pdu.short_message as smpp.DecodedMessage;
       const udh = sm.udh?.find((ie) => ie[0] === 0 || ie[0] === 8);
-      smsc.submits.push({ pdu, messageId, text: typeof sm.message === 'string' ? sm.message : sm.message.toString('latin1'), udh });
+      const submitted = { pdu, messageId, text: typeof sm.message === 'string' ? sm.message : sm.message.toString('latin1'), udh };
+      smsc.submits.push(submitted);
       session.send(pdu.response({ message_id: messageId }));
+      smsc.afterSubmit?.(submitted, session);
     });
     session.on('enquire_link', (pdu: smpp.PDU) => void session.send(pdu.response()));
     session.on('unbind', (pdu: smpp.PDU) => {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import smpp from 'smpp';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { channels, channelSyncStates, smsOutbox, smsParts } from '../../src/db/schema.js';
@@ -9,6 +9,7 @@ import { createSmppBinds } from '../../src/workers/smpp-binds.js';
 import { createSmsSender } from '../../src/workers/sms-sender.js';
 import { useTestApp } from '../helpers/app.js';
 import { receiptText, startSmsc, type FakeSmsc } from '../helpers/smsc.js';
+import { selfSignedCertificate } from '../helpers/smtp-relay.js';
 
 /**
  * SMPP text channels against a real SMSC in the test process (the `smpp` package's server,
@@ -44,6 +45,7 @@ afterEach(async () => {
   for (const id of created.splice(0)) await a.request('DELETE', `/v1/channels/${id}`);
   smsc.refuseNext.length = 0;
   smsc.idFormat = 'hex';
+  smsc.afterSubmit = undefined;
   offsetMs = 0;
 });
 afterAll(async () => {
@@ -142,6 +144,18 @@ describe('SMPP channels', () => {
     const steps = await smppProvider({ host: '127.0.0.1', port: smsc.port, tls: false, systemId: 'esme1', password: 'secret1', systemType: null }, undefined).check({ allowPrivate: false, timeoutMs: 2000 });
     expect(steps[0]).toMatchObject({ step: 'connect', ok: false });
     expect(steps[0]!.detail).toMatch(/CHANNELS_ALLOW_PRIVATE/);
+  });
+
+  it('speaks TLS when tls is true: an SMSC certificate nobody vouches for is refused', async () => {
+    const tlsSmsc = await startSmsc({ esme1: 'secret1' }, selfSignedCertificate());
+    try {
+      const steps = await smppProvider({ host: '127.0.0.1', port: tlsSmsc.port, tls: true, systemId: 'esme1', password: 'secret1', systemType: null }, undefined).check({ allowPrivate: true, timeoutMs: 3000 });
+      expect(steps[0]).toMatchObject({ step: 'connect', ok: false });
+      expect(steps[0]!.detail).toMatch(/certificate/i);
+      expect(tlsSmsc.binds.accepted + tlsSmsc.binds.refused).toBe(0);
+    } finally {
+      await tlsSmsc.close();
+    }
   });
 
   it('matches receipt ids given in hex in one place and in decimal in the other', () => {
@@ -316,5 +330,45 @@ describe('SMPP receiving', () => {
     expect(other.held()).toContain(channel.id);
     const [state] = await t.database.db.select().from(channelSyncStates).where(eq(channelSyncStates.channelId, channel.id));
     expect(state?.leaseOwner).toBe(holder === one ? 'process-two' : 'process-one');
+  });
+
+  it('answers a deliver_sm whose write fails with a temporary error; delivered again, it is stored', async () => {
+    const channel = await addChannel();
+    await bound(channel);
+    const from = number();
+    const part = { short_message: { udh: Buffer.from([0x05, 0x00, 0x03, 9, 2, 1]), message: 'Kept ' } };
+    await t.database.db.execute(sql.raw('ALTER TABLE sms_parts RENAME TO sms_parts_away'));
+    try {
+      expect(await smsc.deliver(mo(from, channel.address, part))).toBe(0x64); // ESME_RX_T_APPN
+    } finally {
+      await t.database.db.execute(sql.raw('ALTER TABLE sms_parts_away RENAME TO sms_parts'));
+    }
+    expect(await smsc.deliver(mo(from, channel.address, part))).toBe(0);
+    expect(await smsc.deliver(mo(from, channel.address, { short_message: { udh: Buffer.from([0x05, 0x00, 0x03, 9, 2, 2]), message: 'safe.' } }))).toBe(0);
+    expect((await received(channel)).map((m) => m.text)).toEqual(['Kept safe.']);
+  });
+
+  it('a receipt right after the submit_sm_resp (before the send is recorded) still finds its message', async () => {
+    const channel = await addChannel();
+    await bound(channel);
+    smsc.afterSubmit = (s, session) => void session.deliver_sm({ ...mo('+14155550100', channel.address, {}), esm_class: 0x04, short_message: receiptText(s.messageId, 'DELIVRD') });
+    const m = await send(channel, number(), 'Quick one');
+    await drain();
+    await until(async () => (await get(m.id)).status === 'delivered', 'the receipt');
+    expect(await get(m.id)).toMatchObject({ status: 'delivered', providerMessageId: smsc.submits.at(-1)!.messageId });
+  });
+
+  it('unbinds a disabled channel; deletes the parts of a long text that never completed after a day', async () => {
+    const channel = await addChannel();
+    const w = await bound(channel);
+    const from = number();
+    expect(await smsc.deliver(mo(from, channel.address, { short_message: { udh: Buffer.from([0x05, 0x00, 0x03, 77, 3, 1]), message: 'Lonely part' } }))).toBe(0);
+    await t.database.db.update(smsParts).set({ receivedAt: new Date(Date.now() - 25 * 60 * 60 * 1000) }).where(eq(smsParts.channelId, channel.id));
+    await a.request('PATCH', `/v1/channels/${channel.id}`, { status: 'disabled' });
+    await w.runOnce();
+    await smsc.until(() => smsc.bound().length === 0, 5000, 'the unbind');
+    expect(w.held()).not.toContain(channel.id);
+    expect(boundSmppChannels()).not.toContain(channel.id);
+    expect(await t.database.db.select().from(smsParts).where(eq(smsParts.channelId, channel.id))).toHaveLength(0);
   });
 });

@@ -31,7 +31,7 @@ export async function receiveDeliverSm(run: OperationRunner, db: Db, channel: Ch
     const report = parseReceipt(pdu);
     if (!report) return 'ignored';
     const forms = messageIdForms(report.providerMessageId);
-    const just = recent?.(forms);
+    let just = recent?.(forms);
     let messageId = just?.messageId;
     if (!messageId) {
       const [row] = await db
@@ -40,6 +40,12 @@ export async function receiveDeliverSm(run: OperationRunner, db: Db, channel: Ch
         .where(and(eq(messages.organizationId, channel.organizationId), eq(messages.channelId, channel.id), inArray(messages.providerMessageId, forms), eq(messages.direction, 'outgoing'), isNull(messages.deletedAt)))
         .limit(1);
       messageId = row?.id;
+      // A receipt read in the same chunk as its submit_sm_resp comes before the submit's answer is handled:
+      // by now (after a round trip to the database) that answer has been, so the submit is known.
+      if (!messageId) {
+        just = recent?.(forms);
+        messageId = just?.messageId;
+      }
     }
     if (!messageId) return 'receipt-unmatched';
     const work = new CommittedWork();

@@ -59,18 +59,17 @@ export const THROTTLE_RETRY_MS = 5_000;
 /** Waits for a PDU's answer; rejects when the connection closes first or after `timeoutMs`. */
 function request(session: smpp.Session, command: 'bind_transceiver' | 'submit_sm' | 'unbind' | 'enquire_link', params: Record<string, unknown>, timeoutMs: number): Promise<smpp.PDU> {
   return new Promise((resolve, reject) => {
-    let timer: NodeJS.Timeout | undefined;
-    const closed = () => finish(new Error('The SMSC closed the connection'));
     const finish = (err: Error | undefined, pdu?: smpp.PDU) => {
       clearTimeout(timer);
       session.off('close', closed);
       if (err) reject(err);
       else resolve(pdu!);
     };
+    const closed = () => finish(new Error('The SMSC closed the connection'));
+    const timer = setTimeout(() => finish(new Error(`The SMSC did not answer the ${command} within ${timeoutMs} ms`)), timeoutMs);
     session.once('close', closed);
     const sent = session.send(new smpp.PDU(command, params), (pdu) => finish(undefined, pdu));
-    if (!sent) return finish(new NotSent('The connection to the SMSC is not open'));
-    timer = setTimeout(() => finish(new Error(`The SMSC did not answer the ${command} within ${timeoutMs} ms`)), timeoutMs);
+    if (!sent) finish(new NotSent('The connection to the SMSC is not open'));
   });
 }
 
@@ -188,7 +187,7 @@ export async function submitText(session: smpp.Session, text: OutgoingText, time
       if (i === 0 && TEMPORARY.has(status)) return { kind: 'retry', error, ...(status === smpp.ESME_RTHROTTLED ? { retryAfterMs: THROTTLE_RETRY_MS } : {}) };
       return { kind: 'failed', error, code: NAMES.get(status) ?? `0x${status.toString(16)}` };
     }
-    const id = String(answer.message_id ?? '').replace(/\0+$/, '').trim();
+    const id = String(answer.message_id ?? '').replace(/\0/g, '').trim();
     if (i === 0) {
       if (!id) return { kind: 'unknown', error: 'The SMSC accepted the text without a message_id' };
       firstId = id;
@@ -213,7 +212,7 @@ const RECEIPT_STATES: Record<string, StatusReport['status']> = {
 /** message_state TLV values (SMPP 3.4 §5.2.28) as the receipt text names them. */
 const MESSAGE_STATE = ['', 'ENROUTE', 'DELIVRD', 'EXPIRED', 'DELETED', 'UNDELIV', 'ACCEPTD', 'UNKNOWN', 'REJECTD', 'SKIPPED'];
 
-const cstring = (v: unknown) => (typeof v === 'string' ? v : Buffer.isBuffer(v) ? v.toString('latin1') : '').replace(/\0+$/, '').trim();
+const cstring = (v: unknown) => (typeof v === 'string' ? v : Buffer.isBuffer(v) ? v.toString('latin1') : '').replace(/\0/g, '').trim();
 
 /** The text of a deliver_sm's short_message (or message_payload), as the package decoded it. */
 function messageOf(pdu: smpp.PDU): { text: string; udh: Buffer[] } {

@@ -1,0 +1,117 @@
+import { and, eq, inArray, notInArray, sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { channels, channelSyncStates } from '../db/schema.js';
+
+/**
+ * The lease that makes one process at a time hold a channel's connection (the IMAP sync's session, an SMPP
+ * bind): a row per channel in `channel_sync_states`, claimed with `FOR UPDATE SKIP LOCKED`, renewed by its
+ * holder's passes, released on stop; a killed process's leases run out and another process's next pass
+ * claims the channels.
+ */
+
+/** Which channels a kind of connection is for: IMAP mailboxes, SMPP binds. */
+const KINDS = {
+  imap: {
+    live: sql`${channels.deletedAt} IS NULL AND ${channels.status} <> 'disabled' AND ${channels.inbound}->>'mode' = 'imap'`,
+    seed: sql`
+      INSERT INTO channel_sync_states (channel_id, organization_id, mailbox)
+      SELECT c.id, c.organization_id, COALESCE(c.inbound->>'mailbox', 'INBOX') FROM channels c
+      WHERE c.deleted_at IS NULL AND c.status <> 'disabled' AND c.inbound->>'mode' = 'imap'
+        AND NOT EXISTS (SELECT 1 FROM channel_sync_states s WHERE s.channel_id = c.id)
+      ON CONFLICT DO NOTHING`,
+  },
+  smpp: {
+    live: sql`${channels.deletedAt} IS NULL AND ${channels.status} <> 'disabled' AND ${channels.type} = 'sms' AND ${channels.sms}->'provider'->>'kind' = 'smpp'`,
+    seed: sql`
+      INSERT INTO channel_sync_states (channel_id, organization_id, mailbox)
+      SELECT c.id, c.organization_id, 'smpp' FROM channels c
+      WHERE c.deleted_at IS NULL AND c.status <> 'disabled' AND c.type = 'sms' AND c.sms->'provider'->>'kind' = 'smpp'
+        AND NOT EXISTS (SELECT 1 FROM channel_sync_states s WHERE s.channel_id = c.id)
+      ON CONFLICT DO NOTHING`,
+  },
+} satisfies Record<string, { live: SQL; seed: SQL }>;
+
+export interface ChannelLeases {
+  /**
+   * Gives every live channel of the kind its state row, then claims free ones up to `limit` (leaving out
+   * `held`); answers the claimed ids. Fair per organization: the free channels are taken round-robin over the
+   * organizations, those with fewer channels held now (by any process) first, so one organization's many
+   * channels never keep another's from being served.
+   */
+  claim(limit: number, now: Date, held?: string[]): Promise<string[]>;
+  /** Renews this process's leases; answers the ids still held. */
+  renew(ids: string[], now: Date): Promise<Set<string>>;
+  /** Gives up this process's leases on these channels (all of them when no ids are given). */
+  release(ids?: string[]): Promise<void>;
+  /** Gives up the lease on a failing channel: nobody claims it before `delayMs` have passed. */
+  backOff(channelId: string, delayMs: number, now: Date): Promise<void>;
+}
+
+export function channelLeases(db: Db, kind: keyof typeof KINDS, owner: string, leaseMs: number): ChannelLeases {
+  const { live, seed } = KINDS[kind];
+  return {
+    async claim(limit, now, held = []) {
+      await db.execute(seed);
+      if (limit <= 0) return [];
+      const free = and(
+        sql`(${channelSyncStates.leaseUntil} IS NULL OR ${channelSyncStates.leaseUntil} <= ${now} OR ${channelSyncStates.leaseOwner} = ${owner})`,
+        held.length ? notInArray(channelSyncStates.channelId, held) : undefined,
+      );
+      return db.transaction(async (tx) => {
+        const busy = tx
+          .select({ organizationId: channelSyncStates.organizationId, n: sql<number>`count(*)`.as('n') })
+          .from(channelSyncStates)
+          .where(and(sql`${channelSyncStates.leaseOwner} IS NOT NULL`, sql`${channelSyncStates.leaseUntil} > ${now}`))
+          .groupBy(channelSyncStates.organizationId)
+          .as('busy');
+        const ranked = await tx
+          .select({
+            id: channelSyncStates.channelId,
+            turn: sql<number>`row_number() OVER (PARTITION BY ${channelSyncStates.organizationId} ORDER BY ${channelSyncStates.leaseUntil} NULLS FIRST, ${channelSyncStates.channelId}) + coalesce(${busy.n}, 0)`.as('turn'),
+          })
+          .from(channelSyncStates)
+          .innerJoin(channels, eq(channels.id, channelSyncStates.channelId))
+          .leftJoin(busy, eq(busy.organizationId, channelSyncStates.organizationId))
+          .where(and(sql`${live}`, free))
+          .orderBy(sql`turn`, channelSyncStates.channelId)
+          .limit(limit * 2);
+        if (ranked.length === 0) return [];
+        const locked = await tx
+          .select({ id: channelSyncStates.channelId })
+          .from(channelSyncStates)
+          .where(and(inArray(channelSyncStates.channelId, ranked.map((r) => r.id)), free))
+          .for('update', { skipLocked: true });
+        const lockedIds = new Set(locked.map((l) => l.id));
+        const ids = ranked.map((r) => r.id).filter((id) => lockedIds.has(id)).slice(0, limit);
+        if (ids.length === 0) return [];
+        await tx
+          .update(channelSyncStates)
+          .set({ leaseOwner: owner, leaseUntil: new Date(now.getTime() + leaseMs) })
+          .where(inArray(channelSyncStates.channelId, ids));
+        return ids;
+      });
+    },
+    async renew(ids, now) {
+      if (ids.length === 0) return new Set();
+      const rows = await db
+        .update(channelSyncStates)
+        .set({ leaseUntil: new Date(now.getTime() + leaseMs) })
+        .where(and(inArray(channelSyncStates.channelId, ids), eq(channelSyncStates.leaseOwner, owner)))
+        .returning({ id: channelSyncStates.channelId });
+      return new Set(rows.map((r) => r.id));
+    },
+    async release(ids) {
+      if (ids?.length === 0) return;
+      await db
+        .update(channelSyncStates)
+        .set({ leaseOwner: null, leaseUntil: null })
+        .where(and(ids ? inArray(channelSyncStates.channelId, ids) : undefined, eq(channelSyncStates.leaseOwner, owner)));
+    },
+    async backOff(channelId, delayMs, now) {
+      await db
+        .update(channelSyncStates)
+        .set({ leaseOwner: null, leaseUntil: new Date(now.getTime() + delayMs) })
+        .where(and(eq(channelSyncStates.channelId, channelId), eq(channelSyncStates.leaseOwner, owner)));
+    },
+  };
+}
