@@ -9942,7 +9942,7 @@ export interface operations {
                         authToken: string;
                     } | ({
                         /**
-                         * @description SMPP 3.4 (not available yet)
+                         * @description SMPP 3.4 bind (docs/sms.md)
                          * @constant
                          */
                         kind: "smpp";
@@ -10357,7 +10357,7 @@ export interface operations {
                         authToken: string;
                     } | ({
                         /**
-                         * @description SMPP 3.4 (not available yet)
+                         * @description SMPP 3.4 bind (docs/sms.md)
                          * @constant
                          */
                         kind: "smpp";
