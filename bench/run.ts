@@ -13,7 +13,7 @@ import { openDatabase } from '../src/db/client.js';
 import { randomBytes } from 'node:crypto';
 import { automationLatency } from './automation-latency.js';
 import { imapSyncTime, smtpReceiveThroughput } from './email.js';
-import { apiCounter, smsSendThroughput, smsWebhookThroughput, sqlCounter, type MessageCounter } from './sms.js';
+import { apiCounter, smppReceiptThroughput, smsSendThroughput, smsWebhookThroughput, sqlCounter, type MessageCounter } from './sms.js';
 import { writeChart } from './chart.js';
 import { webhookThroughput } from './webhooks.js';
 import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
@@ -52,7 +52,7 @@ if (args.help) {
   --pglite       also measure the embedded database (informational)
   --messages N   size of the large message set (default 1000000; quick 50000)
   --email        only the email rows (SMTP receiving, IMAP sync), on PostgreSQL
-  --sms          only the text-message rows (signed webhooks, texts sent, each with its baseline), on PostgreSQL
+  --sms          only the text-message rows (signed webhooks, texts sent, each with its baseline; SMPP receipts), on PostgreSQL
                  (with --pglite: also on the embedded database)
   --smtp-messages N, --imap-messages N   their sizes (default 1000 and 10000; quick 200 and 1000)
   --duration S   seconds measured per scenario (default 5; quick 2)
@@ -352,6 +352,8 @@ async function smsRows(db: string, service: Child, auth: Record<string, string>,
   rows.push(...(await smsWebhookThroughput(db, service.url, auth, counter, args.quick ? 500 : 2000)));
   log(`${db} sms: texts sent`);
   rows.push(...(await smsSendThroughput(db, service.url, send.auth, send.counter, args.quick ? 100 : 500)));
+  log(`${db} sms: SMPP receipts`);
+  rows.push(...(await smppReceiptThroughput(db, service.url, send.auth, send.counter, args.quick ? 200 : 1000)));
 }
 
 async function benchPostgres() {

@@ -16,7 +16,7 @@ import type { Row } from './report.js';
  * - texts: the same POSTs sent straight to the local provider, one after another (the sender sends one
  *   channel's texts in turn): the ratio is the share of the provider's serial rate the outbox reaches.
  * The service must run with CHANNELS_ALLOW_PRIVATE=true and a SECRETS_KEY; its PUBLIC_URL is `origin` (the
- * webhooks are signed over it). SMPP receipts: no row until the SMPP provider lands.
+ * webhooks are signed over it). SMPP receipts: `smppReceiptThroughput`.
  */
 
 async function call(origin: string, auth: Record<string, string>, method: string, path: string, body?: unknown) {
@@ -174,5 +174,47 @@ export async function smsSendThroughput(database: string, origin: string, auth: 
   } finally {
     await twilio.close();
     if (channelId) await call(origin, auth, 'DELETE', `/v1/channels/${channelId}`).catch(() => undefined);
+  }
+}
+
+/**
+ * SMPP delivery receipts per second to a committed status: an SMSC in this process (the tests') takes the
+ * bind of the service's channel and `count` texts, then delivers one receipt each (half in the
+ * receipted_message_id form in hex, half in the `id:… stat:DELIVRD` text in decimal), 20 in flight over the
+ * one bind; each deliver_sm_resp comes once its status is committed. Every text must be `delivered`
+ * afterwards. Informational (no baseline).
+ */
+export async function smppReceiptThroughput(database: string, origin: string, auth: Record<string, string>, count: MessageCounter, receipts = 1000): Promise<Row[]> {
+  const scenario = 'SMPP receipts/s (deliver_sm to a committed delivered status)';
+  const { startSmsc, receiptText } = await import('../test/helpers/smsc.js');
+  const smsc = await startSmsc({ bench: 'benchpw' });
+  let channelId: string | undefined;
+  try {
+    const channel = await call(origin, auth, 'POST', '/v1/channels', { type: 'sms', name: 'Bench SMPP', address: `+1212${5_000_000 + (Date.now() % 1_000_000)}`, rate: 1000, provider: { kind: 'smpp', host: '127.0.0.1', port: smsc.port, tls: false, systemId: 'bench', password: 'benchpw' } });
+    channelId = channel.id;
+    await smsc.until(() => smsc.bound().length > 0, 60_000, 'the bind');
+    for (let i = 0; i < receipts; i += 50) {
+      const to = Array.from({ length: Math.min(50, receipts - i) }, (_, k) => number(i + k));
+      await call(origin, auth, 'POST', '/v1/messages/send', { channelId, to, text: 'Your order shipped' });
+    }
+    const deadline = Date.now() + 10 * 60_000;
+    while ((await count(channelId, ['sent'])) < receipts && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    const sent = await count(channelId, ['sent']);
+    if (sent < receipts) return [{ database, scenario, status: 'invalid', note: `only ${sent} of ${receipts} texts sent` }];
+    const ids = smsc.submits.slice(-receipts).map((s) => s.messageId);
+    const m = await load(receipts, 20, async (i) => {
+      const id = ids[i]!;
+      const receipt = i % 2 ? { short_message: receiptText(BigInt(`0x${id}`).toString(10), 'DELIVRD') } : { short_message: '', receipted_message_id: id, message_state: 2 };
+      return (await smsc.deliver({ esm_class: 0x04, source_addr: number(i).slice(1), source_addr_ton: 1, destination_addr: channel.id.slice(0, 8), ...receipt })) === 0;
+    });
+    const delivered = await count(channelId, ['delivered']);
+    const note = `${receipts} receipts (hex TLV and decimal text forms) over one bind, 20 in flight, in ${m.seconds.toFixed(1)} s`;
+    if (m.non2xx > 0 || delivered !== receipts) return [{ database, scenario, status: 'invalid', note: `${m.non2xx} receipts refused; ${delivered} of ${receipts} delivered; ${note}` }];
+    return [{ database, scenario, status: 'measured', measurement: m, note }];
+  } catch (err) {
+    return [{ database, scenario, status: 'unavailable', note: (err as Error).message }];
+  } finally {
+    if (channelId) await call(origin, auth, 'DELETE', `/v1/channels/${channelId}`).catch(() => undefined);
+    await smsc.close();
   }
 }
