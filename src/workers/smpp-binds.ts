@@ -10,7 +10,7 @@ import { describeError } from '../modules/channels/channels.connect.js';
 import { recordChannelOutcome } from '../modules/channels/channels.repository.js';
 import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
 import { databaseErrorReason, type OperationRunner } from '../modules/messages/inbound.js';
-import { closeBind, messageIdForms, openBind, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/sms/providers/smpp.js';
+import { closeBind, messageIdForms, openBind, ping, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/sms/providers/smpp.js';
 import { deleteStaleParts, PART_TTL_MS, receiveDeliverSm, type RecentSubmits } from '../modules/sms/smpp.receive.js';
 import { loadSmsChannel } from '../modules/sms/sms.repository.js';
 import { channelLeases } from './channel-leases.js';
@@ -170,12 +170,16 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
           }),
       };
       const closed = new Promise<void>((resolve) => session.once('close', () => resolve()));
+      /** Writes under way: answered before an unbind. */
+      const inflight = new Set<Promise<unknown>>();
       session.on('deliver_sm', (pdu: smpp.PDU) => {
         const write = () => receiveDeliverSm(deps.run, db, channel, pdu, this.lookup);
         // Parts of long texts one after another (the last one joins them); texts and receipts at once.
         const isPart = (Number(pdu.esm_class) & 0x40) !== 0 || pdu.sar_total_segments !== undefined;
-        const done = isPart ? (this.parts = this.parts.then(write, write)) : write();
-        void (done as Promise<unknown>).then(
+        const done: Promise<unknown> = isPart ? (this.parts = this.parts.then(write, write)) : write();
+        inflight.add(done);
+        void done.finally(() => inflight.delete(done)).catch(() => {});
+        void done.then(
           () => session.send(pdu.response()),
           (err: unknown) => {
             log.warn({ channelId: this.channelId, error: databaseErrorReason(err) ?? describeError(err) }, 'SMPP: a deliver_sm could not be written; answered with a temporary error');
@@ -188,8 +192,11 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
         session.send(pdu.response());
         session.close();
       });
+      // A connection whose SMSC stops answering is dead (no close may ever come): it is dropped and bound again.
       const keepAlive = setInterval(() => {
-        session.enquire_link({}, () => {});
+        void ping(session, deps.timeoutMs).then((alive) => {
+          if (!alive) session.destroy();
+        });
       }, deps.enquireLinkMs ?? ENQUIRE_LINK_MS);
       registerSmppLink(this.channelId, link);
       // The text sender may send this channel's texts from now on.
@@ -203,7 +210,7 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
       }
       if (signal.aborted) {
         // What is being written is answered before the unbind.
-        await this.parts.catch(() => {});
+        await Promise.allSettled([...inflight]);
         await closeBind(session);
       }
     }

@@ -28,6 +28,8 @@ import { createWorkerLoop, type WorkerLoop } from './loop.js';
  *   for an attempt whose process died after that commit.
  * - 429 and 5xx are retried with backoff (at least the provider's `Retry-After`); other 4xx fail with the
  *   provider's code in `statusReason`; Twilio's 21610 (the number unsubscribed) also records an opt-out.
+ * - An SMPP channel's texts are claimed only by the process that holds its bind (src/workers/smpp-binds.ts)
+ *   and submitted over it; SMPP refusals map onto the same outcomes (throttling is retried, others fail).
  */
 
 export const SMS_RETRY_DELAYS_MS = [10_000, 60_000, 5 * 60_000, 15 * 60_000, 60 * 60_000];

@@ -26,6 +26,8 @@ export interface FakeSmsc {
   refuseNext: number[];
   /** The id the next accepted submit gets: hex ("1a2b…") or decimal. */
   idFormat: 'hex' | 'decimal';
+  /** false: enquire_link goes unanswered (a dead SMSC behind an open connection). */
+  answerEnquireLink: boolean;
   /** Called after each accepted submit_sm is answered (e.g. to send its receipt at once). */
   afterSubmit: ((submitted: Submitted, session: smpp.Session) => void) | undefined;
   /** Sends a deliver_sm to the bound ESME; resolves with its deliver_sm_resp's command_status. */
@@ -48,6 +50,7 @@ export async function startSmsc(accounts: Record<string, string>, tls?: { key: s
     refuseNext: [],
     idFormat: 'hex',
     afterSubmit: undefined,
+    answerEnquireLink: true,
     deliver(params, timeoutMs = 10_000) {
       const session = [...bound][0];
       if (!session) return Promise.reject(new Error('No ESME is bound'));
@@ -103,7 +106,9 @@ export async function startSmsc(accounts: Record<string, string>, tls?: { key: s
       session.send(pdu.response({ message_id: messageId }));
       smsc.afterSubmit?.(submitted, session);
     });
-    session.on('enquire_link', (pdu: smpp.PDU) => void session.send(pdu.response()));
+    session.on('enquire_link', (pdu: smpp.PDU) => {
+      if (smsc.answerEnquireLink) session.send(pdu.response());
+    });
     session.on('unbind', (pdu: smpp.PDU) => {
       bound.delete(session);
       session.send(pdu.response());

@@ -29,8 +29,8 @@ let sender: ReturnType<typeof createSmsSender>;
 const workers: ReturnType<typeof createSmppBinds>[] = [];
 const created: string[] = [];
 
-const binds = (owner?: string) => {
-  const w = createSmppBinds({ db: t.database.db, clock, log: silent, run: runOperation, allowPrivate: true, timeoutMs: 3000, leaseMs: 3000, reconnectDelaysMs: [100, 200], random: () => 0.5, ...(owner ? { owner } : {}) });
+const binds = (owner?: string, extra: Partial<Parameters<typeof createSmppBinds>[0]> = {}) => {
+  const w = createSmppBinds({ db: t.database.db, clock, log: silent, run: runOperation, allowPrivate: true, timeoutMs: 3000, leaseMs: 3000, reconnectDelaysMs: [100, 200], random: () => 0.5, ...(owner ? { owner } : {}), ...extra });
   workers.push(w);
   return w;
 };
@@ -46,6 +46,7 @@ afterEach(async () => {
   smsc.refuseNext.length = 0;
   smsc.idFormat = 'hex';
   smsc.afterSubmit = undefined;
+  smsc.answerEnquireLink = true;
   offsetMs = 0;
 });
 afterAll(async () => {
@@ -296,6 +297,20 @@ describe('SMPP receiving', () => {
     await send(channel, number(), 'Still sending');
     await drain();
     expect(smsc.submits.at(-1)!.text).toBe('Still sending');
+  });
+
+  it('drops and binds again a connection whose SMSC stops answering enquire_link', async () => {
+    const channel = await addChannel();
+    const w = binds(undefined, { enquireLinkMs: 150, timeoutMs: 300 });
+    w.start();
+    await smsc.until(() => smsc.bound().length === 1, 10_000, 'the bind');
+    const accepted = smsc.binds.accepted;
+    await new Promise((r) => setTimeout(r, 600));
+    expect(smsc.binds.accepted).toBe(accepted);
+    smsc.answerEnquireLink = false;
+    await smsc.until(() => smsc.binds.accepted > accepted, 5000, 'a new bind');
+    smsc.answerEnquireLink = true;
+    expect(w.held()).toContain(channel.id);
   });
 
   it('puts the channel in error with a clear lastError when the bind is refused', async () => {

@@ -122,6 +122,13 @@ export async function openBind(settings: SmppSettings, ctx: ProviderContext): Pr
   }
 }
 
+/** Whether the SMSC answers an enquire_link within `timeoutMs` (a connection that does not is dead). */
+export const ping = (session: smpp.Session, timeoutMs: number): Promise<boolean> =>
+  request(session, 'enquire_link', {}, timeoutMs).then(
+    () => true,
+    () => false,
+  );
+
 /** Ends a bind politely (unbind, then close), or at once when the SMSC does not answer within `timeoutMs`. */
 export async function closeBind(session: smpp.Session, timeoutMs = 1000): Promise<void> {
   await request(session, 'unbind', {}, timeoutMs).catch(() => {});
