@@ -248,6 +248,30 @@ describe('SMPP sending and receipts', () => {
   });
 });
 
+describe('SMPP long texts that fail midway', () => {
+  it('sends a throttled later part again after a short wait; a later part refused fails the text, naming the part', async () => {
+    const channel = await addChannel();
+    await bound(channel);
+    const long = 'Part of a long text. '.repeat(10);
+    smsc.refuseNext.push(0, smpp.ESME_RTHROTTLED);
+    const before = smsc.submits.length;
+    const ok = await send(channel, number(), long);
+    await drain();
+    expect(smsc.submits.slice(before).map((p) => p.text).join('')).toBe(long);
+    expect(await get(ok.id)).toMatchObject({ status: 'sent' });
+
+    smsc.refuseNext.push(0, smpp.ESME_RINVDSTADR);
+    const bad = await send(channel, number(), long);
+    await drain();
+    expect(await get(bad.id)).toMatchObject({ status: 'failed', statusReason: expect.stringMatching(/ESME_RINVDSTADR.*part 2 of 2/) });
+    // Never sent again: part 1 left.
+    offsetMs = 60 * 60_000;
+    const after = smsc.submits.length;
+    await drain();
+    expect(smsc.submits.length).toBe(after);
+  });
+});
+
 describe('SMPP receiving', () => {
   it('writes a delivered text before answering its deliver_sm', async () => {
     const channel = await addChannel();

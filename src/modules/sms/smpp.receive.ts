@@ -68,7 +68,8 @@ export async function receiveDeliverSm(run: OperationRunner, db: Db, channel: Ch
   const parts = await db.select().from(smsParts).where(key).orderBy(asc(smsParts.seq));
   if (parts.length < part.total) return 'part';
   const ids = parts.map((p) => p.id);
-  // Named by its first part's row: a redelivered last part (its answer lost) finds the message already there.
+  // Named by its first part's row. The parts go in the message's transaction: a last part delivered again
+  // after that (its answer lost) is kept alone and deleted with the stale parts, never a second message.
   const result = await receiveText(
     run,
     db,
