@@ -58,10 +58,12 @@ export function channelLeases(db: Db, kind: keyof typeof KINDS, owner: string, l
         held.length ? notInArray(channelSyncStates.channelId, held) : undefined,
       );
       return db.transaction(async (tx) => {
+        // Channels of this kind held now, per organization (another kind's leases do not count).
         const busy = tx
           .select({ organizationId: channelSyncStates.organizationId, n: sql<number>`count(*)`.as('n') })
           .from(channelSyncStates)
-          .where(and(sql`${channelSyncStates.leaseOwner} IS NOT NULL`, sql`${channelSyncStates.leaseUntil} > ${now}`))
+          .innerJoin(channels, eq(channels.id, channelSyncStates.channelId))
+          .where(and(sql`${channelSyncStates.leaseOwner} IS NOT NULL`, sql`${channelSyncStates.leaseUntil} > ${now}`, sql`${live}`))
           .groupBy(channelSyncStates.organizationId)
           .as('busy');
         const ranked = await tx
