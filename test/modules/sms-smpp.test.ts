@@ -5,6 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { channels, channelSyncStates, smsOutbox, smsParts } from '../../src/db/schema.js';
 import { boundSmppChannels, messageIdForms, smppProvider } from '../../src/modules/sms/providers/smpp.js';
 import { runOperation } from '../../src/run-operation.js';
+import { createAutomationEngine } from '../../src/workers/automation-engine.js';
+import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createSmppBinds } from '../../src/workers/smpp-binds.js';
 import { createSmsSender } from '../../src/workers/sms-sender.js';
 import { useTestApp } from '../helpers/app.js';
@@ -23,7 +25,7 @@ let offsetMs = 0;
 const clock = () => new Date(Date.now() + offsetMs);
 const silent = { error: () => {}, warn: () => {}, info: () => {} };
 const SECRETS_KEY = randomBytes(32).toString('base64');
-const { t, a } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
+const { t, a } = useTestApp({ credits: 1000, app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
 let smsc: FakeSmsc;
 let sender: ReturnType<typeof createSmsSender>;
 const workers: ReturnType<typeof createSmppBinds>[] = [];
@@ -409,5 +411,29 @@ describe('SMPP receiving', () => {
     expect(w.held()).not.toContain(channel.id);
     expect(boundSmppChannels()).not.toContain(channel.id);
     expect(await t.database.db.select().from(smsParts).where(eq(smsParts.channelId, channel.id))).toHaveLength(0);
+  });
+});
+
+describe('SMPP end to end', () => {
+  it('an automation answers a text that came over the bind; the receipt turns the answer delivered', async () => {
+    const engine = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock, log: silent });
+    const channel = await addChannel();
+    await bound(channel);
+    const customer = number();
+    const auto = await a.request('POST', '/v1/automations', { name: 'answer', instructions: `When a text arrives from ${customer}, reply 'Thanks, we will call you back'`, status: 'active' });
+    expect(auto.status, auto.body).toBe(201);
+    await engine.runOnce();
+    // The SMSC sends each text's receipt right after accepting it, naming it in decimal (its answer: hex).
+    smsc.afterSubmit = (s, session) => void session.deliver_sm({ ...mo(customer, channel.address, {}), esm_class: 0x04, short_message: receiptText(BigInt(`0x${s.messageId}`).toString(10), 'DELIVRD') });
+    expect(await smsc.deliver(mo(customer, channel.address, { short_message: 'Are you open today?' }))).toBe(0);
+    await engine.runOnce();
+    await engine.runOnce();
+    await drain();
+    expect(smsc.submits.at(-1)).toMatchObject({ text: 'Thanks, we will call you back', pdu: { destination_addr: customer.slice(1) } });
+    const list = (await a.request('GET', '/v1/messages?limit=100')).json.data as Json[];
+    const answer = list.find((m) => m.channelId === channel.id && m.direction === 'outgoing')!;
+    await until(async () => (await get(answer.id)).status === 'delivered', 'the receipt');
+    const thread = (await a.request('GET', `/v1/messages?threadId=${answer.threadId}`)).json.data as Json[];
+    expect(thread.map((m) => m.text).sort()).toEqual(['Are you open today?', 'Thanks, we will call you back']);
   });
 });
