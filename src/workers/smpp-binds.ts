@@ -201,7 +201,8 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
       registerSmppLink(this.channelId, link);
       // The text sender may send this channel's texts from now on.
       notifyEventsCommitted();
-      const stopped = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+      // Stopped already (while the bind was being recorded), or later.
+      const stopped = new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
       try {
         await Promise.race([closed, stopped]);
       } finally {

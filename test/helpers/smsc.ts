@@ -26,6 +26,8 @@ export interface FakeSmsc {
   refuseNext: number[];
   /** The id the next accepted submit gets: hex ("1a2b…") or decimal. */
   idFormat: 'hex' | 'decimal';
+  /** Called after each accepted bind is answered. */
+  afterBind: (() => void) | undefined;
   /** false: enquire_link goes unanswered (a dead SMSC behind an open connection). */
   answerEnquireLink: boolean;
   /** Called after each accepted submit_sm is answered (e.g. to send its receipt at once). */
@@ -50,6 +52,7 @@ export async function startSmsc(accounts: Record<string, string>, tls?: { key: s
     refuseNext: [],
     idFormat: 'hex',
     afterSubmit: undefined,
+    afterBind: undefined,
     answerEnquireLink: true,
     deliver(params, timeoutMs = 10_000) {
       const session = [...bound][0];
@@ -93,6 +96,7 @@ export async function startSmsc(accounts: Record<string, string>, tls?: { key: s
       smsc.binds.accepted++;
       bound.add(session);
       session.send(pdu.response({ system_id: 'FAKESMSC' }));
+      smsc.afterBind?.();
     });
     session.on('submit_sm', (pdu: smpp.PDU) => {
       const status = smsc.refuseNext.shift() ?? 0;

@@ -48,6 +48,7 @@ afterEach(async () => {
   smsc.refuseNext.length = 0;
   smsc.idFormat = 'hex';
   smsc.afterSubmit = undefined;
+  smsc.afterBind = undefined;
   smsc.answerEnquireLink = true;
   offsetMs = 0;
 });
@@ -337,6 +338,21 @@ describe('SMPP receiving', () => {
     await smsc.until(() => smsc.binds.accepted > accepted, 5000, 'a new bind');
     smsc.answerEnquireLink = true;
     expect(w.held()).toContain(channel.id);
+  });
+
+  it('stops at once when stopped while a new bind is being recorded, and unbinds', async () => {
+    await addChannel();
+    // Stopped at moments around the bind's answer: before, while and after the bind is recorded.
+    for (const delayMs of [0, 1, 2, 3, 4, 6, 8, 12, 16, 25]) {
+      const w = binds();
+      let stopping: Promise<void> | undefined;
+      smsc.afterBind = () => void setTimeout(() => (stopping ??= w.stop()), delayMs);
+      w.start();
+      await smsc.until(() => stopping !== undefined, 10_000, 'the bind');
+      const stopped = await Promise.race([stopping!.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 3000))]);
+      expect(stopped, `stopped ${delayMs} ms after the bind`).toBe(true);
+      await smsc.until(() => smsc.bound().length === 0, 3000, 'the unbind');
+    }
   });
 
   it('puts the channel in error with a clear lastError when the bind is refused', async () => {
