@@ -355,7 +355,7 @@ describe('SMPP receiving', () => {
     }
   });
 
-  it('puts the channel in error with a clear lastError when the bind is refused', async () => {
+  it('puts the channel in error with a clear lastError when the bind is refused; the right password brings it back', async () => {
     const channel = await addChannel({ provider: provider({ password: 'wrong' }) });
     const w = binds();
     w.start();
@@ -367,6 +367,14 @@ describe('SMPP receiving', () => {
     const m = await send(channel, number(), 'Waiting');
     await drain();
     expect((await get(m.id)).status).toBe('queued');
+    // The right password: bound again (after the backoff), the channel active, the waiting text sent.
+    await a.request('PATCH', `/v1/channels/${channel.id}`, { provider: provider() });
+    await smsc.until(() => smsc.bound().length === 1, 10_000, 'the bind with the right password');
+    await until(async () => (await a.request('GET', `/v1/channels/${channel.id}`)).json.data.status === 'active', 'the channel active');
+    expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data.lastError).toBeNull();
+    await until(async () => boundSmppChannels().includes(channel.id), 'the bind registered');
+    await drain();
+    expect(await get(m.id)).toMatchObject({ status: 'sent' });
   });
 
   it('binds each channel in one process only (a lease); the other takes over when it stops', async () => {
