@@ -1,4 +1,5 @@
 import { randomInt } from 'node:crypto';
+import { isIP } from 'node:net';
 import smpp from 'smpp';
 import { ForbiddenAddressError } from '../../../core/outbound.js';
 import { assertMailHostAllowed, describeError } from '../../channels/channels.connect.js';
@@ -89,7 +90,7 @@ export async function openBind(settings: SmppSettings, ctx: ProviderContext): Pr
     throw err;
   }
   const session = await new Promise<smpp.Session>((resolve, reject) => {
-    const s = smpp.connect({ host: target.address, port: settings.port, tls: settings.tls, ...(settings.tls ? { servername: target.servername } : {}) });
+    const s = smpp.connect({ host: target.address, port: settings.port, tls: settings.tls, ...(settings.tls && !isIP(target.servername) ? { servername: target.servername } : {}) });
     const timer = setTimeout(() => fail(new Error(`No connection to ${settings.host}:${settings.port} within ${ctx.timeoutMs} ms`)), ctx.timeoutMs);
     const fail = (err: Error) => {
       clearTimeout(timer);
