@@ -286,6 +286,11 @@ describe('SMPP receiving', () => {
     expect(got).toHaveLength(1);
     expect(got[0]).toMatchObject({ type: 'sms', text: 'Hello over SMPP', sender: { phoneNumber: from }, recipient: { phoneNumber: channel.address }, providerName: 'smpp', status: 'received' });
     expect((await eventsOf('message.received', got[0]!.id)).length).toBe(1);
+    // The channel as it is now: a help text set after the bind answers HELP.
+    await a.request('PATCH', `/v1/channels/${channel.id}`, { helpText: 'Acme over SMPP. Reply STOP to stop.' });
+    expect(await smsc.deliver(mo(from, channel.address, { short_message: 'HELP' }))).toBe(0);
+    await drain();
+    expect(smsc.submits.at(-1)).toMatchObject({ text: 'Acme over SMPP. Reply STOP to stop.', pdu: { destination_addr: from.slice(1) } });
   });
 
   it('stores the parts of long texts as they arrive and joins them (8-bit and 16-bit references, any order)', async () => {

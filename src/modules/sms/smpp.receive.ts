@@ -8,7 +8,7 @@ import type { ChannelRow } from '../channels/channels.repository.js';
 import type { OperationRunner } from '../messages/inbound.js';
 import { isReceipt, messageIdForms, parseIncoming, parseReceipt } from './providers/smpp.js';
 import { receiveText } from './sms.inbound.js';
-import { applyStatus } from './sms.repository.js';
+import { applyStatus, loadSmsChannel } from './sms.repository.js';
 
 /**
  * What an SMSC delivers over a bind (deliver_sm): a delivery receipt updates the outgoing text it names (the
@@ -54,6 +54,11 @@ export async function receiveDeliverSm(run: OperationRunner, db: Db, channel: Ch
     return 'receipt';
   }
 
+  // The channel as it is now (its help text may have changed since the bind); a disabled one drops texts, as
+  // Twilio's webhook does (the SMSC keeps its log).
+  const current = await loadSmsChannel(db, channel.id);
+  if (!current || current.status === 'disabled') return 'ignored';
+  channel = current;
   const incoming = parseIncoming(pdu);
   const part = incoming.part;
   if (!part || part.total <= 1 || part.seq < 1 || part.seq > part.total) {
