@@ -186,7 +186,9 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
       const at = clock();
       const work = new CommittedWork();
       await db.transaction(async (tx) => {
-        await tx.update(smsOutbox).set({ status: 'sent', sentAt: at, leaseUntil: null, lastError: null, updatedAt: at }).where(mine(row));
+        // The message first, then its outbox row: the order a delivery report's write takes them in
+        // (`applyStatus`), so that a report racing this answer (an SMPP receipt right behind its
+        // submit_sm_resp) waits for it rather than deadlocking with it.
         // Forward only: a delivery report that arrived before this answer already moved the message on.
         const [changed] = await tx
           .update(messages)
@@ -195,6 +197,7 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
           .returning({ id: messages.id });
         if (changed) await event(tx, row, 'message.sent', work);
         else await tx.update(messages).set({ providerMessageId }).where(and(eq(messages.id, row.messageId), isNull(messages.providerMessageId)));
+        await tx.update(smsOutbox).set({ status: 'sent', sentAt: at, leaseUntil: null, lastError: null, updatedAt: at }).where(mine(row));
       });
       work.announce();
       return row.sms.segments;

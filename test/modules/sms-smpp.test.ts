@@ -421,11 +421,19 @@ describe('SMPP receiving', () => {
   it('a receipt right after the submit_sm_resp (before the send is recorded) still finds its message', async () => {
     const channel = await addChannel();
     await bound(channel);
-    smsc.afterSubmit = (s, session) => void session.deliver_sm({ ...mo('+14155550100', channel.address, {}), esm_class: 0x04, short_message: receiptText(s.messageId, 'DELIVRD') });
+    // As SMSCs do, a receipt answered with an error is delivered again.
+    const answers: number[] = [];
+    const deliver = (s: { messageId: string }, session: smpp.Session) =>
+      void session.deliver_sm({ ...mo('+14155550100', channel.address, {}), esm_class: 0x04, short_message: receiptText(s.messageId, 'DELIVRD') }, (resp) => {
+        answers.push(resp.command_status);
+        if (resp.command_status !== 0 && answers.length < 5) setTimeout(() => deliver(s, session), 100);
+      });
+    smsc.afterSubmit = deliver;
     const m = await send(channel, number(), 'Quick one');
     await drain();
     await until(async () => (await get(m.id)).status === 'delivered', 'the receipt');
     expect(await get(m.id)).toMatchObject({ status: 'delivered', providerMessageId: smsc.submits.at(-1)!.messageId });
+    await smsc.until(() => answers.at(-1) === 0, 5000, 'the receipt answered');
   });
 
   it('unbinds a disabled channel; deletes the parts of a long text that never completed after a day', async () => {
