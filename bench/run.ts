@@ -484,9 +484,8 @@ async function benchPostgres() {
   }
 }
 
-/** The text-message rows on the embedded database: two organizations, the service's settings of the email rows. */
-async function smsPglite() {
-  const db = 'pglite';
+/** A new embedded database in a temporary data directory, migrated (closed before the service opens it). */
+async function openBenchPglite() {
   const dataDir = mkdtempSync(join(tmpdir(), 'sb-bench-pglite-'));
   tempDirs.push(dataDir);
   const database = await timed('pglite: open and migrate', async () => {
@@ -494,6 +493,13 @@ async function smsPglite() {
     await d.migrate();
     return d;
   });
+  return { dataDir, database };
+}
+
+/** The text-message rows on the embedded database: two organizations, the service's settings of the email rows. */
+async function smsPglite() {
+  const db = 'pglite';
+  const { dataDir, database } = await openBenchPglite();
   let hooks: Tenant;
   let sends: Tenant;
   try {
@@ -515,13 +521,7 @@ async function smsPglite() {
 async function benchPglite() {
   const db = 'pglite';
   if (args.sms) return smsPglite();
-  const dataDir = mkdtempSync(join(tmpdir(), 'sb-bench-pglite-'));
-  tempDirs.push(dataDir);
-  const database = await timed('pglite: open and migrate', async () => {
-    const d = await openDatabase({ dataDir });
-    await d.migrate();
-    return d;
-  });
+  const { dataDir, database } = await openBenchPglite();
   let tenant: Tenant;
   let contactIds: string[];
   let messageIds: string[];

@@ -87,3 +87,23 @@ export function createWorkerLoop(opts: WorkerLoopOptions): WorkerLoop {
     },
   };
 }
+
+/**
+ * The work a worker has under way (one promise per item), for its stop and its tests: a stop waits for it at
+ * most `ms` (a request under way may take up to its own deadline; what it held is then taken over through
+ * its lease), and `idle` until nothing is under way.
+ */
+export function busyWork<K>() {
+  const busy = new Map<K, Promise<unknown>>();
+  return {
+    busy,
+    async settleWithin(ms: number) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all(busy.values()), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+      clearTimeout(timer);
+    },
+    async idle() {
+      while (busy.size > 0) await Promise.all(busy.values());
+    },
+  };
+}

@@ -13,7 +13,7 @@ import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/sm
 import { MEDIA_QUEUED, storedMediaBytes, updateMediaEntry } from '../modules/sms/media.repository.js';
 import { providerFor } from '../modules/sms/providers/index.js';
 import { loadSmsChannel } from '../modules/sms/sms.repository.js';
-import { createWorkerLoop, type WorkerLoop } from './loop.js';
+import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /**
  * Fetches the media of received texts (MMS), queued in `sms_media` by the webhook in the message's
@@ -62,7 +62,8 @@ class LeaseLost extends Error {}
 
 export function createSmsMediaFetcher(deps: SmsMediaDeps): WorkerLoop & { runOnce(): Promise<number>; idle(): Promise<void> } {
   const { db, clock } = deps;
-  const busy = new Map<string, Promise<void>>();
+  const work = busyWork<string>();
+  const { busy } = work;
   // Every hop (the media URL and its redirects) has its own deadline.
   const leaseMs = deps.timeoutMs * (MAX_MEDIA_REDIRECTS + 1) + 10_000;
 
@@ -207,13 +208,9 @@ export function createSmsMediaFetcher(deps: SmsMediaDeps): WorkerLoop & { runOnc
       await loop.stop();
       // A fetch under way may take up to its deadlines: shutdown waits at most 2 s; its lease then runs out
       // and whichever process comes next fetches the item again.
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.all(busy.values()), new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)))]);
-      clearTimeout(timer);
+      await work.settleWithin(2000);
     },
     /** Waits until every fetch under way has ended (tests). */
-    async idle() {
-      while (busy.size > 0) await Promise.all(busy.values());
-    },
+    idle: work.idle,
   };
 }

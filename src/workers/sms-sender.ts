@@ -13,7 +13,7 @@ import type { SendOutcome } from '../modules/sms/provider.js';
 import { providerFor } from '../modules/sms/providers/index.js';
 import { boundSmppChannels } from '../modules/sms/providers/smpp.js';
 import { addOptOut, announceFailed, hookUrl, isOptedOut, loadSmsChannel, OPTED_OUT_REASON } from '../modules/sms/sms.repository.js';
-import { createWorkerLoop, type WorkerLoop } from './loop.js';
+import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /**
  * Sends the texts the sending operations queued (the `sms_outbox` table) through each channel's provider.
@@ -80,7 +80,8 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
       }));
   const sleep = (ms: number) => (stopping ? Promise.resolve() : pause(ms));
   /** Channels with a chain of sends running in this process, and the chains. */
-  const busy = new Map<string, Promise<void>>();
+  const work = busyWork<string>();
+  const { busy } = work;
   const leaseMs = deps.sendTimeoutMs * 2;
 
   const mine = (row: OutboxRow) => and(eq(smsOutbox.id, row.id), eq(smsOutbox.status, 'sending'), eq(smsOutbox.attempt, row.attempt));
@@ -278,13 +279,9 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
       await loop.stop();
       // A request under way may take up to its timeout: shutdown waits at most 2 s for it. Its row keeps its
       // lease; as the request may have left, whoever finds the lease expired marks it an unknown outcome.
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.all(busy.values()), new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)))]);
-      clearTimeout(timer);
+      await work.settleWithin(2000);
     },
     /** Waits until every chain under way has ended (tests). */
-    async idle() {
-      while (busy.size > 0) await Promise.all(busy.values());
-    },
+    idle: work.idle,
   };
 }
