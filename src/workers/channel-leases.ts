@@ -117,3 +117,54 @@ export function channelLeases(db: Db, kind: keyof typeof KINDS, owner: string, l
     },
   };
 }
+
+/** A connection a process holds on a leased channel (an IMAP session, an SMPP bind), opened from the channel's row. */
+export interface HeldConnection {
+  /** What the connection was opened with: a change of it opens a new one. */
+  readonly fingerprint: string;
+  stop(): Promise<void>;
+}
+
+/** How a kind of connection reads its channels and opens one. */
+export interface ConnectionKind<R extends { id: string }, C extends HeldConnection> {
+  /** The channels' rows, with what `live`, `fingerprint` and `open` read. */
+  read(ids: string[]): Promise<R[]>;
+  /** The channel still takes this kind of connection (not deleted, not disabled, still of the kind). */
+  live(row: R): boolean;
+  fingerprint(row: R): string;
+  open(row: R): C;
+}
+
+/**
+ * One pass over a process's leased connections: renews the leases held; ends the connections of channels
+ * gone, disabled, changed or taken by another process (giving up the lease of those that no longer take the
+ * kind, while a changed channel is claimed again with a connection on its new settings); then claims free
+ * channels up to `max` and opens a connection on each.
+ */
+export async function reconcileConnections<R extends { id: string }, C extends HeldConnection>(leases: ChannelLeases, held: Map<string, C>, now: Date, max: number, kind: ConnectionKind<R, C>) {
+  const heldIds = [...held.keys()];
+  const still = await leases.renew(heldIds, now);
+  const byId = new Map((heldIds.length ? await kind.read(heldIds) : []).map((r) => [r.id, r]));
+  const gone: string[] = [];
+  for (const id of heldIds) {
+    const row = byId.get(id);
+    const connection = held.get(id)!;
+    const live = row !== undefined && kind.live(row);
+    if (!still.has(id) || !live || kind.fingerprint(row) !== connection.fingerprint) {
+      held.delete(id);
+      await connection.stop();
+      if (still.has(id) && !live) gone.push(id);
+    }
+  }
+  await leases.release(gone);
+  const claimed = await leases.claim(max - held.size, now, [...held.keys()]);
+  if (claimed.length === 0) return;
+  for (const row of await kind.read(claimed)) if (!held.has(row.id)) held.set(row.id, kind.open(row));
+}
+
+/** Stops every connection held and gives up their leases, so another process takes them at its next pass. */
+export async function stopConnections(leases: ChannelLeases, held: Map<string, HeldConnection>) {
+  await Promise.all([...held.values()].map((c) => c.stop()));
+  held.clear();
+  await leases.release().catch(() => {});
+}

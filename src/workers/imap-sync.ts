@@ -12,7 +12,7 @@ import { loadChannelCredentials, recordChannelOutcome, type ChannelCredentials }
 import { onEventsCommitted } from '../modules/events/events.signal.js';
 import { databaseErrorReason, failureReason, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
 import { MAX_ATTEMPTS, recordInboundFailure } from '../modules/messages/inbound-failures.js';
-import { channelLeases } from './channel-leases.js';
+import { channelLeases, reconcileConnections, stopConnections } from './channel-leases.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /**
@@ -124,7 +124,8 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
     if (rows.length === 0) throw new LeaseLost();
   }
 
-  const { claim, renew, release, backOff: giveUp } = channelLeases(db, 'imap', owner, leaseMs);
+  const leases = channelLeases(db, 'imap', owner, leaseMs);
+  const { claim, backOff: giveUp } = leases;
 
   async function connect(creds: ChannelCredentials): Promise<ImapFlow> {
     const target = await assertMailHostAllowed(creds.inbound.host ?? '', { channelsAllowPrivate: deps.allowPrivate });
@@ -334,39 +335,20 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
   /** Gives up the lease on a failing channel: nobody claims it before `delayMs` have passed. */
   const backOff = (channelId: string, delayMs: number) => giveUp(channelId, delayMs, clock());
 
-  /** Renews held leases, ends sessions of channels gone, disabled, changed or taken, and starts sessions for newly claimed ones. */
-  async function pass() {
-    const now = clock();
-    const heldIds = [...sessions.keys()];
-    const still = await renew(heldIds, now);
-    const rows = heldIds.length
-      ? await db
-          .select({ id: channels.id, inbound: channels.inbound, inboundSecret: channels.inboundSecret, status: channels.status, deletedAt: channels.deletedAt })
-          .from(channels)
-          .where(inArray(channels.id, heldIds))
-      : [];
-    const byId = new Map(rows.map((r) => [r.id, r]));
-    const ended: string[] = [];
-    for (const id of heldIds) {
-      const row = byId.get(id);
-      const session = sessions.get(id)!;
-      const gone = !row || row.deletedAt !== null || row.status === 'disabled' || row.inbound.mode !== 'imap';
-      if (!still.has(id) || gone || fingerprint(row) !== session.fingerprint) {
-        sessions.delete(id);
-        await session.stop();
-        if (still.has(id)) ended.push(id);
-      }
-    }
-    // A channel whose settings changed is claimed again below, with a session on the new settings.
-    await release(ended.filter((id) => { const r = byId.get(id); return !r || r.deletedAt !== null || r.status === 'disabled' || r.inbound.mode !== 'imap'; }));
-    const claimed = await claim(maxChannels - sessions.size, now, [...sessions.keys()]);
-    if (claimed.length === 0) return;
-    const fresh = await db
-      .select({ id: channels.id, inbound: channels.inbound, inboundSecret: channels.inboundSecret })
+  const read = (ids: string[]) =>
+    db
+      .select({ id: channels.id, inbound: channels.inbound, inboundSecret: channels.inboundSecret, status: channels.status, deletedAt: channels.deletedAt })
       .from(channels)
-      .where(inArray(channels.id, claimed));
-    for (const row of fresh) if (!sessions.has(row.id)) sessions.set(row.id, new Session(row.id, fingerprint(row)));
-  }
+      .where(inArray(channels.id, ids));
+
+  /** Renews held leases, ends sessions of channels gone, disabled, changed or taken, and starts sessions for newly claimed ones. */
+  const pass = () =>
+    reconcileConnections<Awaited<ReturnType<typeof read>>[number], Session>(leases, sessions, clock(), maxChannels, {
+      read,
+      live: (row) => row.deletedAt === null && row.status !== 'disabled' && row.inbound.mode === 'imap',
+      fingerprint,
+      open: (row) => new Session(row.id, fingerprint(row)),
+    });
 
   // Woken by this process's writes too (a channel created or changed here is picked up within a second).
   const loop = createWorkerLoop({ name: 'IMAP sync', pass, intervalMs: Math.max(1000, Math.floor(leaseMs / 3)), wake: (kick) => onEventsCommitted(kick, (c) => c.types.some((t) => t.startsWith('channel.'))), wakeDelayMs: 1000, log });
@@ -375,10 +357,8 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
     ...loop,
     async stop() {
       await loop.stop();
-      await Promise.all([...sessions.values()].map((s) => s.stop()));
-      sessions.clear();
       // Another process takes the channels over at its next pass rather than when the leases run out.
-      await release().catch(() => {});
+      await stopConnections(leases, sessions);
     },
     held: () => [...sessions.keys()],
     /**

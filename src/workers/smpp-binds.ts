@@ -13,7 +13,7 @@ import { databaseErrorReason, type OperationRunner } from '../modules/messages/i
 import { closeBind, messageIdForms, openBind, ping, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/sms/providers/smpp.js';
 import { deleteStaleParts, PART_TTL_MS, receiveDeliverSm, type RecentSubmits } from '../modules/sms/smpp.receive.js';
 import { loadSmsChannel } from '../modules/sms/sms.repository.js';
-import { channelLeases } from './channel-leases.js';
+import { channelLeases, reconcileConnections, stopConnections } from './channel-leases.js';
 import { LEASE_MS, RECONNECT_DELAYS_MS } from './imap-sync.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
@@ -74,7 +74,8 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
   const delays = deps.reconnectDelaysMs ?? RECONNECT_DELAYS_MS;
   const random = deps.random ?? Math.random;
 
-  const { claim, renew, release, backOff } = channelLeases(db, 'smpp', owner, leaseMs);
+  const leases = channelLeases(db, 'smpp', owner, leaseMs);
+  const { backOff } = leases;
   /** Failed binds in a row per channel (in this process), for the backoff. */
   const failuresOf = new Map<string, number>();
 
@@ -219,34 +220,21 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
 
   const binds = new Map<string, Bind>();
 
+  const read = (ids: string[]) =>
+    db
+      .select({ id: channels.id, sms: channels.sms, outboundSecret: channels.outboundSecret, status: channels.status, deletedAt: channels.deletedAt, type: channels.type })
+      .from(channels)
+      .where(inArray(channels.id, ids));
+
   async function pass() {
     const now = clock();
-    const heldIds = [...binds.keys()];
-    const still = await renew(heldIds, now);
-    const rows = heldIds.length
-      ? await db
-          .select({ id: channels.id, sms: channels.sms, outboundSecret: channels.outboundSecret, status: channels.status, deletedAt: channels.deletedAt, type: channels.type })
-          .from(channels)
-          .where(inArray(channels.id, heldIds))
-      : [];
-    const byId = new Map(rows.map((r) => [r.id, r]));
-    const gone: string[] = [];
-    for (const id of heldIds) {
-      const row = byId.get(id);
-      const bind = binds.get(id)!;
-      const ended = !row || row.deletedAt !== null || row.status === 'disabled' || row.type !== 'sms' || row.sms?.provider.kind !== 'smpp';
-      if (!still.has(id) || ended || fingerprint(row) !== bind.fingerprint) {
-        binds.delete(id);
-        await bind.stop();
-        if (still.has(id) && ended) gone.push(id);
-      }
-    }
-    await release(gone);
     await deleteStaleParts(db, new Date(now.getTime() - PART_TTL_MS)).catch(() => 0);
-    const claimed = await claim(maxChannels - binds.size, now, [...binds.keys()]);
-    if (claimed.length === 0) return;
-    const fresh = await db.select({ id: channels.id, sms: channels.sms, outboundSecret: channels.outboundSecret }).from(channels).where(inArray(channels.id, claimed));
-    for (const row of fresh) if (!binds.has(row.id)) binds.set(row.id, new Bind(row.id, fingerprint(row)));
+    await reconcileConnections<Awaited<ReturnType<typeof read>>[number], Bind>(leases, binds, now, maxChannels, {
+      read,
+      live: (row) => row.deletedAt === null && row.status !== 'disabled' && row.type === 'sms' && row.sms?.provider.kind === 'smpp',
+      fingerprint,
+      open: (row) => new Bind(row.id, fingerprint(row)),
+    });
   }
 
   // Woken by this process's channel changes (a channel created or changed here is bound within a second).
@@ -256,10 +244,8 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
     ...loop,
     async stop() {
       await loop.stop();
-      await Promise.all([...binds.values()].map((b) => b.stop()));
-      binds.clear();
       // Another process binds the channels at its next pass rather than when the leases run out.
-      await release().catch(() => {});
+      await stopConnections(leases, binds);
     },
     held: () => [...binds.keys()],
     runOnce: pass,
