@@ -22,6 +22,7 @@ import { setMailHostname } from './modules/domains/dkim.js';
 import { setChannelPolicy } from './modules/channels/channels.connect.js';
 import { setDnsServers } from './core/dns.js';
 import { configureSecrets } from './core/encryption.js';
+import { recordKeyLocation } from './db/encrypted-columns.js';
 import { setInboundRunner } from './modules/messages/inbound.js';
 import { registerSmsHooks } from './http/sms-hooks.js';
 import { setSmsPublicUrl } from './modules/sms/sms.repository.js';
@@ -75,6 +76,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     dataDir: deps.config.dataDir,
     requireConfiguredKey: deps.database.kind === 'postgres',
     log: (message) => app.log.warn(message),
+    // Remembered in the database, so that a server without this key can later say where it was.
+    onKeyCreated: (key) => void recordKeyLocation(deps.database.db, key).catch((err: unknown) => app.log.warn({ err }, 'could not record where the secrets key lives')),
   });
   const app = Fastify({
     logger: deps.logger ?? false,

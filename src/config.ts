@@ -11,7 +11,11 @@ import { DATABASE_URL_FORM, namesDatabase } from './core/database-names.js';
  */
 export const Env = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000).describe('Port to listen on (`0` picks a free port).'),
-  HOST: z.string().min(1).default('0.0.0.0').describe('Interface to listen on.'),
+  HOST: z
+    .string()
+    .min(1)
+    .default('127.0.0.1')
+    .describe('Interface to listen on: this machine only by default (a trial on a laptop is not served to the network); `0.0.0.0` (all interfaces) or one address in production, behind the reverse proxy (see [deploy.md](deploy.md)). The SMTP receiver listens on it too unless `SMTP_HOST` says otherwise.'),
   DATA_DIR: z.string().min(1).default('./data').describe('Where the embedded database (and the command line\'s local socket) live; the command line must be given the same one as the server.'),
   DATABASE_URL: z
     .string()
