@@ -13,6 +13,7 @@ import { createApiKeyAuth, type ApiKeyAuth } from './http/api-key-auth.js';
 import { sendError } from './http/errors.js';
 import { registerCors } from './http/cors.js';
 import { registerDocs } from './http/docs.js';
+import { createMetrics } from './http/metrics.js';
 import { buildOpenApi } from './http/openapi.js';
 import { registerRestRoutes } from './http/rest.js';
 import { registerMcp } from './mcp/index.js';
@@ -101,6 +102,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });
+  // GET /metrics and the timing of every request, only when a scraper may read them (METRICS_TOKEN).
+  if (deps.config.metricsToken) {
+    createMetrics({ database: deps.database, clock: deps.clock ?? systemClock, readTimeoutMs: deps.config.dbReadTimeoutMs, token: deps.config.metricsToken }).register(app);
+  }
   await registerCors(app);
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`), req, reply));

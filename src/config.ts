@@ -85,6 +85,17 @@ export const Env = z.object({
     .refine((v) => dnsServersProblem(v) === undefined, { error: (i) => dnsServersProblem(String(i.input)) ?? 'invalid' })
     .meta({ typeText: '`host:port`, comma-separated', defaultText: 'unset (the system\'s)', description: 'DNS servers for domain verification and the authentication of received mail; unset: the system\'s resolver.' }),
   SMS_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(15_000).describe('The longest one request to a text provider (Twilio-compatible API) may take (ms), also each request fetching the media of a received text; a send that left without an answer is an unknown outcome: the text is marked failed, never sent twice.'),
+  METRICS_TOKEN: z
+    .string()
+    .optional()
+    .transform((v) => v?.trim() || undefined)
+    .refine((v) => v === undefined || v.length >= 16, { message: 'must be at least 16 characters (e.g. openssl rand -hex 24)' })
+    .meta({
+      typeText: 'text, at least 16 characters',
+      defaultText: 'unset',
+      description:
+        '`GET /metrics` (Prometheus text format: requests, event-loop lag, queues, channels, mailboxes; see [operating.md](operating.md#what-to-watch)) answers a scraper that sends `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise); unset: `/metrics` does not exist (404).',
+    }),
   SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('Provider webhooks (`/hooks/sms/{channelId}` and `/status`) one text channel may receive per minute; past it 429 with `Retry-After` (the provider retries).'),
 });
 
@@ -167,6 +178,7 @@ function fromEnv(e: z.infer<typeof Env>) {
     smtpAbuse: { rcptPerMinute: e.SMTP_RCPT_RATE_LIMIT, maxErrors: e.SMTP_MAX_ERRORS, dataTimeoutMs: e.SMTP_DATA_TIMEOUT_MS, dataMinRate: e.SMTP_DATA_MIN_RATE },
     dnsServers: parseDnsServers(e.DNS_SERVERS),
     sms: { sendTimeoutMs: e.SMS_SEND_TIMEOUT_MS, hookRateLimit: e.SMS_HOOK_RATE_LIMIT },
+    metricsToken: e.METRICS_TOKEN,
   };
 }
 

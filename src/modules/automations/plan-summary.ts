@@ -77,10 +77,17 @@ export function describeCron(cron: string): string | null {
 }
 
 /** "a message is received", "a customer is created or updated". */
+/** Events said in words of their own rather than "a <resource> is <action>". */
+const EVENT_WORDS: Record<string, string> = {
+  'message.received': 'a message is received',
+  'message.sent': 'a message is sent',
+  'channel.error': 'a channel stops working (event channel.error)',
+  'channel.recovered': 'a channel works again (event channel.recovered)',
+};
+
 function describeEvents(triggerEvent: string): string {
   const types = triggerEventTypes(triggerEvent);
-  if (types.length === 1 && types[0] === 'message.received') return 'a message is received';
-  if (types.length === 1 && types[0] === 'message.sent') return 'a message is sent';
+  if (types.length > 0 && types.every((t) => EVENT_WORDS[t])) return list(types.map((t) => EVENT_WORDS[t]!), 'or');
   const byResource = new Map<string, string[]>();
   for (const type of types) {
     const dot = type.lastIndexOf('.');
@@ -226,7 +233,12 @@ function describeStep(step: PlanStep, index: number, steps: PlanStep[]): string 
     return `forwards the message to ${recipients(input.to)}${typeof input.text === 'string' && input.text ? ` with the note ${quote(input.text)}` : ''}`;
   }
   if (step.operation === 'messages.send' && Object.keys(input).every((k) => ['channelId', 'to', 'subject', 'text'].includes(k))) {
-    const through = input.channelId === '{{event.data.channelId}}' ? 'through the channel the message came through' : `through the channel ${quote(input.channelId)}`;
+    const through =
+      input.channelId === '{{event.data.channelId}}'
+        ? 'through the channel the message came through'
+        : input.channelId === '{{mailChannel}}'
+          ? "through one of the organization's email channels that can send (another than the channel the event is about, when there is one)"
+          : `through the channel ${quote(input.channelId)}`;
     const subject = input.subject === '' ? 'no subject' : `the subject ${quote(input.subject)}`;
     return `sends an email to ${recipients(input.to)} ${through}, with ${subject} and the text ${quote(input.text)}`;
   }

@@ -11,6 +11,8 @@ import { partyOf, valueAtPath } from './condition.js';
  * - `steps.<n>`, `steps.<n>.<path>`: the record an earlier step (0-based) answered with
  * - `sender.address`, `sender.name`: taken from the event's `data.sender` as conditions read it
  * - `digest`: a text summary of the messages recorded since the last run (computed by the engine)
+ * - `mailChannel`: the id of an email channel of the organization that can send (an active one with a relay,
+ *   other than the channel of a `channel.*` event when there is another; computed by the engine), for notices
  *
  * A string that is exactly one template takes the value's own type (an object, a number, null when the
  * value is missing); elsewhere templates are replaced by text (empty for a missing value).
@@ -24,6 +26,8 @@ export interface TemplateContext {
   steps: unknown[];
   timezone: string | null;
   digest?: string;
+  /** `{{mailChannel}}`: computed by the engine when the plan uses it (null when the organization has none). */
+  mailChannel?: string | null;
 }
 
 /** When there was no run yet, `lastRunAt` is this long before now. */
@@ -42,7 +46,8 @@ type Parsed =
   | { kind: 'lastRunAt' }
   | { kind: 'step'; index: number; path: string[] }
   | { kind: 'sender'; part: 'address' | 'name' }
-  | { kind: 'digest' };
+  | { kind: 'digest' }
+  | { kind: 'mailChannel' };
 
 /** Parses one expression (the text between the braces); a string says why it is not one. */
 export function parseExpression(expr: string): Parsed | string {
@@ -62,6 +67,7 @@ export function parseExpression(expr: string): Parsed | string {
   }
   if (expr === 'lastRunAt') return { kind: 'lastRunAt' };
   if (expr === 'digest') return { kind: 'digest' };
+  if (expr === 'mailChannel') return { kind: 'mailChannel' };
   if (expr === 'sender.address' || expr === 'sender.name') return { kind: 'sender', part: expr === 'sender.address' ? 'address' : 'name' };
   if (PATH.test(expr)) {
     const path = expr.split('.');
@@ -95,6 +101,8 @@ function evaluate(parsed: Parsed, ctx: TemplateContext): unknown {
     }
     case 'digest':
       return ctx.digest;
+    case 'mailChannel':
+      return ctx.mailChannel;
   }
 }
 
@@ -141,4 +149,9 @@ export function templateIssues(value: unknown): string[] {
 /** Whether the value uses `{{digest}}` (the engine computes the digest only then). */
 export function usesDigest(value: unknown): boolean {
   return templateExpressions(value).some(({ expr }) => expr === 'digest');
+}
+
+/** Whether the value uses `{{mailChannel}}` (the engine looks the channel up only then). */
+export function usesMailChannel(value: unknown): boolean {
+  return templateExpressions(value).some(({ expr }) => expr === 'mailChannel');
 }

@@ -64,7 +64,7 @@ function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTrans
       if (!row) throw new DuplicateText();
       await queueMedia(ctx.db, ctx.orgId, row.id, input.channelId, media);
       await inTransaction?.(ctx.db);
-      await recordChannelOutcome(ctx.db, input.channelId, { ok: true });
+      await recordChannelOutcome(ctx.db, input.channelId, { ok: true, side: 'mailbox' });
       await keywordEffects(ctx.db, channel, input.from, input.text);
       return row;
     },
