@@ -1,5 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { packagePath } from '../../src/core/paths.js';
 import { createMailSender } from '../../src/workers/mail-sender.js';
 import { createTestApp, ok, useTestApp, type TestApp } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
@@ -129,5 +132,20 @@ describe('GET /metrics', () => {
     const later = (await scrape()).body;
     expect(sample(later, 'switchboard_outbox_messages', { kind: 'email' })).toBe(1);
     expect(sample(later, 'switchboard_outbox_oldest_age_seconds', { kind: 'email' })).toBeGreaterThanOrEqual(age + 600);
+  });
+
+  it('names in the alert rules of deploy/ only metrics it exposes', async () => {
+    const rules = parse(readFileSync(packagePath('deploy/prometheus-alerts.yml'), 'utf8')) as { groups: { rules: { alert: string; expr: string }[] }[] };
+    now += 60_000;
+    const exposed = new Set([...(await scrape()).body.matchAll(/^# TYPE (\S+) (\S+)$/gm)].flatMap(([, name, type]) => (type === 'histogram' ? [`${name}_bucket`, `${name}_count`, `${name}_sum`] : [name!])));
+    const all = rules.groups.flatMap((g) => g.rules);
+    expect(all.length).toBeGreaterThanOrEqual(10);
+    for (const { alert, expr } of all) {
+      // The metric names: what is left without label matchers, ranges, `by (…)` and function calls.
+      const bare = expr.replace(/\{[^}]*\}/g, ' ').replace(/\[[^\]]*\]/g, ' ').replace(/\bby \([^)]*\)/g, ' ');
+      const names = [...bare.matchAll(/\b([a-z_][a-z0-9_]*)\b(?!\s*\()/g)].map((m) => m[1]!).filter((n) => n !== 'up');
+      expect(names.length + (/\bup\b/.test(expr) ? 1 : 0), alert).toBeGreaterThan(0);
+      for (const name of names) expect(exposed, `${alert}: ${name}`).toContain(name);
+    }
   });
 });
