@@ -10,7 +10,7 @@ import { createMailSender } from '../../src/workers/mail-sender.js';
 import { createSmsSender } from '../../src/workers/sms-sender.js';
 import { createWebhookDelivery } from '../../src/workers/webhook-delivery.js';
 import { ok, useTestApp } from '../helpers/app.js';
-import { verifyDomainFor } from '../helpers/domains.js';
+import { relayChannel } from '../helpers/domains.js';
 import { startRelay, type Relay } from '../helpers/smtp-relay.js';
 import { startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
@@ -66,17 +66,7 @@ async function sendText(channelId: string, to: string) {
 
 describe('channel health', () => {
   it('a text provider that refuses the token: error with what to fix, one channel.error, an email to the person who asked, active again at the next text', async () => {
-    await verifyDomainFor(t.database.db, a.orgId, 'acme.example');
-    const office = await ok(
-      await a.request('POST', '/v1/channels', {
-        type: 'email',
-        name: 'Office',
-        address: 'office@acme.example',
-        inbound: { mode: 'smtp' },
-        outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: relay.pass, tls: 'none' },
-      }),
-      201,
-    );
+    const office = await relayChannel(t.database.db, a, { name: 'Office', address: 'office@acme.example', port: relay.port, username: relay.user, password: relay.pass });
     const shop = await ok(
       await a.request('POST', '/v1/channels', { type: 'sms', name: 'Shop', address: '+12122004001', provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } }),
       201,
@@ -139,16 +129,7 @@ describe('channel health', () => {
     const it_ = await ok(await a.request('POST', '/v1/automations', { name: 'IT', instructions: 'When an email channel stops working, email it@acme.example', status: 'active' }), 201);
     await engine.runOnce();
     expect(await ok(await a.request('GET', `/v1/automations/${it_.id}`))).toMatchObject({ status: 'active', condition: { field: 'type', operator: 'equals', value: 'email' } });
-    const broken = await ok(
-      await a.request('POST', '/v1/channels', {
-        type: 'email',
-        name: 'Sales',
-        address: 'sales@acme.example',
-        inbound: { mode: 'smtp' },
-        outbound: { host: '127.0.0.1', port: relay.port, secure: false, username: relay.user, password: 'not-the-password', tls: 'none' },
-      }),
-      201,
-    );
+    const broken = await relayChannel(t.database.db, a, { name: 'Sales', address: 'sales@acme.example', port: relay.port, username: relay.user, password: 'not-the-password' });
     await ok(await a.request('POST', '/v1/messages/send', { channelId: broken.id, to: ['ada@customer.example'], subject: 'Hello', text: 'Hi' }), 201);
     await settle(); // the send fails: channel.error
     await settle(); // the automation's notice

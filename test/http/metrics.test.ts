@@ -6,7 +6,7 @@ import { packagePath } from '../../src/core/paths.js';
 import { createMailSender } from '../../src/workers/mail-sender.js';
 import { createTestApp, ok, useTestApp, type TestApp } from '../helpers/app.js';
 import { testDbKind } from '../helpers/database.js';
-import { verifyDomainFor } from '../helpers/domains.js';
+import { relayChannel } from '../helpers/domains.js';
 import { refusedPort } from '../helpers/smtp-relay.js';
 
 /**
@@ -102,17 +102,7 @@ describe('GET /metrics', () => {
 
   it('shows mail stuck behind a dead relay: the outbox holds it, its age grows, the channel is in error', async () => {
     now = Math.max(Date.now(), now + 60_000); // forward only, as time goes
-    await verifyDomainFor(t.database.db, a.orgId, 'stuck.example');
-    const channel = await ok(
-      await a.request('POST', '/v1/channels', {
-        type: 'email',
-        name: 'Stuck',
-        address: 'hello@stuck.example',
-        inbound: { mode: 'smtp' },
-        outbound: { host: '127.0.0.1', port: await refusedPort(), secure: false, tls: 'none' },
-      }),
-      201,
-    );
+    const channel = await relayChannel(t.database.db, a, { name: 'Stuck', address: 'hello@stuck.example', port: await refusedPort() });
     await ok(await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: ['ada@customer.example'], subject: 'Hello', text: 'Hi' }), 201);
     const sender = createMailSender({ db: t.database.db, clock: () => new Date(), log: silent, allowPrivate: true, sendTimeoutMs: 5000, random: () => 0.5 });
     await sender.runOnce(); // the relay refuses the connection: retried later
