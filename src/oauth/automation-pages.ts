@@ -195,6 +195,7 @@ export function registerAutomationPages(app: FastifyInstance) {
       planSummary: row.planSummary,
       instructions: row.instructions,
       when: whenOf(row),
+      life: { currentExecutions: row.currentExecutions, maxExecutions: row.maxExecutions, expiresAt: iso(row.expiresAt) },
       condition: row.condition,
       steps: rendered,
       preview,

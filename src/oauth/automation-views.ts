@@ -25,6 +25,8 @@ export interface ApprovalView {
   instructions: string;
   /** The trigger or schedule in words, with the time zone. */
   when: string;
+  /** How long it may run: runs so far and at most (null: no limit), and when it stops (null: never). */
+  life: { currentExecutions: number; maxExecutions: number | null; expiresAt: string | null };
   condition: unknown;
   steps: StepView[];
   /** The dry run the steps were rendered with, or why there is none. */
@@ -54,6 +56,14 @@ function markedJson(value: unknown, external: readonly string[]): string {
     html = html.split(escaped).join(`<mark class="external" title="Outside your organization">${escaped}</mark>`);
   }
   return html;
+}
+
+/** "3 runs so far, at most 5 (2 left); until 2030-01-07 08:00 UTC" */
+function lifeOf(life: ApprovalView['life']): string {
+  const runs = `${life.currentExecutions} run${life.currentExecutions === 1 ? '' : 's'} so far, ${
+    life.maxExecutions === null ? 'no limit' : `at most ${life.maxExecutions} (${Math.max(0, life.maxExecutions - life.currentExecutions)} left)`
+  }`;
+  return `${escapeHtml(runs)}; ${life.expiresAt ? `until ${minute(life.expiresAt)}` : 'no end date'}`;
 }
 
 const STATUS_WORDS: Record<string, string> = { pending_approval: 'Waiting for approval', paused: 'Paused', failed: 'Failed', active: 'Active', archived: 'Archived' };
@@ -111,6 +121,7 @@ ${opts.notice ? `<p class="alert" role="status">${escapeHtml(opts.notice)}</p>` 
 <p class="summary">${escapeHtml(v.planSummary ?? 'No plan yet.')}</p>
 <dl>
 <dt>When</dt><dd>${escapeHtml(v.when)}</dd>
+<dt>How long</dt><dd>${lifeOf(v.life)}</dd>
 <dt>Condition</dt><dd>${v.condition ? `<pre>${escapeHtml(JSON.stringify(v.condition, null, 2))}</pre>` : 'None: every time'}</dd>
 <dt>Instructions</dt><dd>${escapeHtml(v.instructions)}</dd>
 </dl>
