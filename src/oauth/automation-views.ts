@@ -33,7 +33,7 @@ export interface ApprovalView {
   preview: { event: { type: string; occurredAt: string } | null; conditionHolds: boolean } | { unavailable: string };
   /** Every address or number outside the organization the plan may send or forward to. */
   external: string[];
-  /** Whether the plan replies to whoever wrote the triggering message (an address only the message knows). */
+  /** Whether the plan answers whoever wrote the triggering message (a reply, or a send to `{{sender.…}}`: an address or number only the message knows). */
   repliesToSender: boolean;
   createdVia: Who | null;
   createdAt: string;
@@ -89,7 +89,7 @@ export function approvalPage(
         .map((a) => `<li><mark class="external">${escapeHtml(a)}</mark></li>`)
         .join('')}</ul></div>`
     : '';
-  const sender = v.repliesToSender ? '<p class="alert" role="note">It replies to whoever wrote the message that triggers it: anyone who can write to you.</p>' : '';
+  const sender = v.repliesToSender ? '<p class="alert" role="note">It answers whoever wrote the message that triggers it: anyone who can write to you.</p>' : '';
   const pending = v.status === 'pending_approval' || v.status === 'paused' || v.status === 'failed' || (v.status === 'active' && !v.enabled);
   const decide = !pending
     ? `<p class="muted">Nothing to decide: this automation is ${escapeHtml(statusWords(v.status))}.</p>`

@@ -9,10 +9,10 @@ import { operationPermission, sendsMessages, type Actor } from '../core/operatio
 import { hasPermission } from '../core/permissions.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { credentialStanding, missingPermissions, type Credential } from '../accounts/credentials.js';
-import { apiKeys, automationExecutions, automations, events, type ExecutionStepRecord } from '../db/schema.js';
+import { apiKeys, automationExecutions, automations, channels, events, type ExecutionStepRecord } from '../db/schema.js';
 import { ENGINE_TRANSITIONS, type AutomationStatus } from '../modules/automations/automations.lifecycle.js';
 import { digestSince, planPermissions, recordedCredential, toAutomation, type AutomationRow } from '../modules/automations/automations.repository.js';
-import { summarizePlan } from '../modules/automations/plan-summary.js';
+import { channelIdsOf, summarizePlan, type ChannelNaming } from '../modules/automations/plan-summary.js';
 import { AutomaticMessageRefused, claimAutomaticMessages, recipientsOf, refuseSilenced, triggeringMessage } from '../modules/automations/automatic-messages.js';
 import { SCHEDULE_TRIGGER } from '../modules/events/events.catalog.js';
 import type { TriggerType } from '../modules/automations/automations.schemas.js';
@@ -193,6 +193,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
       const changes: Partial<typeof automations.$inferInsert> = { evaluateAfter: null, updatedAt: clock() };
       if (outcome.status === 'planned') {
         const { plan } = outcome;
+        const summary = summarizePlan(plan, { channels: await channelsToName(tx, row.organizationId, plan) });
         Object.assign(changes, {
           triggerType: plan.triggerType,
           triggerEvent: plan.triggerEvent,
@@ -201,7 +202,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
           condition: plan.condition as Record<string, unknown> | null,
           actions: plan.actions as { operation: string; input: Record<string, unknown> }[],
           permissions: plan.permissions,
-          planSummary: summarizePlan(plan),
+          planSummary: summary,
           statusReason: null,
           nextRunAt: null,
           status: row.status === 'pending_evaluation' ? 'pending_approval' : row.status,
@@ -573,6 +574,20 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
 
   const loop = createWorkerLoop({ name: 'automation engine', pass: runOnce, intervalMs: deps.pollMs ?? 500, wake: (kick) => onEventsCommitted(kick, forTheEngine), wakeDelayMs: 10, log });
   return { runOnce, start: loop.start, stop: loop.stop };
+}
+
+/**
+ * The channels a plan's summary names: those its steps name, and (enough to tell whether it has exactly
+ * one) the organization's active text channels, through which a text without `channelId` goes.
+ */
+async function channelsToName(tx: DbOrTx, orgId: string, plan: Plan): Promise<ChannelNaming[]> {
+  if (!(plan.actions ?? []).some((step) => sendsMessages(step.operation))) return [];
+  const ids = channelIdsOf(plan);
+  const columns = { id: channels.id, name: channels.name, address: channels.address, type: channels.type, status: channels.status };
+  const live = and(eq(channels.organizationId, orgId), isNull(channels.deletedAt));
+  const named = ids.length ? await tx.select(columns).from(channels).where(and(live, inArray(channels.id, ids))) : [];
+  const lines = await tx.select(columns).from(channels).where(and(live, eq(channels.type, 'sms'), eq(channels.status, 'active'))).limit(2);
+  return [...named, ...lines.filter((l) => !named.some((n) => n.id === l.id))];
 }
 
 /** The commits the engine wakes for: events left to dispatch, or an automation changed (to evaluate, to run). */

@@ -6,6 +6,7 @@ import { createSmsSender } from '../../src/workers/sms-sender.js';
 import { ok, useTestApp } from '../helpers/app.js';
 import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
 import type { Tenant } from '../helpers/app.js';
+import { AccountBrowser } from '../helpers/approval-page.js';
 
 /**
  * Text steps of the built-in vocabulary, run by the engine and sent by the SMS sender to a local server
@@ -191,5 +192,62 @@ describe('automatic texts follow the rules of automatic messages', () => {
     expect(run).toMatchObject({ status: 'skipped', error: expect.stringMatching(/at most 2 an hour/) });
     expect(twilio.sent.filter((s) => s.form.get('From') === lineD.address)).toEqual([]);
     await ok(await d.request('DELETE', `/v1/automations/${alert}`));
+  });
+});
+
+describe('a written plan that texts whoever texted', () => {
+  it('"when a text arrives, text {{sender.phoneNumber}} …" passes the plan check, reads as a text in its summary, is approved and texts the sender back', async () => {
+    const c = await t.tenant({ credits: 10 });
+    const lineC = await ok(
+      await c.request('POST', '/v1/channels', { type: 'sms', name: 'Front desk', address: '+12122005001', provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } }),
+      201,
+    );
+    const created = await ok(
+      await c.request('POST', '/v1/automations', {
+        name: 'Text back',
+        instructions: 'When a text arrives, text the sender back',
+        triggerEvent: 'message.received',
+        condition: { field: 'type', operator: 'equals', value: 'sms' },
+        actions: [{ operation: 'messages.send', input: { to: ['{{sender.phoneNumber}}'], text: 'Thanks, we got your text' } }],
+      }),
+      201,
+    );
+    await engine.runOnce();
+    const checked = await ok(await c.request('GET', `/v1/automations/${created.id}`));
+    expect(checked.status, checked.statusReason).toBe('pending_approval');
+    expect(checked.planSummary).toBe(
+      'Runs when a message is received, only if its type is "sms". It sends a text to the sender\'s number through the organization\'s text channel, the channel "Front desk" (+12122005001), with the text "Thanks, we got your text".',
+    );
+    // The approval page says that it answers whoever wrote, and marks no fixed number.
+    const page = await new AccountBrowser(t.app).signIn(`/account/automations/${created.id}`, await c.user());
+    expect(page.body).toContain('It answers whoever wrote the message that triggers it');
+    expect(page.body).not.toContain('Leaves your organization');
+    expect(await ok(await c.request('POST', `/v1/automations/${created.id}/approve`))).toMatchObject({ status: 'active' });
+
+    const before = twilio.sent.length;
+    await text(lineC.id, '+12122005002', 'Are you open on Sunday?', lineC.address);
+    await settle();
+    // A short code is not texted back: the run is skipped with the reason (not a failed step).
+    await text(lineC.id, '55555', 'Your code is 1234', lineC.address);
+    await settle();
+    expect(twilio.sent.slice(before).map((s) => [s.form.get('From'), s.form.get('To'), s.form.get('Body')])).toEqual([['+12122005001', '+12122005002', 'Thanks, we got your text']]);
+    const runs = (await ok(await c.request('GET', `/v1/automations/${created.id}/executions?sortOrder=asc`))) as unknown as Json[];
+    expect(runs.map((r) => r.status)).toEqual(['succeeded', 'skipped']);
+    expect(runs[1]!.error).toMatch(/55555 is a short code/);
+    await ok(await c.request('DELETE', `/v1/automations/${created.id}`));
+  });
+
+  it('the built-in "text +1…" reads as a text through the organization\'s text channel, never as an email with the subject "undefined"', async () => {
+    const c = await t.tenant({ credits: 10 });
+    await ok(
+      await c.request('POST', '/v1/channels', { type: 'sms', name: 'Alerts', address: '+12122005011', provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } }),
+      201,
+    );
+    const created = await ok(await c.request('POST', '/v1/automations', { name: 'big', instructions: `When a transaction over 1000 EUR is recorded, text ${OWNER} 'Big payment'` }), 201);
+    await engine.runOnce();
+    const { planSummary } = await ok(await c.request('GET', `/v1/automations/${created.id}`));
+    expect(planSummary).toMatch(/It sends a text to "\+12122003003" through the organization's text channel, the channel "Alerts" \(\+12122005011\), with the text "Big payment"\.$/);
+    expect(planSummary).not.toMatch(/email|subject|undefined/);
+    await ok(await c.request('DELETE', `/v1/automations/${created.id}`));
   });
 });
