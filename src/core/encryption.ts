@@ -75,6 +75,12 @@ export function currentKeyLocation(): string {
 
 export const keyFilePath = (dataDir: string) => join(dataDir, KEY_FILE);
 
+/** Where this server would find its key, for a message saying it has none: "SECRETS_KEY is unset", or the key file too. */
+export function missingKeyPlace(): string {
+  if (!settings) throw new Error('Secrets are not configured (configureSecrets)');
+  return settings.requireConfiguredKey ? 'SECRETS_KEY is unset' : `no SECRETS_KEY, and no key file ${keyFilePath(settings.dataDir)}`;
+}
+
 const MISSING_KEY =
   'Storing a password needs SECRETS_KEY: with DATABASE_URL set, every process must encrypt and decrypt with the same key, so start the server with SECRETS_KEY (32 bytes, base64 or hex)';
 

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { eq, inArray, isNotNull, sql } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
-import { currentKeyLocation, decryptSecret, encryptSecret, isUnderCurrentKey, knownKeyIds } from '../core/encryption.js';
+import { currentKeyLocation, decryptSecret, encryptSecret, isUnderCurrentKey, knownKeyIds, missingKeyPlace } from '../core/encryption.js';
 import type { DbOrTx } from './client.js';
 import { channels, domains, secretKeys } from './schema.js';
 
@@ -68,7 +68,7 @@ export async function assertSecretsReadable(db: DbOrTx): Promise<void> {
   throw new UnknownSecretsKeyError(
     `Stored secrets (channel passwords and tokens, DKIM keys) were encrypted with a key this server does not have: ${list}. ` +
       `${where[0]!.toUpperCase()}${where.slice(1)}. ` +
-      `This server has ${have.length ? `key id ${have.join(', ')} (${currentKeyLocation()})` : `no key (no SECRETS_KEY, and no ${currentKeyLocation()})`}. ` +
+      `This server has ${have.length ? `key id ${have.join(', ')} (${currentKeyLocation()})` : `no key (${missingKeyPlace()})`}. ` +
       'Put that key back (copy the file into DATA_DIR with mode 0600, or set SECRETS_KEY to its content), or give it in SECRETS_KEY_PREVIOUS to have the secrets re-encrypted under the current key; ' +
       'the key id is the first 8 hex digits of the SHA-256 of the key\'s 32 bytes. Nothing was written.',
   );
