@@ -94,7 +94,7 @@ function thePool(): Piscina {
     atomics: 'disabled',
     // A message that would need more is refused for now (like one over its deadline), never the process's
     // memory; a small young generation, since a thread's garbage is one email's and V8 keeps what it grew.
-    resourceLimits: { maxOldGenerationSizeMb: settings.heapMb, maxYoungGenerationSizeMb: 8 },
+    resourceLimits: { maxOldGenerationSizeMb: settings.heapMb, maxYoungGenerationSizeMb: 4 },
     ...(needsTsx ? { execArgv: ['--import', 'tsx'] } : {}),
   });
   // A thread that dies outside an email (it could not start) must not take the service with it.
