@@ -385,10 +385,7 @@ export async function recordChannelOutcome(
   outcome: ChannelOutcome,
   opts: { work?: CommittedWork; relay?: RelayState; worthWhen?: SQL } = {},
 ): Promise<'error' | 'recovered' | undefined> {
-  const prefix = SIDE_PREFIX[outcome.side];
-  // A text channel's SMPP errors were written as "SMPP: …" before the sides had prefixes.
-  const sideError = outcome.side === 'provider' ? sql`(last_error LIKE ${prefix + '%'} OR last_error LIKE 'SMPP: %')` : sql`last_error LIKE ${prefix + '%'}`;
-  const live = sql`id = ${channelId} AND deleted_at IS NULL`;
+  const { prefix, sideError, live } = outcomeSql(channelId, outcome);
   const relay = opts.relay ?? {};
   const relaySets = sql.join(
     [
@@ -402,15 +399,6 @@ export async function recordChannelOutcome(
   if (outcome.ok) {
     const at = (outcome.at ?? new Date()).toISOString();
     const synced = outcome.side === 'mailbox' ? sql`last_sync_at = ${at}::timestamptz, ` : sql``;
-    // Worth a write: the side's error to clear, a stale `lastSyncAt` (mailbox), or what the caller says.
-    const worth = sql.join(
-      [
-        sideError,
-        ...(outcome.side === 'mailbox' ? [sql`last_sync_at IS NULL`, sql`last_sync_at < ${at}::timestamptz - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds'`] : []),
-        ...(opts.worthWhen ? [opts.worthWhen] : []),
-      ],
-      sql` OR `,
-    );
     changed = rowsOf(
       await tx.execute(sql`WITH recovered AS (
           UPDATE channels SET ${synced}status = 'active', last_error = NULL, ${relaySets}
@@ -418,7 +406,7 @@ export async function recordChannelOutcome(
           RETURNING id
         ), touched AS (
           UPDATE channels SET ${synced}last_error = CASE WHEN ${sideError} THEN NULL ELSE last_error END, ${relaySets}
-           WHERE ${live} AND NOT (status = 'error' AND coalesce(${sideError}, false)) AND (${worth})
+           WHERE ${live} AND NOT (status = 'error' AND coalesce(${sideError}, false)) AND (${successWorthWriting(outcome, sideError, opts.worthWhen)})
           RETURNING id
         )
         SELECT id FROM recovered`),
@@ -446,6 +434,27 @@ export async function recordChannelOutcome(
   return outcome.ok ? 'recovered' : 'error';
 }
 
+/** The SQL an outcome reads the channel with: its side's `lastError` prefix, and the live channel. */
+function outcomeSql(channelId: string, outcome: ChannelOutcome) {
+  const prefix = SIDE_PREFIX[outcome.side];
+  // A text channel's SMPP errors were written as "SMPP: …" before the sides had prefixes.
+  const sideError = outcome.side === 'provider' ? sql`(last_error LIKE ${prefix + '%'} OR last_error LIKE 'SMPP: %')` : sql`last_error LIKE ${prefix + '%'}`;
+  return { prefix, sideError, live: sql`id = ${channelId} AND deleted_at IS NULL` };
+}
+
+/** When a success is worth a write: the side's error to clear, a stale `lastSyncAt` (mailbox), or what the caller says. */
+function successWorthWriting(outcome: Extract<ChannelOutcome, { ok: true }>, sideError: SQL, worthWhen: SQL | undefined): SQL {
+  const at = (outcome.at ?? new Date()).toISOString();
+  return sql.join(
+    [
+      sideError,
+      ...(outcome.side === 'mailbox' ? [sql`last_sync_at IS NULL`, sql`last_sync_at < ${at}::timestamptz - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds'`] : []),
+      ...(worthWhen ? [worthWhen] : []),
+    ],
+    sql` OR `,
+  );
+}
+
 const rowsOf = (result: unknown) => (result as { rows: { id: string }[] }).rows;
 
 /**
@@ -453,6 +462,13 @@ const rowsOf = (result: unknown) => (result as { rows: { id: string }[] }).rows;
  * the commit. A failure to record is logged by the caller (it never stops the worker).
  */
 export async function showChannelOutcome(db: Db, channelId: string, outcome: ChannelOutcome, opts: { relay?: RelayState; worthWhen?: SQL } = {}) {
+  // The common case, a success on a channel that is fine, costs one read and no transaction (a worker's next
+  // step, e.g. serving a new SMPP bind, waits for this).
+  if (outcome.ok) {
+    const { sideError, live } = outcomeSql(channelId, outcome);
+    const found = await db.execute(sql`SELECT 1 FROM channels WHERE ${live} AND (${successWorthWriting(outcome, sideError, opts.worthWhen)})`);
+    if (rowsOf(found).length === 0) return undefined;
+  }
   const work = new CommittedWork();
   const changed = await db.transaction((tx) => recordChannelOutcome(tx, channelId, outcome, { ...opts, work }));
   work.announce();
