@@ -12,6 +12,14 @@ import { smsSize, splitText } from '../segments.js';
  * the database); it registers the bind here, and the text sender submits the channel's texts over it.
  */
 
+/**
+ * The largest PDU a session reads: SMPP carries up to 64 KB in a `message_payload` (its TLV length has 16
+ * bits), plus the rest of the PDU. The package's own bound is 16,384 bytes, and a session that meets a PDU
+ * past its bound stops reading (src/workers/smpp-binds.ts then binds again).
+ */
+export const MAX_PDU_BYTES = 0xffff + 1024;
+smpp.PDU.maxLength = MAX_PDU_BYTES;
+
 export interface SmppSettings {
   host: string;
   port: number;

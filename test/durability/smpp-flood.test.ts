@@ -1,0 +1,109 @@
+import { randomBytes } from 'node:crypto';
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/db/client.js';
+import { events, messages } from '../../src/db/schema.js';
+import { startSmsc } from '../helpers/smsc.js';
+import { addOrganization, send, startServer, useStore, type ServerProcess } from './server-process.js';
+
+/**
+ * Timing-sensitive (it measures request latencies while a flood runs): run it alone, as the other tests in
+ * this folder. One organization's SMSC floods deliver_sm as fast as TCP allows while another organization's
+ * REST calls keep their baseline, measured in the same test on the same server process: the bind writes a
+ * few deliver_sm at a time (TCP holds the SMSC back meanwhile) and answers ESME_RTHROTTLED past the channel's
+ * rate. The flood ends with every PDU committed (with its event) or answered throttled or temporary, never
+ * lost nor half-written.
+ */
+
+const store = useStore();
+const SECRETS_KEY = randomBytes(32).toString('base64');
+const FLOOD = 4000;
+const RATE = 1500;
+const ESME_RTHROTTLED = 0x58;
+const ESME_RX_T_APPN = 0x64;
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function call(server: ServerProcess, key: string, method: string, path: string, body?: unknown): Promise<Json> {
+  const res = await send(server.url, method, path, key, body);
+  expect(res.status, res.body).toBeLessThan(300);
+  return JSON.parse(res.body).data as Json;
+}
+
+/** One round of the other organization's REST calls (a write, then a read of it); answers each one's latency. */
+async function round(server: ServerProcess, key: string, n: number): Promise<{ write: number; read: number }> {
+  let started = performance.now();
+  const contact = await call(server, key, 'POST', '/v1/contacts', { firstName: 'Neighbour', lastName: `N${n}` });
+  const write = performance.now() - started;
+  started = performance.now();
+  await call(server, key, 'GET', `/v1/contacts/${contact.id}`);
+  return { write, read: performance.now() - started };
+}
+
+const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+
+describe("one organization's SMSC flooding deliver_sm", () => {
+  it("keeps another organization's REST calls within 250 ms of their baseline; every PDU is committed or answered throttled or temporary", async () => {
+    const neighbour = await addOrganization(store, 'Neighbour');
+    const smsc = await startSmsc({ flooder: 'floodpw' });
+    try {
+      const server = await startServer({ ...store.env, SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true', SMPP_DELIVER_RATE_LIMIT: String(RATE) });
+      const channel = await call(server, store.key, 'POST', '/v1/channels', {
+        type: 'sms',
+        name: 'Flooded line',
+        address: '+12125550199',
+        provider: { kind: 'smpp', host: '127.0.0.1', port: smsc.port, tls: false, systemId: 'flooder', password: 'floodpw' },
+      });
+      await smsc.until(() => smsc.bound().length === 1, 30_000, 'the bind');
+
+      // The baseline: the neighbour's calls on this server, now, after a warm-up.
+      for (let i = 0; i < 10; i++) await round(server, neighbour, i);
+      const baseline: { write: number; read: number }[] = [];
+      for (let i = 0; i < 30; i++) baseline.push(await round(server, neighbour, i));
+      const base = { write: median(baseline.map((b) => b.write)), read: median(baseline.map((b) => b.read)) };
+
+      const texts = Array.from({ length: FLOOD }, (_, i) => `Flood text ${i}`);
+      const pdus = texts.map((text, i) => ({ source_addr: `1415${String(5_000_000 + i).padStart(7, '0')}`, source_addr_ton: 1, source_addr_npi: 1, destination_addr: '12125550199', dest_addr_ton: 1, dest_addr_npi: 1, data_coding: 0, short_message: text }));
+      let flooding = true;
+      const flood = smsc.flood(pdus, 150_000).finally(() => (flooding = false));
+      const during: { write: number; read: number }[] = [];
+      while (flooding) {
+        during.push(await round(server, neighbour, during.length));
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      const statuses = await flood;
+
+      const committed = statuses.flatMap((s, i) => (s === 0 ? [texts[i]!] : []));
+      const throttled = statuses.filter((s) => s === ESME_RTHROTTLED).length;
+      const temporary = statuses.filter((s) => s === ESME_RX_T_APPN).length;
+      const report = `baseline median write ${base.write.toFixed(1)} ms, read ${base.read.toFixed(1)} ms; during the flood (${during.length} rounds) slowest write ${Math.max(...during.map((d) => d.write)).toFixed(1)} ms, read ${Math.max(...during.map((d) => d.read)).toFixed(1)} ms; ${committed.length} committed, ${throttled} throttled, ${temporary} temporary`;
+      console.log(report);
+      expect(during.length, report).toBeGreaterThan(5);
+      for (const d of during) {
+        expect(d.write, report).toBeLessThan(base.write + 250);
+        expect(d.read, report).toBeLessThan(base.read + 250);
+      }
+      expect(committed.length + throttled + temporary, report).toBe(FLOOD);
+      expect(throttled, report).toBeGreaterThan(0);
+      expect(committed.length, report).toBeLessThanOrEqual(RATE);
+
+      // Stopped, the store is read directly: each committed text once, with its event; nothing else.
+      server.proc.kill('SIGTERM');
+      await server.exited;
+      const database = await openDatabase(store.env.DATABASE_URL ? { url: store.env.DATABASE_URL, poolSize: 1 } : { dataDir: store.dataDir });
+      try {
+        const rows = await database.db.select({ id: messages.id, text: messages.text }).from(messages).where(and(eq(messages.channelId, channel.id as string), eq(messages.direction, 'incoming')));
+        expect(rows.map((r) => r.text).sort()).toEqual([...committed].sort());
+        const [received] = await database.db
+          .select({ n: sql<number>`count(*)::int` })
+          .from(events)
+          .where(and(eq(events.type, 'message.received'), inArray(events.resourceId, rows.length ? rows.map((r) => r.id) : [channel.id as string])));
+        expect(received!.n).toBe(rows.length);
+      } finally {
+        await database.close();
+      }
+    } finally {
+      await smsc.close();
+    }
+  }, 240_000);
+});
