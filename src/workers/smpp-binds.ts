@@ -154,9 +154,12 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
       return undefined;
     };
 
-    /** Waits while submits are unanswered (at most the submit timeout) until one names `forms`. */
+    /**
+     * Waits while submits are unanswered until one names `forms`, at most a third of the submit timeout: an
+     * SMSC that answers nothing else until its receipt is answered then still answers the submit in time.
+     */
     private async answerOf(forms: string[]) {
-      const end = Date.now() + deps.timeoutMs;
+      const end = Date.now() + deps.timeoutMs / 3;
       while (this.submitting > 0 && !this.abort.signal.aborted && !this.lookup(forms)) {
         const left = end - Date.now();
         if (left <= 0) break;

@@ -40,7 +40,7 @@ export interface RecentSubmits {
   find(forms: string[]): { messageId: string; smscId: string } | undefined;
   /**
    * Waits while submits of this bind are still unanswered (an SMSC may send a text's receipt before its
-   * submit_sm_resp), up to their timeout, until one of them names `forms`; then answers as `find` does.
+   * submit_sm_resp), for a while, until one of them names `forms`; then answers as `find` does.
    */
   awaitAnswers(forms: string[]): Promise<{ messageId: string; smscId: string } | undefined>;
 }
