@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/client.js';
@@ -17,8 +18,9 @@ import { addOrganization, send, startServer, useStore, type ServerProcess } from
 
 const store = useStore();
 const SECRETS_KEY = randomBytes(32).toString('base64');
-const FLOOD = 4000;
-const RATE = 1500;
+const FLOOD = 3000;
+/** deliver_sm a minute the channel takes (SMPP_DELIVER_RATE_LIMIT): well under what a bind writes in one, so that the rest is throttled. */
+const RATE = 600;
 const ESME_RTHROTTLED = 0x58;
 const ESME_RX_T_APPN = 0x64;
 
@@ -64,7 +66,12 @@ describe("one organization's SMSC flooding deliver_sm", () => {
 
       const texts = Array.from({ length: FLOOD }, (_, i) => `Flood text ${i}`);
       const pdus = texts.map((text, i) => ({ source_addr: `1415${String(5_000_000 + i).padStart(7, '0')}`, source_addr_ton: 1, source_addr_npi: 1, destination_addr: '12125550199', dest_addr_ton: 1, dest_addr_npi: 1, data_coding: 0, short_message: text }));
+      // How long this process itself was held from running meanwhile: on a busy machine the caller is delayed
+      // too, which the report shows beside the latencies.
+      const lag = monitorEventLoopDelay({ resolution: 10 });
+      lag.enable();
       let flooding = true;
+      const floodStarted = performance.now();
       const flood = smsc.flood(pdus, 150_000).finally(() => (flooding = false));
       const during: { write: number; read: number }[] = [];
       while (flooding) {
@@ -72,11 +79,13 @@ describe("one organization's SMSC flooding deliver_sm", () => {
         await new Promise((r) => setTimeout(r, 25));
       }
       const statuses = await flood;
+      lag.disable();
+      const minutes = Math.ceil((performance.now() - floodStarted) / 60_000);
 
       const committed = statuses.flatMap((s, i) => (s === 0 ? [texts[i]!] : []));
       const throttled = statuses.filter((s) => s === ESME_RTHROTTLED).length;
       const temporary = statuses.filter((s) => s === ESME_RX_T_APPN).length;
-      const report = `baseline median write ${base.write.toFixed(1)} ms, read ${base.read.toFixed(1)} ms; during the flood (${during.length} rounds) slowest write ${Math.max(...during.map((d) => d.write)).toFixed(1)} ms, read ${Math.max(...during.map((d) => d.read)).toFixed(1)} ms; ${committed.length} committed, ${throttled} throttled, ${temporary} temporary`;
+      const report = `baseline median write ${base.write.toFixed(1)} ms, read ${base.read.toFixed(1)} ms; during the flood (${during.length} rounds) slowest write ${Math.max(...during.map((d) => d.write)).toFixed(1)} ms, read ${Math.max(...during.map((d) => d.read)).toFixed(1)} ms; ${committed.length} committed, ${throttled} throttled, ${temporary} temporary; this process held up to ${(lag.max / 1e6).toFixed(0)} ms`;
       console.log(report);
       expect(during.length, report).toBeGreaterThan(5);
       for (const d of during) {
@@ -85,7 +94,7 @@ describe("one organization's SMSC flooding deliver_sm", () => {
       }
       expect(committed.length + throttled + temporary, report).toBe(FLOOD);
       expect(throttled, report).toBeGreaterThan(0);
-      expect(committed.length, report).toBeLessThanOrEqual(RATE);
+      expect(committed.length, report).toBeLessThanOrEqual(RATE * minutes);
 
       // Stopped, the store is read directly: each committed text once, with its event; nothing else.
       server.proc.kill('SIGTERM');
