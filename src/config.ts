@@ -3,6 +3,18 @@ import { z } from 'zod';
 import { parseDnsServers } from './core/dns.js';
 import { DATABASE_URL_FORM, namesDatabase } from './core/database-names.js';
 
+/** Recipients of automatic messages per organization in any hour, unless `AUTOMATIC_MESSAGES_PER_HOUR` says otherwise. */
+export const DEFAULT_AUTOMATIC_MESSAGES_PER_HOUR = 300;
+
+/** `AUTOMATIC_MESSAGES_PER_HOUR` and its former name; unset (or empty) leaves the choice to the other, then the default. */
+const perHour = z.coerce
+  .number()
+  .int()
+  .min(1)
+  .max(1_000_000)
+  .optional()
+  .or(z.literal('').transform(() => undefined));
+
 /**
  * Environment, parsed once at start-up. Every setting the service reads is here, each with its meaning in
  * `.describe()` (shown in `docs/configuration.md`, which `npm run docs:config` generates from this schema;
@@ -39,7 +51,12 @@ export const Env = z.object({
   AUTOMATION_LLM_API_KEY: z.string().optional().or(z.literal('').transform(() => undefined)).describe('Bearer token sent to `AUTOMATION_LLM_URL`.'),
   AUTOMATION_WORKER: z.enum(['true', 'false']).default('true').describe('Whether this process runs the automation engine (evaluation, dispatch, schedules, executions); any number of processes may.'),
   AUTOMATION_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(500).describe('How often the engine looks for work written by other processes (ms); its own process\'s writes wake it at once.'),
-  AUTOMATIC_MAIL_PER_HOUR: z.coerce.number().int().min(1).max(1_000_000).default(300).describe('Recipients of automatic mail (the `messages.send`, `messages.reply` and `messages.forward` steps of automations) one organization may have in any hour; a step past it is skipped with the reason. In runs an event triggered, each automation also mails a recipient at most once a UTC day (see [automations](automations.md#automatic-mail)).'),
+  AUTOMATIC_MESSAGES_PER_HOUR: perHour.meta({
+    defaultText: `\`${DEFAULT_AUTOMATIC_MESSAGES_PER_HOUR}\``,
+    description:
+      'Recipients of automatic messages (email, texts: every `messages.send`, `messages.reply` and `messages.forward` step of automations) one organization may have in any hour; a step past it is skipped with the reason. In runs an event triggered, each automation also sends a recipient at most one message a UTC day (see [automations](automations.md#automatic-messages)).',
+  }),
+  AUTOMATIC_MAIL_PER_HOUR: perHour.describe('The former name of `AUTOMATIC_MESSAGES_PER_HOUR`, still read when that one is unset (it counted email only; it now counts every automatic message).'),
   EVENT_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30).describe('Days events are kept (for `GET /events` and the automations). An hourly cleanup (safe with several processes) removes older ones, along with expired OAuth codes, tokens and sessions (a day after expiry; refresh tokens live 90 days), grants revoked more than 30 days ago, and registered OAuth clients that no user approved within 24 hours.'),
   DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(4000).describe('PostgreSQL: a statement that runs or waits for a lock longer is cancelled and the request answers 503 `SERVICE_UNAVAILABLE` with `Retry-After` (ms); a database that stops answering is given up 0.5 s later (migrations have no limit). Bounds writes, which are never abandoned half-way: a write\'s 503 means it was not written.'),
   DB_READ_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(1500).describe('A read (a GET, or a read-only MCP tool, with its API key or token check) and `/readyz` answer 503 `SERVICE_UNAVAILABLE` when the database has not answered by then (ms).'),
@@ -135,7 +152,7 @@ function fromEnv(e: z.infer<typeof Env>) {
       llmApiKey: e.AUTOMATION_LLM_API_KEY,
       worker: e.AUTOMATION_WORKER === 'true',
       pollMs: e.AUTOMATION_POLL_MS,
-      automaticMailPerHour: e.AUTOMATIC_MAIL_PER_HOUR,
+      automaticMessagesPerHour: e.AUTOMATIC_MESSAGES_PER_HOUR ?? e.AUTOMATIC_MAIL_PER_HOUR ?? DEFAULT_AUTOMATIC_MESSAGES_PER_HOUR,
     },
     eventRetentionDays: e.EVENT_RETENTION_DAYS,
     webhookAllowInsecure: e.WEBHOOK_ALLOW_INSECURE === 'true',

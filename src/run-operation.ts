@@ -19,6 +19,8 @@ export interface Caller {
   db: Db;
   /** `PUBLIC_URL`, for links in answers. */
   publicUrl?: string | undefined;
+  /** Told of the messages a sending operation queues besides the one it answers (see `OperationContext`). */
+  alsoQueued?: ((message: unknown) => void) | undefined;
 }
 
 /**
@@ -43,7 +45,7 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
   if (op.effects?.sends && !hasPermission(caller.permissions, SEND_PERMISSION)) throw missingSendConsent();
   const input = parseInput(op, raw);
   const call = (db: DbOrTx): unknown => {
-    const ctx: OperationContext = { orgId: caller.orgId, actorId: caller.actor.id ?? caller.orgId, actor: caller.actor, permissions: caller.permissions, db, publicUrl: caller.publicUrl };
+    const ctx: OperationContext = { orgId: caller.orgId, actorId: caller.actor.id ?? caller.orgId, actor: caller.actor, permissions: caller.permissions, db, publicUrl: caller.publicUrl, alsoQueued: caller.alsoQueued };
     return op.handler(input as never, ctx);
   };
   if (op.kind === 'list') {

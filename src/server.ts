@@ -130,7 +130,7 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
         clock: app.deps.clock,
         log: app.log,
         pollMs: config.automations.pollMs,
-        limits: { automaticMailPerHour: config.automations.automaticMailPerHour },
+        limits: { automaticMessagesPerHour: config.automations.automaticMessagesPerHour },
         evaluator: evaluatorFromConfig({ url: config.automations.llmUrl, model: config.automations.llmModel, apiKey: config.automations.llmApiKey }),
       }),
     );

@@ -48,6 +48,12 @@ export interface OperationContext {
   db: DbHandle;
   /** `PUBLIC_URL`, when the adapter knows it: links in answers (an automation's `approvalUrl`) are absolute then. */
   publicUrl?: string | undefined;
+  /**
+   * Told of each message a sending operation queues besides the one it answers (a text to several numbers
+   * is one message per number), when the caller counts them: the automation engine, for the rules of
+   * automatic messages.
+   */
+  alsoQueued?: ((message: unknown) => void) | undefined;
 }
 
 /** The event type(s) a successful write records, from the record it answers with. */

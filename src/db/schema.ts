@@ -796,27 +796,27 @@ export const automationExecutions = pgTable(
 );
 
 /**
- * Automatic mail an automation sent: one row per recipient, written in the run's transaction beside the
- * queued message. The unique key holds an automation to one mail per recipient per UTC day across processes
- * (RFC 3834 §2) in runs an event triggered; the rows of the last hour are the organization's automatic-mail rate.
- * Kept two days, then removed by the cleanup.
+ * Automatic messages an automation sent (mail, texts, any kind): one row per recipient, written in the run's
+ * transaction beside the queued message. The unique key holds an automation to one message per recipient per
+ * UTC day across processes (RFC 3834 §2) in runs an event triggered; the rows of the last hour are the
+ * organization's rate of automatic messages. Kept two days, then removed by the cleanup.
  */
-export const automaticMails = pgTable(
-  'automatic_mails',
+export const automaticMessages = pgTable(
+  'automatic_messages',
   {
     id: uuid('id').primaryKey().defaultRandom(),
     organizationId: orgRef(),
     automationId: uuid('automation_id')
       .notNull()
       .references(() => automations.id),
-    /** The recipient's address, lower-cased. */
+    /** The recipient as its kind names it: an email address (lower-cased), a phone number (E.164). */
     recipient: text('recipient').notNull(),
-    /** The UTC day, `YYYY-MM-DD`; null for the mail of a scheduled run, which its schedule bounds instead (nulls never conflict). */
+    /** The UTC day, `YYYY-MM-DD`; null for the messages of a scheduled run, which its schedule bounds instead (nulls never conflict). */
     day: text('day'),
     messageId: uuid('message_id'),
     createdAt: ts('created_at').notNull().defaultNow(),
   },
-  (t) => [uniqueIndex('automatic_mails_once_a_day').on(t.automationId, t.recipient, t.day), index('automatic_mails_org_recent').on(t.organizationId, t.createdAt)],
+  (t) => [uniqueIndex('automatic_messages_once_a_day').on(t.automationId, t.recipient, t.day), index('automatic_messages_org_recent').on(t.organizationId, t.createdAt)],
 );
 
 // ---------------------------------------------------------------- events

@@ -5,7 +5,7 @@ import { getUser } from '../accounts/accounts.js';
 import { missingPermissions } from '../accounts/credentials.js';
 import { isCategory, type Category } from '../core/categories.js';
 import { toAppError, type AppError } from '../core/errors.js';
-import { defineOperation, type Actor, type Operation, type OperationContext } from '../core/operation.js';
+import { defineOperation, sendsMessages, type Actor, type Operation, type OperationContext } from '../core/operation.js';
 import { categoryPermissions } from '../core/permissions.js';
 import { Uuid } from '../core/schemas.js';
 import type { Db } from '../db/client.js';
@@ -23,6 +23,7 @@ import {
 import { Automation } from '../modules/automations/automations.schemas.js';
 import { describeCron } from '../modules/automations/plan-summary.js';
 import type { PlanStep } from '../modules/automations/plan.js';
+import { templateExpressions } from '../modules/automations/template.js';
 import { operationById } from '../operations.js';
 import { runOperation } from '../run-operation.js';
 import { listUserGrants } from './grants.js';
@@ -195,11 +196,12 @@ export function registerAutomationPages(app: FastifyInstance) {
       planSummary: row.planSummary,
       instructions: row.instructions,
       when: whenOf(row),
+      life: { currentExecutions: row.currentExecutions, maxExecutions: row.maxExecutions, expiresAt: iso(row.expiresAt) },
       condition: row.condition,
       steps: rendered,
       preview,
       external: await externalRecipients(db, row.organizationId, [...steps, ...rendered]),
-      repliesToSender: steps.some((s) => s.operation === 'messages.reply'),
+      repliesToSender: steps.some((s) => s.operation === 'messages.reply' || (sendsMessages(s.operation) && templateExpressions(s.input).some(({ expr }) => /^(sender|event\.data\.sender)\b/.test(expr)))),
       createdVia: row.createdVia as Who | null,
       createdAt: row.createdAt.toISOString(),
       askedBy: row.approvalRequestedBy as Who | null,

@@ -25,13 +25,15 @@ export interface ApprovalView {
   instructions: string;
   /** The trigger or schedule in words, with the time zone. */
   when: string;
+  /** How long it may run: runs so far and at most (null: no limit), and when it stops (null: never). */
+  life: { currentExecutions: number; maxExecutions: number | null; expiresAt: string | null };
   condition: unknown;
   steps: StepView[];
   /** The dry run the steps were rendered with, or why there is none. */
   preview: { event: { type: string; occurredAt: string } | null; conditionHolds: boolean } | { unavailable: string };
   /** Every address or number outside the organization the plan may send or forward to. */
   external: string[];
-  /** Whether the plan replies to whoever wrote the triggering message (an address only the message knows). */
+  /** Whether the plan answers whoever wrote the triggering message (a reply, or a send to `{{sender.…}}`: an address or number only the message knows). */
   repliesToSender: boolean;
   createdVia: Who | null;
   createdAt: string;
@@ -54,6 +56,14 @@ function markedJson(value: unknown, external: readonly string[]): string {
     html = html.split(escaped).join(`<mark class="external" title="Outside your organization">${escaped}</mark>`);
   }
   return html;
+}
+
+/** "3 runs so far, at most 5 (2 left); until 2030-01-07 08:00 UTC" */
+function lifeOf(life: ApprovalView['life']): string {
+  const runs = `${life.currentExecutions} run${life.currentExecutions === 1 ? '' : 's'} so far, ${
+    life.maxExecutions === null ? 'no limit' : `at most ${life.maxExecutions} (${Math.max(0, life.maxExecutions - life.currentExecutions)} left)`
+  }`;
+  return `${escapeHtml(runs)}; ${life.expiresAt ? `until ${minute(life.expiresAt)}` : 'no end date'}`;
 }
 
 const STATUS_WORDS: Record<string, string> = { pending_approval: 'Waiting for approval', paused: 'Paused', failed: 'Failed', active: 'Active', archived: 'Archived' };
@@ -79,7 +89,7 @@ export function approvalPage(
         .map((a) => `<li><mark class="external">${escapeHtml(a)}</mark></li>`)
         .join('')}</ul></div>`
     : '';
-  const sender = v.repliesToSender ? '<p class="alert" role="note">It replies to whoever wrote the message that triggers it: anyone who can write to you.</p>' : '';
+  const sender = v.repliesToSender ? '<p class="alert" role="note">It answers whoever wrote the message that triggers it: anyone who can write to you.</p>' : '';
   const pending = v.status === 'pending_approval' || v.status === 'paused' || v.status === 'failed' || (v.status === 'active' && !v.enabled);
   const decide = !pending
     ? `<p class="muted">Nothing to decide: this automation is ${escapeHtml(statusWords(v.status))}.</p>`
@@ -111,6 +121,7 @@ ${opts.notice ? `<p class="alert" role="status">${escapeHtml(opts.notice)}</p>` 
 <p class="summary">${escapeHtml(v.planSummary ?? 'No plan yet.')}</p>
 <dl>
 <dt>When</dt><dd>${escapeHtml(v.when)}</dd>
+<dt>How long</dt><dd>${lifeOf(v.life)}</dd>
 <dt>Condition</dt><dd>${v.condition ? `<pre>${escapeHtml(JSON.stringify(v.condition, null, 2))}</pre>` : 'None: every time'}</dd>
 <dt>Instructions</dt><dd>${escapeHtml(v.instructions)}</dd>
 </dl>

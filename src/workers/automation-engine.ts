@@ -4,15 +4,16 @@ import { and, asc, eq, gt, inArray, isNotNull, isNull, like, lte, ne, or, sql } 
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { toAppError } from '../core/errors.js';
-import { operationPermission, type Actor } from '../core/operation.js';
+import { DEFAULT_AUTOMATIC_MESSAGES_PER_HOUR } from '../config.js';
+import { operationPermission, sendsMessages, type Actor } from '../core/operation.js';
 import { hasPermission } from '../core/permissions.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { credentialStanding, missingPermissions, type Credential } from '../accounts/credentials.js';
-import { apiKeys, automationExecutions, automations, events, type ExecutionStepRecord } from '../db/schema.js';
+import { apiKeys, automationExecutions, automations, channels, events, type ExecutionStepRecord } from '../db/schema.js';
 import { ENGINE_TRANSITIONS, type AutomationStatus } from '../modules/automations/automations.lifecycle.js';
 import { digestSince, planPermissions, recordedCredential, toAutomation, type AutomationRow } from '../modules/automations/automations.repository.js';
-import { summarizePlan } from '../modules/automations/plan-summary.js';
-import { AutomaticMailRefused, claimAutomaticMail, DEFAULT_AUTOMATIC_MAIL_PER_HOUR, MAILING_OPERATIONS, recipientsOf, refuseSilenced, triggeringMessage } from '../modules/automations/auto-mail.js';
+import { channelIdsOf, summarizePlan, type ChannelNaming } from '../modules/automations/plan-summary.js';
+import { AutomaticMessageRefused, claimAutomaticMessages, recipientsOf, refuseSilenced, triggeringMessage } from '../modules/automations/automatic-messages.js';
 import { SCHEDULE_TRIGGER } from '../modules/events/events.catalog.js';
 import type { TriggerType } from '../modules/automations/automations.schemas.js';
 import { evaluateCondition } from '../modules/automations/condition.js';
@@ -44,11 +45,11 @@ export interface AutomationLimits {
   executionsPerOrigin: number;
   /** Runs of one organization's automations started within any minute. */
   executionsPerOrganizationPerMinute: number;
-  /** Recipients of automatic mail (send, reply, forward steps) one organization's automations may have in any hour (`AUTOMATIC_MAIL_PER_HOUR`). */
-  automaticMailPerHour: number;
+  /** Recipients of automatic messages (mail, texts: the steps that send, reply or forward) one organization's automations may have in any hour (`AUTOMATIC_MESSAGES_PER_HOUR`). */
+  automaticMessagesPerHour: number;
 }
 
-export const DEFAULT_AUTOMATION_LIMITS: AutomationLimits = { executionsPerOrigin: 50, executionsPerOrganizationPerMinute: 600, automaticMailPerHour: DEFAULT_AUTOMATIC_MAIL_PER_HOUR };
+export const DEFAULT_AUTOMATION_LIMITS: AutomationLimits = { executionsPerOrigin: 50, executionsPerOrganizationPerMinute: 600, automaticMessagesPerHour: DEFAULT_AUTOMATIC_MESSAGES_PER_HOUR };
 
 const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
 
@@ -192,6 +193,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
       const changes: Partial<typeof automations.$inferInsert> = { evaluateAfter: null, updatedAt: clock() };
       if (outcome.status === 'planned') {
         const { plan } = outcome;
+        const summary = summarizePlan(plan, { channels: await channelsToName(tx, row.organizationId, plan) });
         Object.assign(changes, {
           triggerType: plan.triggerType,
           triggerEvent: plan.triggerEvent,
@@ -200,7 +202,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
           condition: plan.condition as Record<string, unknown> | null,
           actions: plan.actions as { operation: string; input: Record<string, unknown> }[],
           permissions: plan.permissions,
-          planSummary: summarizePlan(plan),
+          planSummary: summary,
           statusReason: null,
           nextRunAt: null,
           status: row.status === 'pending_evaluation' ? 'pending_approval' : row.status,
@@ -414,7 +416,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         timezone: a.timezone,
       };
       if (usesDigest(a.actions)) ctx.digest = await digestSince(sp, a.organizationId, a.lastRunAt ?? new Date(now.getTime() - 24 * 3600_000), now);
-      // The message that set the run off, when it was one: automatic mail never answers what must stay unanswered.
+      // The message that set the run off, when it was one: an automatic message never answers what must stay unanswered.
       let trigger: Awaited<ReturnType<typeof triggeringMessage>> | undefined;
       for (const step of a.actions as PlanStep[]) {
         const op = operationById(step.operation);
@@ -423,18 +425,22 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         const needed = operationPermission(op);
         if (!hasPermission(permissions, needed)) throw new PlanError(`The credential the automation acts for lacks the "${needed}" permission`);
         const input = renderTemplates(step.input, ctx);
-        const mails = MAILING_OPERATIONS.has(op.id);
-        if (mails) {
+        // A step that sends (mail, texts, any kind) is an automatic message, held to the rules of automatic-messages.ts.
+        const sends = sendsMessages(op.id);
+        if (sends) {
           trigger ??= event?.type.startsWith('message.') ? await triggeringMessage(sp, a.organizationId, event.resourceId) : null;
           // The message a reply or forward is about (a send's `replyToMessageId`), when it is not the trigger itself.
           const about = (input as { id?: unknown; replyToMessageId?: unknown } | null) ?? {};
           const target = await triggeringMessage(sp, a.organizationId, op.id === 'messages.send' ? about.replyToMessageId : about.id);
-          refuseSilenced([trigger, target]);
+          await refuseSilenced(sp, a.organizationId, [trigger, target]);
         }
-        const envelope = await runOperation(op, input, { orgId: a.organizationId, actor, permissions, db }, sp, work);
-        if (mails) {
-          const queued = envelope.data as { id?: string } | null;
-          await claimAutomaticMail(sp, { orgId: a.organizationId, automationId: a.id, messageId: queued?.id ?? null, recipients: recipientsOf(queued), now, perHour: limits.automaticMailPerHour, oncePerDay: event !== null });
+        const queued: unknown[] = [];
+        const envelope = await runOperation(op, input, { orgId: a.organizationId, actor, permissions, db, ...(sends ? { alsoQueued: (m: unknown) => void queued.push(m) } : {}) }, sp, work);
+        if (sends) {
+          // Every message the step queued counts: the one it answered and the others (a text to several numbers).
+          const answered = envelope.data as { id?: string } | null;
+          const recipients = recipientsOf([answered, ...queued]);
+          await claimAutomaticMessages(sp, { orgId: a.organizationId, automationId: a.id, messageId: answered?.id ?? null, recipients, now, perHour: limits.automaticMessagesPerHour, oncePerDay: event !== null });
         }
         ctx.steps.push(json(envelope.data));
         const id = (envelope.data as { id?: unknown } | null)?.id;
@@ -481,7 +487,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
       const event = run.eventId ? ((await tx.select().from(events).where(eq(events.id, run.eventId)))[0] ?? null) : null;
       let steps: ExecutionStepRecord[] = [];
       let error: string | null = null;
-      // A step the loop-safety rules of automatic mail refused (RFC 3834): the run is skipped, not failed, so
+      // A step the loop-safety rules of automatic messages refused (RFC 3834): the run is skipped, not failed, so
       // newsletters an automation must not answer do not count towards switching it off.
       let refused: string | null = null;
       try {
@@ -494,7 +500,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
           .where(and(eq(events.actorType, 'automation'), eq(events.actorId, a.id), isNull(events.originId), isNull(events.dispatchedAt)));
       } catch (err) {
         if (toAppError(err).code === 'SERVICE_UNAVAILABLE') throw err; // the database is away: leave the run queued
-        if (err instanceof AutomaticMailRefused) refused = `Skipped: ${err.message}`;
+        if (err instanceof AutomaticMessageRefused) refused = `Skipped: ${err.message}`;
         else error = describeFailure(err);
         if (!(err instanceof PlanError) && toAppError(err).status >= 500) log.error({ err, automationId: a.id }, 'automation step failed unexpectedly');
       }
@@ -568,6 +574,20 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
 
   const loop = createWorkerLoop({ name: 'automation engine', pass: runOnce, intervalMs: deps.pollMs ?? 500, wake: (kick) => onEventsCommitted(kick, forTheEngine), wakeDelayMs: 10, log });
   return { runOnce, start: loop.start, stop: loop.stop };
+}
+
+/**
+ * The channels a plan's summary names: those its steps name, and (enough to tell whether it has exactly
+ * one) the organization's active text channels, through which a text without `channelId` goes.
+ */
+async function channelsToName(tx: DbOrTx, orgId: string, plan: Plan): Promise<ChannelNaming[]> {
+  if (!(plan.actions ?? []).some((step) => sendsMessages(step.operation))) return [];
+  const ids = channelIdsOf(plan);
+  const columns = { id: channels.id, name: channels.name, address: channels.address, type: channels.type, status: channels.status };
+  const live = and(eq(channels.organizationId, orgId), isNull(channels.deletedAt));
+  const named = ids.length ? await tx.select(columns).from(channels).where(and(live, inArray(channels.id, ids))) : [];
+  const lines = await tx.select(columns).from(channels).where(and(live, eq(channels.type, 'sms'), eq(channels.status, 'active'))).limit(2);
+  return [...named, ...lines.filter((l) => !named.some((n) => n.id === l.id))];
 }
 
 /** The commits the engine wakes for: events left to dispatch, or an automation changed (to evaluate, to run). */

@@ -3,7 +3,7 @@ import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
-import { automaticMails, events, idempotencyKeys, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../db/schema.js';
+import { automaticMessages, events, idempotencyKeys, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../db/schema.js';
 import { expiredIdempotencyKeys } from '../idempotency.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
@@ -48,8 +48,8 @@ export function createCleanup(deps: CleanupDeps): WorkerLoop & { runOnce(): Prom
       key: events.id,
       where: (now) => and(lt(events.occurredAt, new Date(now.getTime() - deps.eventRetentionDays * DAY_MS)), isNotNull(events.dispatchedAt)),
     },
-    // The daily cap of automatic mail reads today's rows and the hourly rate the last hour's: two days is plenty.
-    { name: 'automatic mail records', table: automaticMails, key: automaticMails.id, where: (now) => lt(automaticMails.createdAt, new Date(now.getTime() - 2 * DAY_MS)) },
+    // The daily cap of automatic messages reads today's rows and the hourly rate the last hour's: two days is plenty.
+    { name: 'automatic message records', table: automaticMessages, key: automaticMessages.id, where: (now) => lt(automaticMessages.createdAt, new Date(now.getTime() - 2 * DAY_MS)) },
     { name: 'oauth codes', table: oauthCodes, key: oauthCodes.codeHash, where: (now) => lt(oauthCodes.expiresAt, new Date(now.getTime() - EXPIRED_GRACE_MS)) },
     { name: 'oauth tokens', table: oauthTokens, key: oauthTokens.tokenHash, where: (now) => lt(oauthTokens.expiresAt, new Date(now.getTime() - EXPIRED_GRACE_MS)) },
     { name: 'oauth sessions', table: oauthSessions, key: oauthSessions.idHash, where: (now) => lt(oauthSessions.expiresAt, now) },

@@ -1,6 +1,6 @@
 import { and, eq } from 'drizzle-orm';
 import { Client as ClientV2, SSEClientTransport as SseTransportV2, StreamableHTTPClientTransport as HttpTransportV2 } from '@modelcontextprotocol/client';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { automations, events, oauthGrants, oauthSessions } from '../../src/db/schema.js';
 import { setGrantCategories } from '../../src/oauth/grants.js';
 import type { AutomationEngine } from '../../src/workers/automation-engine.js';
@@ -150,6 +150,116 @@ describe('an OAuth token alone never makes an automation active', () => {
     }
     // An API key changes it directly.
     expect(await ok(await a.request('PATCH', `/v1/automations/${au.id}`, { maxExecutions: 500 }))).toMatchObject({ status: 'active', maxExecutions: 500 });
+  });
+
+  describe('every change that would let an approved automation do more waits for a person through a token; an API key makes it directly', () => {
+    /**
+     * What changes: the patch, and what must hold before it (a run counted, a person's disable or pause).
+     * `paused`: kept, and the running automation pauses until a person resumes it. `asked`: not applied
+     * until a person says so (the status or `enabled` stays). `plan`: a new plan, evaluated and then
+     * waiting for approval.
+     */
+    type Case = { patch: () => Json; before?: (id: string) => Promise<void>; outcome: 'paused' | 'asked' | 'plan'; asked?: Json };
+    const runOnce = async () => expect(await deleterRan()).toBe(true);
+    const disable = async (id: string) => void (await ok(await a.request('PATCH', `/v1/automations/${id}`, { enabled: false })));
+    const pause = async (id: string) => void (await ok(await a.request('POST', `/v1/automations/${id}/pause`)));
+    const inDays = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString();
+    const cases: Record<string, Case> = {
+      'expiresAt later': { patch: () => ({ expiresAt: inDays(30) }), outcome: 'paused' },
+      'expiresAt null (never)': { patch: () => ({ expiresAt: null }), outcome: 'paused' },
+      'maxExecutions higher': { patch: () => ({ maxExecutions: 50 }), outcome: 'paused' },
+      'maxExecutions null (unlimited)': { patch: () => ({ maxExecutions: null }), outcome: 'paused' },
+      'currentExecutions lower (the count reset)': { before: runOnce, patch: () => ({ currentExecutions: 0 }), outcome: 'paused' },
+      'maxExecutions higher with currentExecutions lower': { before: runOnce, patch: () => ({ maxExecutions: 6, currentExecutions: 0 }), outcome: 'paused' },
+      'enabled true after it was disabled': { before: disable, patch: () => ({ enabled: true }), outcome: 'asked', asked: { status: 'active', enabled: false } },
+      'status "active" after it was paused': { before: pause, patch: () => ({ status: 'active' }), outcome: 'asked', asked: { status: 'paused' } },
+      instructions: { patch: () => ({ instructions: 'Delete a contact when it is renamed Doomed, at once' }), outcome: 'plan' },
+      condition: { patch: () => ({ condition: { field: 'name', operator: 'starts_with', value: 'Doom' } }), outcome: 'plan' },
+      triggerEvent: { patch: () => ({ triggerEvent: 'contact.created' }), outcome: 'plan' },
+      actions: { patch: () => ({ actions: [{ operation: 'contacts.update', input: { id: '{{event.resourceId}}', notes: 'doomed' } }] }), outcome: 'plan' },
+      'cronExpression (and triggerType "scheduled")': {
+        patch: () => ({ triggerType: 'scheduled', cronExpression: '* * * * *', actions: [{ operation: 'contacts.create', input: { name: 'Tick' } }] }),
+        outcome: 'plan',
+      },
+    };
+    const life = () => ({ ...deleter, expiresAt: inDays(1), maxExecutions: 5 });
+    let person: Awaited<ReturnType<typeof assistant>>['person'];
+    let minted: Minted;
+    let browser: AccountBrowser;
+    let signedIn = false;
+    beforeAll(async () => {
+      ({ person } = await assistant());
+      browser = new AccountBrowser(t.app);
+    });
+    // A connection of its own per test: the transport's rate limit counts per (person, app).
+    beforeEach(async () => void (minted = await mintToken(t, a, { userId: person.id })));
+    /** The approval page, signed in as the person (the first time through the sign-in form). */
+    const open = async (link: string) => {
+      const page = signedIn ? await browser.get(link) : await browser.signIn(link, person);
+      signedIn = true;
+      return page;
+    };
+
+    it.each(Object.entries(cases))('%s', async (_name, c) => {
+      // Approved by the person on the page, as an assistant's automation is.
+      const au = await pending(minted, life());
+      const link = `${t.origin}/account/automations/${au.id}`;
+      const first = await open(link);
+      expect((await browser.submit(first, `/account/automations/${au.id}/approve`)).statusCode).toBe(303);
+      expect((await get(au.id)).status).toBe('active');
+      await c.before?.(au.id);
+
+      const patch = c.patch();
+      const res = await call(minted, 'automations_write', { method: 'update', id: au.id, ...patch });
+      expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+      const answered = res.structuredContent!.data as Json;
+      if (c.outcome === 'paused') {
+        expect(answered).toMatchObject({ status: 'paused', approvalUrl: link, ...patch });
+        expect((await get(au.id)).statusReason).toMatch(/lengthen what a person approved/);
+      } else if (c.outcome === 'asked') {
+        expect(answered).toMatchObject({ ...c.asked, approvalUrl: link });
+      } else {
+        expect(answered).toMatchObject({ status: 'pending_evaluation' });
+        await engine.runOnce();
+        expect(['pending_approval', 'code_generation_failed']).toContain((await get(au.id)).status);
+      }
+      expect(await deleterRan()).toBe(false);
+      if (c.outcome === 'paused') {
+        // The person sees the new life on the page, and resumes it with it.
+        const page = await browser.get(link);
+        const row = await get(au.id);
+        expect(page.body).toContain(`${row.currentExecutions} run${row.currentExecutions === 1 ? '' : 's'} so far`);
+        expect((await browser.submit(page, `/account/automations/${au.id}/approve`)).statusCode).toBe(303);
+        expect(await get(au.id)).toMatchObject({ status: 'active', ...patch });
+      }
+
+      // An API key, the operator's own program, makes the same change directly.
+      const keyed = await ok(await a.request('POST', '/v1/automations', { ...life(), name: 'Keyed', status: 'active' }), 201);
+      await engine.runOnce();
+      expect((await get(keyed.id)).status).toBe('active');
+      await c.before?.(keyed.id);
+      const direct = await ok(await a.request('PATCH', `/v1/automations/${keyed.id}`, patch));
+      expect(direct.approvalUrl).toBeUndefined();
+      if (c.outcome === 'plan') {
+        // A new plan is checked first, then the key approves it itself.
+        await engine.runOnce();
+        expect(await ok(await a.request('POST', `/v1/automations/${keyed.id}/approve`))).toMatchObject({ status: 'active' });
+      } else {
+        expect(direct).toMatchObject({ status: 'active', enabled: true, ...patch });
+      }
+    });
+
+    it('an earlier end, fewer runs left or a higher count need nobody', async () => {
+      const au = await pending(minted, life());
+      const link = `${t.origin}/account/automations/${au.id}`;
+      const first = await open(link);
+      expect((await browser.submit(first, `/account/automations/${au.id}/approve`)).statusCode).toBe(303);
+      for (const shorter of [{ expiresAt: inDays(0.5) }, { maxExecutions: 4 }, { currentExecutions: 2 }, { maxExecutions: 10, currentExecutions: 8 }]) {
+        const res = await call(minted, 'automations_write', { method: 'update', id: au.id, ...shorter });
+        expect(res.structuredContent!.data, JSON.stringify(shorter)).toMatchObject({ status: 'active', ...shorter });
+        expect((res.structuredContent!.data as Json).approvalUrl).toBeUndefined();
+      }
+    });
   });
 
   it('a client that declares URL-mode elicitation on an /sse session is also asked to open the page; one that does not is not', async () => {

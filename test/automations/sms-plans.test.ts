@@ -5,10 +5,14 @@ import { createAutomationEngine, type AutomationEngine } from '../../src/workers
 import { createSmsSender } from '../../src/workers/sms-sender.js';
 import { ok, useTestApp } from '../helpers/app.js';
 import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
+import type { Tenant } from '../helpers/app.js';
+import { AccountBrowser } from '../helpers/approval-page.js';
 
 /**
  * Text steps of the built-in vocabulary, run by the engine and sent by the SMS sender to a local server
- * playing Twilio: "when a text arrives from …, reply …" and "text +1… '…'" after a transaction.
+ * playing Twilio: "when a text arrives from …, reply …" and "text +1… '…'" after a transaction; and the
+ * rules of automatic messages for texts (once a day per automation and number, the hourly rate), with the
+ * texts of two organizations carried from one's channel to the other's as the phone network would.
  */
 
 const silent = { error: () => {}, warn: () => {} };
@@ -106,5 +110,144 @@ describe('text steps of the built-in vocabulary', () => {
     await text(line.id, '+12122003013', 'Hello', line.address);
     await settle();
     expect(twilio.sent.slice(before).map((s) => [s.form.get('From'), s.form.get('To'), s.form.get('Body')])).toEqual([['+12122003011', '+12122003013', 'We got your text']]);
+  });
+});
+
+describe('automatic texts follow the rules of automatic messages', () => {
+  const provider = () => ({ kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url });
+  const line = async (tenant: Tenant, address: string) => ok(await tenant.request('POST', '/v1/channels', { type: 'sms', name: 'Line', address, provider: provider() }), 201);
+  const active = async (tenant: Tenant, instructions: string) => {
+    const created = await ok(await tenant.request('POST', '/v1/automations', { name: instructions.slice(0, 60), instructions, status: 'active' }), 201);
+    return created.id as string;
+  };
+  const runsOf = async (tenant: Tenant, id: string) => ((await ok(await tenant.request('GET', `/v1/automations/${id}/executions?limit=100&sortOrder=asc`))) as unknown as Json[]);
+
+  it('two organizations that text each other whenever a text arrives stop after one text each', async () => {
+    const [c, d] = [await t.tenant({ credits: 10 }), await t.tenant({ credits: 10 })];
+    const [numC, numD] = ['+12122004001', '+12122004002'];
+    const lines = new Map([[numC, await line(c, numC)], [numD, await line(d, numD)]]);
+    const ids = [await active(c, `When a text arrives, text ${numD} 'We got your text'`), await active(d, `When a text arrives, text ${numC} 'Thanks, noted'`)];
+    await engine.runOnce();
+    expect((await ok(await c.request('GET', `/v1/automations/${ids[0]}`))).status).toBe('active');
+    expect((await ok(await d.request('GET', `/v1/automations/${ids[1]}`))).status).toBe('active');
+
+    // The phone network: what the provider accepted for one of the two numbers arrives at its channel.
+    let carried = twilio.sent.length;
+    const carry = async () => {
+      for (const sent of twilio.sent.slice(carried)) {
+        const to = lines.get(sent.form.get('To')!);
+        if (to) await text(to.id, sent.form.get('From')!, sent.form.get('Body')!, to.address);
+      }
+      carried = twilio.sent.length;
+    };
+    const start = twilio.sent.length;
+    await text(lines.get(numC)!.id, CUSTOMER, 'Anyone there?', numC);
+    for (let round = 0; round < 12; round++) {
+      await settle();
+      await carry();
+    }
+    const between = twilio.sent.slice(start).map((s) => [s.form.get('From'), s.form.get('To'), s.form.get('Body')]);
+    expect(between).toEqual([
+      [numC, numD, 'We got your text'],
+      [numD, numC, 'Thanks, noted'],
+    ]);
+    // The next text C got from D is not answered again today: skipped with the reason, not failed.
+    const runs = await runsOf(c, ids[0]!);
+    expect(runs.map((r) => r.status)).toEqual(['succeeded', 'skipped']);
+    expect(runs[1]!.error).toMatch(/already sent \+12122004002 an automatic message today/);
+    expect((await runsOf(d, ids[1]!)).map((r) => r.status)).toEqual(['succeeded']);
+    await ok(await c.request('DELETE', `/v1/automations/${ids[0]}`));
+    await ok(await d.request('DELETE', `/v1/automations/${ids[1]}`));
+  });
+
+  it('every text counts against AUTOMATIC_MESSAGES_PER_HOUR: replies, and each number of a text to several', async () => {
+    const limited = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock, log: silent, limits: { automaticMessagesPerHour: 2 } });
+    const settleLimited = async () => {
+      await limited.runOnce();
+      await sender.runOnce();
+      await sender.idle();
+    };
+    const c = await t.tenant({ credits: 10 });
+    const lineC = await line(c, '+12122004011');
+    const reply = await active(c, "When a text arrives, reply 'Thanks, we will call you back'");
+    await limited.runOnce();
+    for (const from of ['+12122004021', '+12122004022', '+12122004023']) {
+      await text(lineC.id, from, 'Call me', lineC.address);
+      await settleLimited();
+    }
+    const runs = await runsOf(c, reply);
+    expect(runs.map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'skipped']);
+    expect(runs[2]!.error).toMatch(/already sent automatic messages to 2 recipients in the last hour; at most 2 an hour \(AUTOMATIC_MESSAGES_PER_HOUR\)/);
+    expect(twilio.sent.filter((s) => s.form.get('From') === lineC.address).map((s) => s.form.get('To'))).toEqual(['+12122004021', '+12122004022']);
+    await ok(await c.request('DELETE', `/v1/automations/${reply}`));
+
+    // A text to three numbers is three automatic messages, past a rate of two: none is sent.
+    const d = await t.tenant({ credits: 10 });
+    const lineD = await line(d, '+12122004012');
+    const alert = await active(d, "When a text arrives, text +12122004031, +12122004032 and +12122004033 'New text on the line'");
+    await limited.runOnce();
+    await text(lineD.id, '+12122004024', 'Hello', lineD.address);
+    await settleLimited();
+    const [run] = await runsOf(d, alert);
+    expect(run).toMatchObject({ status: 'skipped', error: expect.stringMatching(/at most 2 an hour/) });
+    expect(twilio.sent.filter((s) => s.form.get('From') === lineD.address)).toEqual([]);
+    await ok(await d.request('DELETE', `/v1/automations/${alert}`));
+  });
+});
+
+describe('a written plan that texts whoever texted', () => {
+  it('"when a text arrives, text {{sender.phoneNumber}} …" passes the plan check, reads as a text in its summary, is approved and texts the sender back', async () => {
+    const c = await t.tenant({ credits: 10 });
+    const lineC = await ok(
+      await c.request('POST', '/v1/channels', { type: 'sms', name: 'Front desk', address: '+12122005001', provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } }),
+      201,
+    );
+    const created = await ok(
+      await c.request('POST', '/v1/automations', {
+        name: 'Text back',
+        instructions: 'When a text arrives, text the sender back',
+        triggerEvent: 'message.received',
+        condition: { field: 'type', operator: 'equals', value: 'sms' },
+        actions: [{ operation: 'messages.send', input: { to: ['{{sender.phoneNumber}}'], text: 'Thanks, we got your text' } }],
+      }),
+      201,
+    );
+    await engine.runOnce();
+    const checked = await ok(await c.request('GET', `/v1/automations/${created.id}`));
+    expect(checked.status, checked.statusReason).toBe('pending_approval');
+    expect(checked.planSummary).toBe(
+      'Runs when a message is received, only if its type is "sms". It sends a text to the sender\'s number through the organization\'s text channel, the channel "Front desk" (+12122005001), with the text "Thanks, we got your text".',
+    );
+    // The approval page says that it answers whoever wrote, and marks no fixed number.
+    const page = await new AccountBrowser(t.app).signIn(`/account/automations/${created.id}`, await c.user());
+    expect(page.body).toContain('It answers whoever wrote the message that triggers it');
+    expect(page.body).not.toContain('Leaves your organization');
+    expect(await ok(await c.request('POST', `/v1/automations/${created.id}/approve`))).toMatchObject({ status: 'active' });
+
+    const before = twilio.sent.length;
+    await text(lineC.id, '+12122005002', 'Are you open on Sunday?', lineC.address);
+    await settle();
+    // A short code is not texted back: the run is skipped with the reason (not a failed step).
+    await text(lineC.id, '55555', 'Your code is 1234', lineC.address);
+    await settle();
+    expect(twilio.sent.slice(before).map((s) => [s.form.get('From'), s.form.get('To'), s.form.get('Body')])).toEqual([['+12122005001', '+12122005002', 'Thanks, we got your text']]);
+    const runs = (await ok(await c.request('GET', `/v1/automations/${created.id}/executions?sortOrder=asc`))) as unknown as Json[];
+    expect(runs.map((r) => r.status)).toEqual(['succeeded', 'skipped']);
+    expect(runs[1]!.error).toMatch(/55555 is a short code/);
+    await ok(await c.request('DELETE', `/v1/automations/${created.id}`));
+  });
+
+  it('the built-in "text +1…" reads as a text through the organization\'s text channel, never as an email with the subject "undefined"', async () => {
+    const c = await t.tenant({ credits: 10 });
+    await ok(
+      await c.request('POST', '/v1/channels', { type: 'sms', name: 'Alerts', address: '+12122005011', provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } }),
+      201,
+    );
+    const created = await ok(await c.request('POST', '/v1/automations', { name: 'big', instructions: `When a transaction over 1000 EUR is recorded, text ${OWNER} 'Big payment'` }), 201);
+    await engine.runOnce();
+    const { planSummary } = await ok(await c.request('GET', `/v1/automations/${created.id}`));
+    expect(planSummary).toMatch(/It sends a text to "\+12122003003" through the organization's text channel, the channel "Alerts" \(\+12122005011\), with the text "Big payment"\.$/);
+    expect(planSummary).not.toMatch(/email|subject|undefined/);
+    await ok(await c.request('DELETE', `/v1/automations/${created.id}`));
   });
 });

@@ -77,6 +77,16 @@ describe('docs/configuration.md', () => {
     expect(loadConfig({ DATABASE_URL: 'postgres://u@db.internal/sb' }).databaseUrl).toBe('postgres://u@db.internal/sb');
   });
 
+  test('AUTOMATIC_MAIL_PER_HOUR, the former name of AUTOMATIC_MESSAGES_PER_HOUR, is still read; the new name wins', () => {
+    const perHour = (env: Record<string, string>) => loadConfig(env).automations.automaticMessagesPerHour;
+    expect(perHour({})).toBe(300);
+    expect(perHour({ AUTOMATIC_MAIL_PER_HOUR: '40' })).toBe(40);
+    expect(perHour({ AUTOMATIC_MESSAGES_PER_HOUR: '25' })).toBe(25);
+    expect(perHour({ AUTOMATIC_MESSAGES_PER_HOUR: '25', AUTOMATIC_MAIL_PER_HOUR: '40' })).toBe(25);
+    expect(perHour({ AUTOMATIC_MESSAGES_PER_HOUR: '' })).toBe(300);
+    expect(() => perHour({ AUTOMATIC_MAIL_PER_HOUR: '0' })).toThrow(/AUTOMATIC_MAIL_PER_HOUR/);
+  });
+
   test('the hand-written prose around the table is kept', () => {
     const regenerated = withConfigurationTable(page());
     expect(regenerated.startsWith('# Configuration\n')).toBe(true);

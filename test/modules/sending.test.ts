@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { mailOutbox } from '../../src/db/schema.js';
 import { operationById } from '../../src/operations.js';
-import { AutomaticMailRefused } from '../../src/modules/messages/sending.repository.js';
+import { AutomaticMessageRefused } from '../../src/modules/messages/sending.repository.js';
 import { runOperation } from '../../src/run-operation.js';
 import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { startTestReceiver } from '../helpers/smtp-receiver.js';
@@ -539,7 +539,7 @@ describe('automatic mail (RFC 3834)', () => {
     expect(await eventsOf(a, 'message.sent', m.id)).toMatchObject([{ actor: { type: 'automation', id: automationId } }]);
 
     const looping = runOperation(operationById('messages.send')!, { channelId: channel.id, to: [other.address.toUpperCase()], subject: 'Loop', text: 'x' }, asAutomation(automationId));
-    await expect(looping).rejects.toBeInstanceOf(AutomaticMailRefused);
+    await expect(looping).rejects.toBeInstanceOf(AutomaticMessageRefused);
     await expect(looping).rejects.toThrow(/own channel addresses/);
     const forwarding = runOperation(operationById('messages.forward')!, { id: m.id, to: [channel.address] }, asAutomation(automationId));
     await expect(forwarding).rejects.toThrow(/own channel addresses/);
@@ -564,7 +564,7 @@ describe('automatic mail (RFC 3834)', () => {
     ] as const) {
       const m = await mail(headers);
       const refused = reply(m.id);
-      await expect(refused, JSON.stringify(headers)).rejects.toBeInstanceOf(AutomaticMailRefused);
+      await expect(refused, JSON.stringify(headers)).rejects.toBeInstanceOf(AutomaticMessageRefused);
       await expect(refused).rejects.toThrow(reason);
     }
     await expect(reply((await mail({}, colleague.address)).id)).rejects.toThrow(/own channel addresses/);

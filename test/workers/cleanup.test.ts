@@ -1,6 +1,6 @@
 import { eq, inArray } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { automaticMails, events, idempotencyKeys, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../../src/db/schema.js';
+import { automaticMessages, events, idempotencyKeys, oauthClients, oauthCodes, oauthGrants, oauthSessions, oauthTokens } from '../../src/db/schema.js';
 import { createCleanup, REVOKED_GRANT_DAYS, UNUSED_CLIENT_HOURS } from '../../src/workers/cleanup.js';
 import { useTestApp } from '../helpers/app.js';
 
@@ -55,7 +55,7 @@ describe('cleanup', () => {
     const idem = (key: string, createdAt: Date) => ({ callerId: a.keyId, key, organizationId: a.orgId, requestHash: 'h', createdAt });
     await db.insert(idempotencyKeys).values([idem('day-old', ago(1.01)), idem('fresh', ago(0.9))]);
 
-    // What automatic mail counted: kept two days (the daily cap and the hourly rate read only the latest).
+    // What automatic messages counted: kept two days (the daily cap and the hourly rate read only the latest).
     const automation = await a.request('POST', '/v1/automations', {
       name: 'Note',
       instructions: 'Write a note',
@@ -64,12 +64,12 @@ describe('cleanup', () => {
     });
     expect(automation.status, automation.body).toBe(201);
     const mailed = (recipient: string, createdAt: Date) => ({ organizationId: a.orgId, automationId: automation.json.data.id as string, recipient, day: createdAt.toISOString().slice(0, 10), createdAt });
-    await db.insert(automaticMails).values([mailed('old@example.com', ago(2.1)), mailed('recent@example.com', ago(1.9))]);
+    await db.insert(automaticMessages).values([mailed('old@example.com', ago(2.1)), mailed('recent@example.com', ago(1.9))]);
 
     const cleanup = createCleanup({ db, clock: () => now, log: silent, eventRetentionDays: 30 });
     const counts = await cleanup.runOnce();
-    expect((await db.select({ r: automaticMails.recipient }).from(automaticMails)).map((r) => r.r)).toEqual(['recent@example.com']);
-    expect(counts).toEqual({ 'revoked oauth grants': 0, 'automatic mail records': 1, events: 1, 'oauth codes': 1, 'oauth tokens': 1, 'oauth sessions': 1, 'idempotency keys': 1, 'unused oauth clients': 1 });
+    expect((await db.select({ r: automaticMessages.recipient }).from(automaticMessages)).map((r) => r.r)).toEqual(['recent@example.com']);
+    expect(counts).toEqual({ 'revoked oauth grants': 0, 'automatic message records': 1, events: 1, 'oauth codes': 1, 'oauth tokens': 1, 'oauth sessions': 1, 'idempotency keys': 1, 'unused oauth clients': 1 });
     expect((await db.select({ k: idempotencyKeys.key }).from(idempotencyKeys)).map((r) => r.k)).toEqual(['fresh']);
 
     const eventIds = (await db.select({ id: events.id }).from(events).where(inArray(events.id, [oldEvent!.id, undispatchedOld!.id, recentEvent!.id]))).map((r) => r.id);

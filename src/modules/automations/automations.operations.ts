@@ -97,6 +97,7 @@ export const automationsOperations: Operation[] = [
       `Evaluating new \`instructions\` (or a move to "pending_evaluation" through \`status\`) costs ${EVALUATION_COST} credit (402 \`INSUFFICIENT_CREDITS\` and nothing changed when too low); checking a changed trigger, condition or written plan is free.`,
       '`status` follows the transitions table (docs/automations.md); a move it does not allow is a 400 naming the allowed targets. Switching to `triggerType` "event" clears `cronExpression`.',
       `\`status: "active"\` is an approval (or a resume), and so is \`enabled: true\` on an "active" automation that was disabled: ${BY_A_PERSON}`,
+      'A longer life than the person approved is asked for the same way: through an OAuth token, a later or null `expiresAt`, or more runs left (a higher or null `maxExecutions`, a lower `currentExecutions`), is kept but pauses an "active" automation, and the answer carries `approvalUrl` where a person resumes it; an earlier end or fewer runs left change nothing of the status. An API key changes them directly.',
     ].join('\n\n'),
     input: AutomationUpdateInput,
     output: Automation,

@@ -306,8 +306,9 @@ export async function updateAutomation(ctx: OperationContext, id: string, patch:
   // disabled automation that would then run is the same request, and waits for a person the same way.
   const activates = to === 'active' && row.status !== 'active';
   const enables = patch.enabled === true && !row.enabled && row.status === 'active' && to === 'active';
-  // A longer life than the person approved (a later or no `expiresAt`, more or unlimited runs) is a new
-  // consent too: through a token, the running automation pauses until a person resumes it on the page.
+  // A longer life than the person approved (a later or no `expiresAt`, more runs left: a higher or no
+  // `maxExecutions`, a lower `currentExecutions`) is a new consent too: through a token, the running
+  // automation pauses until a person resumes it on the page.
   const lengthens = row.status === 'active' && to === 'active' && !activatesDirectly(ctx.actor) && lengthensLife(row, patch);
   const asks = (activates || enables || lengthens) && !activatesDirectly(ctx.actor);
   if (lengthens) {
@@ -333,16 +334,22 @@ export async function updateAutomation(ctx: OperationContext, id: string, patch:
     }
     Object.assign(changes, { triggerType, cronExpression, nextRunAt: null });
   }
-  if (lengthens) changes.statusReason = 'Paused: the new expiresAt or maxExecutions lengthen what a person approved; a person resumes it';
+  if (lengthens) changes.statusReason = 'Paused: the new expiresAt, maxExecutions or currentExecutions lengthen what a person approved (a later end or more runs left); a person resumes it';
   const updated = toAutomation(await automationRows.update(ctx.db, ctx.orgId, id, changes));
   return asks ? { ...updated, approvalUrl: approvalUrl(ctx, id) } : updated;
 }
 
-/** The patch gives the automation a later or no end, or more or unlimited runs. */
+/** Runs an automation has left: `maxExecutions` − `currentExecutions`, unlimited without `maxExecutions`. */
+const runsLeft = (maxExecutions: number | null, currentExecutions: number) => (maxExecutions === null ? Infinity : maxExecutions - currentExecutions);
+
+/**
+ * The patch gives the automation a later or no end, or more runs left than it has: a higher or no
+ * `maxExecutions`, a lower `currentExecutions` (a reset of the count is as many runs again as a higher cap).
+ */
 function lengthensLife(row: AutomationRow, patch: UpdateInput): boolean {
   const later = patch.expiresAt !== undefined && row.expiresAt !== null && (patch.expiresAt === null || toDate(patch.expiresAt)!.getTime() > row.expiresAt.getTime());
-  const more = patch.maxExecutions !== undefined && row.maxExecutions !== null && (patch.maxExecutions === null || patch.maxExecutions > row.maxExecutions);
-  return later || more;
+  const left = runsLeft(patch.maxExecutions === undefined ? row.maxExecutions : patch.maxExecutions, patch.currentExecutions ?? row.currentExecutions);
+  return later || left > runsLeft(row.maxExecutions, row.currentExecutions);
 }
 
 /** approve / pause / resume / archive: a status move checked against the transitions table. */

@@ -1,3 +1,4 @@
+import { looksLikeText } from '../sms/sms.schemas.js';
 import { SENDER_VERIFIED } from './condition.js';
 import type { Condition, ConditionTest, Plan, PlanStep } from './plan.js';
 import { triggerEventTypes } from './plan.js';
@@ -196,11 +197,65 @@ function describeUntil(value: unknown): string {
   return `until ${quote(value)}`;
 }
 
+/** Recipients that only the triggering message knows, in words. */
+const SENDER_RECIPIENTS: Record<string, string> = { '{{sender.address}}': 'the sender', '{{sender.phoneNumber}}': "the sender's number" };
+
 const recipients = (to: unknown): string =>
-  Array.isArray(to) ? list(to.map((r) => quote(typeof r === 'object' && r !== null && 'email' in r ? (r as { email: unknown }).email : r)), 'and') : quote(to);
+  Array.isArray(to)
+    ? list(
+        to.map((r) => (typeof r === 'string' && SENDER_RECIPIENTS[r]) || quote(typeof r === 'object' && r !== null && 'email' in r ? (r as { email: unknown }).email : r)),
+        'and',
+      )
+    : quote(to);
+
+/** A channel of the organization as a summary names it. */
+export interface ChannelNaming {
+  id: string;
+  name: string;
+  address: string;
+  /** "email" or "sms". */
+  type: string;
+  status: string;
+}
+
+/** What a summary may name besides the plan: the organization's channels a step sends through. */
+export interface SummaryContext {
+  /** The channels the steps name by id, and the organization's text channels (a text without `channelId` goes through its only one). */
+  channels?: readonly ChannelNaming[];
+}
+
+/** The ids of the channels the plan's steps name (their `channelId`, as written), for `SummaryContext.channels`. */
+export const channelIdsOf = (plan: Pick<Plan, 'actions'>): string[] =>
+  (Array.isArray(plan.actions) ? plan.actions : []).flatMap((s) => {
+    const id = (s.input as { channelId?: unknown } | null)?.channelId;
+    return typeof id === 'string' && /^[0-9a-f-]{36}$/i.test(id) ? [id] : [];
+  });
+
+const named = (c: ChannelNaming) => `the channel ${quote(c.name)} (${c.address})`;
+
+/** Through which channel a step sends, in words: the one it names, the triggering message's, or (a text) the organization's only text channel. */
+function through(channelId: unknown, text: boolean, context: SummaryContext): string {
+  if (channelId === '{{event.data.channelId}}') return `through the channel the message came through`;
+  const channels = context.channels ?? [];
+  if (channelId === undefined && text) {
+    const lines = channels.filter((c) => c.type === 'sms' && c.status === 'active');
+    if (lines.length === 1) return `through the organization's text channel, ${named(lines[0]!)}`;
+    return `through the organization's only text channel (it has ${lines.length === 0 ? 'none' : lines.length} now: the step fails until it has exactly one)`;
+  }
+  const found = channels.find((c) => c.id === channelId);
+  return found ? `through ${named(found)}` : `through the channel ${quote(channelId)}`;
+}
+
+/** How a step reads: the plan's other steps, whether it acts on texts only, the channels it may name. */
+interface StepContext extends SummaryContext {
+  steps: PlanStep[];
+  /** The condition holds for text messages only: the triggering message is a text. */
+  texts: boolean;
+}
 
 /** One step in words. */
-function describeStep(step: PlanStep, index: number, steps: PlanStep[]): string {
+function describeStep(step: PlanStep, index: number, context: StepContext): string {
+  const { steps } = context;
   const input = step.input ?? {};
   if (step.operation === 'messages.update' && isEventMessage(input)) {
     const parts: string[] = [];
@@ -220,15 +275,21 @@ function describeStep(step: PlanStep, index: number, steps: PlanStep[]): string 
   if (step.operation === 'contacts.create_email' && priorIsContact && input.email === '{{sender.address}}' && Object.keys(input).length === 2) return "adds the sender's address to it as an email";
   if (step.operation === 'contacts.create_phone_number' && priorIsContact && input.phoneNumber === '{{sender.address}}' && Object.keys(input).length === 2) return "adds the sender's number to it as a phone number";
   if (step.operation === 'messages.reply' && isEventMessage(input) && typeof input.text === 'string' && Object.keys(input).every((k) => ['id', 'text', 'replyAll'].includes(k))) {
+    if (context.texts) return `replies with a text to the sender through the channel the text came through, with the text ${quote(input.text)}`;
     return `replies to the message${input.replyAll === true ? ' and all its other recipients' : ''} with ${quote(input.text)}`;
   }
-  if (step.operation === 'messages.forward' && isEventMessage(input) && Object.keys(input).every((k) => ['id', 'to', 'text'].includes(k))) {
-    return `forwards the message to ${recipients(input.to)}${typeof input.text === 'string' && input.text ? ` with the note ${quote(input.text)}` : ''}`;
+  if (step.operation === 'messages.forward' && isEventMessage(input) && Object.keys(input).every((k) => ['id', 'to', 'text', 'channelId'].includes(k))) {
+    const via = input.channelId === undefined ? '' : ` ${through(input.channelId, false, context)}`;
+    const what = context.texts ? 'the text by email' : 'the message';
+    return `forwards ${what} to ${recipients(input.to)}${via}${typeof input.text === 'string' && input.text ? ` with the note ${quote(input.text)}` : ''}`;
   }
   if (step.operation === 'messages.send' && Object.keys(input).every((k) => ['channelId', 'to', 'subject', 'text'].includes(k))) {
-    const through = input.channelId === '{{event.data.channelId}}' ? 'through the channel the message came through' : `through the channel ${quote(input.channelId)}`;
+    // A text or an email: by the channel it names, else as the operation tells them apart (numbers, no subject).
+    const channel = (context.channels ?? []).find((c) => c.id === input.channelId);
+    const text = channel ? channel.type === 'sms' : looksLikeText(input);
+    if (text) return `sends a text to ${recipients(input.to)} ${through(input.channelId, true, context)}, with the text ${quote(input.text)}`;
     const subject = input.subject === '' ? 'no subject' : `the subject ${quote(input.subject)}`;
-    return `sends an email to ${recipients(input.to)} ${through}, with ${subject} and the text ${quote(input.text)}`;
+    return `sends an email to ${recipients(input.to)} ${through(input.channelId, false, context)}, with ${subject} and the text ${quote(input.text)}`;
   }
   const json = JSON.stringify(input);
   return `calls ${step.operation} with ${json.length > 2 * MAX_VALUE ? `${json.slice(0, 2 * MAX_VALUE)}…` : json}`;
@@ -236,9 +297,10 @@ function describeStep(step: PlanStep, index: number, steps: PlanStep[]): string 
 
 /**
  * One or two plain English sentences saying what the plan does, e.g. "Runs every Sunday at 21:00
- * (America/New_York). It creates a digest note of the messages since the last run."
+ * (America/New_York). It creates a digest note of the messages since the last run." The channels a step
+ * sends through are named from `context` (by their id otherwise).
  */
-export function summarizePlan(plan: Plan): string {
+export function summarizePlan(plan: Plan, context: SummaryContext = {}): string {
   const zone = plan.timezone ?? 'UTC';
   let when: string;
   if (plan.triggerType === 'scheduled') {
@@ -256,7 +318,13 @@ export function summarizePlan(plan: Plan): string {
     }
     when += `, only if ${text}`;
   }
-  const steps = (Array.isArray(plan.actions) ? plan.actions : []).map((s, i, all) => describeStep(s, i, all));
+  let texts = false;
+  try {
+    texts = !!plan.condition && onlyTexts(plan.condition);
+  } catch {
+    // not a well-formed condition: shown as it is above
+  }
+  const steps = (Array.isArray(plan.actions) ? plan.actions : []).map((s, i, all) => describeStep(s, i, { ...context, steps: all, texts }));
   const does = steps.length ? `It ${list(steps, 'and then')}` : 'It does nothing';
   let unverified = false;
   try {
@@ -264,6 +332,6 @@ export function summarizePlan(plan: Plan): string {
   } catch {
     // not a well-formed condition: shown as it is above
   }
-  const note = unverified ? ` ${onlyTexts(plan.condition!) ? UNVERIFIED_NUMBER_NOTE : UNVERIFIED_SENDER_NOTE}` : '';
+  const note = unverified ? ` ${texts ? UNVERIFIED_NUMBER_NOTE : UNVERIFIED_SENDER_NOTE}` : '';
   return `${when}. ${does}.${note}`;
 }

@@ -9,7 +9,8 @@ import { partyOf, valueAtPath } from './condition.js';
  * - `next(<5-field cron>)`: the next time after now matching the cron, read in the automation's time zone (UTC when none)
  * - `lastRunAt`: when the last successful run finished; before the first run, 24 hours before now
  * - `steps.<n>`, `steps.<n>.<path>`: the record an earlier step (0-based) answered with
- * - `sender.address`, `sender.name`: taken from the event's `data.sender` as conditions read it
+ * - `sender.address`, `sender.name`: taken from the event's `data.sender` as conditions read it;
+ *   `sender.phoneNumber`: its phone number (a text's sender), missing when it has none
  * - `digest`: a text summary of the messages recorded since the last run (computed by the engine)
  *
  * A string that is exactly one template takes the value's own type (an object, a number, null when the
@@ -41,7 +42,7 @@ type Parsed =
   | { kind: 'next'; cron: string }
   | { kind: 'lastRunAt' }
   | { kind: 'step'; index: number; path: string[] }
-  | { kind: 'sender'; part: 'address' | 'name' }
+  | { kind: 'sender'; part: 'address' | 'name' | 'phoneNumber' }
   | { kind: 'digest' };
 
 /** Parses one expression (the text between the braces); a string says why it is not one. */
@@ -62,7 +63,7 @@ export function parseExpression(expr: string): Parsed | string {
   }
   if (expr === 'lastRunAt') return { kind: 'lastRunAt' };
   if (expr === 'digest') return { kind: 'digest' };
-  if (expr === 'sender.address' || expr === 'sender.name') return { kind: 'sender', part: expr === 'sender.address' ? 'address' : 'name' };
+  if (expr === 'sender.address' || expr === 'sender.name' || expr === 'sender.phoneNumber') return { kind: 'sender', part: expr.slice('sender.'.length) as 'address' | 'name' | 'phoneNumber' };
   if (PATH.test(expr)) {
     const path = expr.split('.');
     if (path[0] === 'event') {
@@ -90,8 +91,9 @@ function evaluate(parsed: Parsed, ctx: TemplateContext): unknown {
       return valueAtPath(ctx.steps[parsed.index], parsed.path);
     case 'sender': {
       const raw = ctx.event && valueAtPath(ctx.event.data, ['sender']);
-      const party = partyOf(Array.isArray(raw) ? raw[0] : raw);
-      return party[parsed.part];
+      const first = Array.isArray(raw) ? raw[0] : raw;
+      if (parsed.part === 'phoneNumber') return valueAtPath(first, ['phoneNumber']);
+      return partyOf(first)[parsed.part];
     }
     case 'digest':
       return ctx.digest;
@@ -107,17 +109,20 @@ function valueOf(expr: string, ctx: TemplateContext): unknown {
 
 const asText = (v: unknown) => (v === undefined || v === null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
 
-function renderString(s: string, ctx: TemplateContext): unknown {
+function renderString(s: string, ctx: TemplateContext, keep?: (expr: string) => boolean): unknown {
   const whole = WHOLE.exec(s);
-  if (whole) return valueOf(whole[1]!.trim(), ctx) ?? null;
-  return s.replace(TEMPLATE, (_, expr: string) => asText(valueOf(expr.trim(), ctx)));
+  if (whole && !keep?.(whole[1]!.trim())) return valueOf(whole[1]!.trim(), ctx) ?? null;
+  return s.replace(TEMPLATE, (written, expr: string) => (keep?.(expr.trim()) ? written : asText(valueOf(expr.trim(), ctx))));
 }
 
-/** The value with every template of its strings replaced (deeply; keys are left alone). */
-export function renderTemplates(value: unknown, ctx: TemplateContext): unknown {
-  if (typeof value === 'string') return renderString(value, ctx);
-  if (Array.isArray(value)) return value.map((v) => renderTemplates(v, ctx));
-  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderTemplates(v, ctx)]));
+/**
+ * The value with every template of its strings replaced (deeply; keys are left alone). Expressions `keep`
+ * holds stay as written (the plan check leaves the values known only at run time unjudged).
+ */
+export function renderTemplates(value: unknown, ctx: TemplateContext, keep?: (expr: string) => boolean): unknown {
+  if (typeof value === 'string') return renderString(value, ctx, keep);
+  if (Array.isArray(value)) return value.map((v) => renderTemplates(v, ctx, keep));
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderTemplates(v, ctx, keep)]));
   return value;
 }
 

@@ -6,7 +6,7 @@ import type { Actor, OperationContext } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
 import { channels, mailOutbox, messageAttachments, messages, type OutboxMail } from '../../db/schema.js';
 import { sendingChannelOf } from '../channels/channels.repository.js';
-import { AutomaticMailRefused, silenceReason } from '../automations/auto-mail.js';
+import { AutomaticMessageRefused, defineAutomaticMessageKind, silenceReason } from '../automations/automatic-messages.js';
 import { contactEmailIdFor, copyAttachment, createMessage, insertAttachments, type MessageJson, type MessageRow } from './messages.repository.js';
 import { newMessageId } from './outgoing-mail.js';
 import {
@@ -119,9 +119,17 @@ const prefixed = (prefix: string, pattern: RegExp, subject: string) => {
 // ------------------------------------------------------------------ loop safety (RFC 3834)
 
 // The rules themselves (which messages stay unanswered, the daily and hourly caps) live in
-// src/modules/automations/auto-mail.ts; the automation engine applies them to every step that mails.
-export { AutomaticMailRefused };
-const loopRefusal = (field: string, reason: string) => new AutomaticMailRefused(field, reason);
+// src/modules/automations/automatic-messages.ts; the automation engine applies them to every step that sends.
+export { AutomaticMessageRefused };
+const loopRefusal = (field: string, reason: string) => new AutomaticMessageRefused(field, reason);
+
+// An email's recipients, as the rules count them: every address of its to, cc and bcc, lower-cased.
+defineAutomaticMessageKind('email', {
+  recipients(queued) {
+    const email = (queued.metadata as { email?: Record<string, unknown> } | null)?.email ?? {};
+    return [email.to, email.cc, email.bcc].flatMap(addressesOf).map(lower);
+  },
+});
 
 const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 

@@ -10,7 +10,7 @@ import { recordEvents } from '../events/events.recorder.js';
 import type { CommittedWork } from '../events/events.signal.js';
 import { channelRows, sendingChannelOf, type ChannelRow } from '../channels/channels.repository.js';
 import { createMessage, getMessage, type MessageJson, type MessageRow } from '../messages/messages.repository.js';
-import { AutomaticMailRefused } from '../messages/sending.repository.js';
+import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../automations/automatic-messages.js';
 import { isAlphanumericSender, isShortCode } from './numbers.js';
 import type { ProviderWithSecret, StatusReport } from './provider.js';
 import { twilioFlavour } from './providers/twilio.js';
@@ -251,7 +251,7 @@ export function keywordOf(text: string): 'stop' | 'start' | 'help' | undefined {
 }
 
 /** Why a received text must not be answered automatically, or undefined. */
-export function automaticTextReason(original: MessageRow, ownNumbers: Set<string>): string | undefined {
+export function automaticTextReason(original: Pick<MessageRow, 'sender' | 'text'>, ownNumbers: Set<string>): string | undefined {
   const from = partyOf(original.sender);
   if (!from) return 'the text names no sender number';
   if (isShortCode(from)) return `${from} is a short code; automations never answer short codes`;
@@ -283,7 +283,7 @@ export const sendingSmsChannel = (db: DbOrTx, orgId: string, channelId: string, 
 export async function queueText(db: DbOrTx, orgId: string, actor: Actor, channel: ChannelRow, to: string, text: string, opts: { autoReplyKey?: string | undefined } = {}): Promise<MessageJson> {
   if (await isOptedOut(db, channel.id, to)) {
     // An automation's text to an opted-out number is skipped (a refusal by the rules), not a failing step.
-    throw actor.type === 'automation' ? new AutomaticMailRefused('to', `${to} opted out of texts from this channel (STOP)`) : RECIPIENT_OPTED_OUT(to);
+    throw actor.type === 'automation' ? new AutomaticMessageRefused('to', `${to} opted out of texts from this channel (STOP)`) : RECIPIENT_OPTED_OUT(to);
   }
   const size = smsSize(text);
   const message = await createMessage(db, orgId, {
@@ -304,7 +304,7 @@ export async function queueText(db: DbOrTx, orgId: string, actor: Actor, channel
     .values({ organizationId: orgId, messageId: message.id, channelId: channel.id, sms: { from: channel.address, to, text, segments: size.segments }, actorType: actor.type, actorId: actor.id, depth: actor.depth ?? 0, autoReplyKey: opts.autoReplyKey ?? null })
     .onConflictDoNothing()
     .returning({ id: smsOutbox.id });
-  if (!queued) throw new AutomaticMailRefused('id', `this automation already answered ${to} today; automations answer a number at most once a day`);
+  if (!queued) throw new AutomaticMessageRefused('id', `this automation already answered ${to} today; automations answer a number at most once a day`);
   return message;
 }
 
@@ -315,12 +315,13 @@ export async function sendText(ctx: OperationContext, input: SmsSendValues): Pro
   if (ctx.actor.type === 'automation') {
     const own = await ownNumbers(ctx.db, ctx.orgId);
     const looping = numbers.find((n) => own.has(n));
-    if (looping) throw new AutomaticMailRefused('to', `${looping} is one of the organization's own numbers; automations never text it`);
+    if (looping) throw new AutomaticMessageRefused('to', `${looping} is one of the organization's own numbers; automations never text it`);
   }
   let first: MessageJson | undefined;
   for (const n of numbers) {
     const m = await queueText(ctx.db, ctx.orgId, ctx.actor, channel, n, input.text);
-    first ??= m;
+    if (first) ctx.alsoQueued?.(m);
+    else first = m;
   }
   return first!;
 }
@@ -332,7 +333,7 @@ export async function replyText(ctx: OperationContext, original: MessageRow, tex
   // An automation's reply is checked for loops first: a short code or a sender id is a reason to stay silent
   // (the run is skipped), not a failure that would count against the automation.
   const reason = ctx.actor.type === 'automation' && original.direction === 'incoming' ? automaticTextReason(original, await ownNumbers(ctx.db, ctx.orgId)) : undefined;
-  if (reason) throw new AutomaticMailRefused('id', reason);
+  if (reason) throw new AutomaticMessageRefused('id', reason);
   if (!to || !to.startsWith('+')) throw fieldError('id', `The text came from ${to ?? 'no number'}, which cannot receive texts (a short code or an alphanumeric sender)`);
   const autoReplyKey = ctx.actor.type === 'automation' ? `${ctx.actor.id}:${to}:${new Date().toISOString().slice(0, 10)}` : undefined;
   const size = smsSize(text);
@@ -359,6 +360,13 @@ async function ownNumbers(db: DbOrTx, orgId: string): Promise<Set<string>> {
     .where(and(eq(channels.organizationId, orgId), eq(channels.type, 'sms'), isNull(channels.deletedAt)));
   return new Set(rows.map((r) => r.address));
 }
+
+// A text as the rules of automatic messages read it: its recipient is its number; a received text from a
+// short code, a sender id or one of the organization's own numbers, or a keyword, is never answered.
+defineAutomaticMessageKind('sms', {
+  recipients: (queued) => [partyOf(queued.recipient)],
+  silence: async (db, orgId, message) => (message.direction === 'incoming' ? automaticTextReason(message, await ownNumbers(db, orgId)) : undefined),
+});
 
 // ------------------------------------------------------------------ delivery status
 

@@ -22,7 +22,8 @@ const SAMPLE_NOW = new Date('2030-01-07T08:00:00.000Z');
 
 function sampleContext(plan: Plan, steps: number): TemplateContext {
   return {
-    event: { id: SAMPLE_ID, type: plan.triggerEvent, resourceId: SAMPLE_ID, occurredAt: SAMPLE_NOW.toISOString(), data: { id: SAMPLE_ID, sender: { name: 'Sample Sender', email: 'sender@example.com' } } },
+    // Its record (`event.data`, the sender) is known only at run time: those templates stay as written.
+    event: { id: SAMPLE_ID, type: plan.triggerEvent, resourceId: SAMPLE_ID, occurredAt: SAMPLE_NOW.toISOString(), data: {} },
     now: SAMPLE_NOW,
     lastRunAt: null,
     steps: Array.from({ length: steps }, () => ({ id: SAMPLE_ID })),
@@ -43,9 +44,14 @@ function runtimeOnly(expr: string): boolean {
   return parsed.kind === 'sender';
 }
 
-/** Issues the operation's schema finds in the rendered input, except under values known only at run time. */
+/**
+ * Issues the operation's schema finds in the rendered input, except under values known only at run time.
+ * Those stay as written (`{{sender.phoneNumber}}`) rather than take a sample's value, so that no sample
+ * decides what the input is: a send whose `to` is a template is a text or an email by the rest of its
+ * input (a subject, an address), as it will be at run time.
+ */
 function inputIssues(op: Operation, input: Record<string, unknown>, ctx: TemplateContext): string[] {
-  const rendered = renderTemplates(input, ctx);
+  const rendered = renderTemplates(input, ctx, runtimeOnly);
   try {
     parseInput(op, rendered);
     return [];

@@ -223,6 +223,19 @@ describe('validatePlan', () => {
     const steps = [{ operation: 'contacts.create', input: { name: '{{event.data.summary}}' } }, createEmail];
     expect(issues({ actions: steps, permissions: opsOf(steps) })).toEqual([]);
   });
+
+  it('reads a send to a template as a text or an email by the rest of its input, never by a sample sender', () => {
+    const send = (input: Record<string, unknown>) => issues({ actions: [{ operation: 'messages.send', input }], permissions: { operations: ['messages.send'] } });
+    // A text: no subject, `to` the number only the triggering message knows.
+    expect(send({ to: ['{{sender.phoneNumber}}'], text: 'Thanks' })).toEqual([]);
+    expect(send({ to: ['{{sender.address}}'], text: 'Thanks' })).toEqual([]);
+    expect(send({ channelId: '{{event.data.channelId}}', to: ['{{event.data.sender.phoneNumber}}'], text: 'Thanks' })).toEqual([]);
+    // An email: a subject, or a known address.
+    expect(send({ channelId: '{{event.data.channelId}}', to: ['{{sender.address}}'], subject: 'Hi', text: 'Thanks' })).toEqual([]);
+    expect(send({ channelId: '{{event.data.channelId}}', to: ['ada@example.com', '{{sender.address}}'], text: 'Thanks' })).toEqual([expect.stringMatching(/subject/)]);
+    // What is known is still judged: a text's own rules.
+    expect(send({ to: ['{{sender.phoneNumber}}'], text: 'x'.repeat(2000) })).toEqual([expect.stringMatching(/text: Too long for a text/)]);
+  });
 });
 
 describe('evaluatorFromConfig', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeCron, summarizePlan } from '../../../src/modules/automations/plan-summary.js';
+import { describeCron, summarizePlan, type ChannelNaming } from '../../../src/modules/automations/plan-summary.js';
 import type { Condition, Plan, PlanStep } from '../../../src/modules/automations/plan.js';
 
 const update = (patch: Record<string, unknown>): PlanStep => ({ operation: 'messages.update', input: { id: '{{event.resourceId}}', ...patch } });
@@ -96,5 +96,61 @@ describe('summarizePlan on plans not yet validated', () => {
   it('shows a malformed condition as it is instead of failing', () => {
     const p = plan({ condition: { all: 'nope' } as unknown as Condition });
     expect(summarizePlan(p)).toBe('Runs when a message is received, only if the condition {"all":"nope"} holds. It creates a digest note of the messages since the last run.');
+  });
+});
+
+describe('summarizePlan of steps that send', () => {
+  const shop: ChannelNaming = { id: '7d1e3f2a-5b6c-4d8e-9f01-23456789abcd', name: 'Shop', address: '+12122003001', type: 'sms', status: 'active' };
+  const desk: ChannelNaming = { id: '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d', name: 'Desk', address: 'desk@acme.example', type: 'email', status: 'active' };
+  const texts: Condition = { field: 'type', operator: 'equals', value: 'sms' };
+  const send = (input: Record<string, unknown>): PlanStep => ({ operation: 'messages.send', input });
+  const step = (p: Partial<Plan>, channels: ChannelNaming[] = [shop, desk]) => summarizePlan(plan(p), { channels }).replace(/^.*?\. (?=It )/, '');
+
+  it.each<[string, Partial<Plan>, string, ChannelNaming[]?]>([
+    [
+      'a text to a number, through the organization\'s text channel (no channelId)',
+      { triggerEvent: 'customer.transaction.created', actions: [send({ to: ['+12125550100'], text: 'Big payment' })] },
+      'It sends a text to "+12125550100" through the organization\'s text channel, the channel "Shop" (+12122003001), with the text "Big payment".',
+    ],
+    [
+      'a text through a channel it names',
+      { triggerEvent: 'customer.transaction.created', actions: [send({ channelId: shop.id, to: ['+12125550100', '+12125550101'], text: 'Big payment' })] },
+      'It sends a text to "+12125550100" and "+12125550101" through the channel "Shop" (+12122003001), with the text "Big payment".',
+    ],
+    [
+      'a text when the organization has no text channel yet',
+      { triggerEvent: 'customer.transaction.created', actions: [send({ to: ['+12125550100'], text: 'Big payment' })] },
+      'It sends a text to "+12125550100" through the organization\'s only text channel (it has none now: the step fails until it has exactly one), with the text "Big payment".',
+      [],
+    ],
+    [
+      'a text back to whoever texted, through the channel the text came through',
+      { condition: texts, actions: [send({ channelId: '{{event.data.channelId}}', to: ['{{sender.phoneNumber}}'], text: 'Thanks' })] },
+      'It sends a text to the sender\'s number through the channel the message came through, with the text "Thanks".',
+    ],
+    [
+      'a reply to a text',
+      { condition: texts, actions: [{ operation: 'messages.reply', input: { id: '{{event.resourceId}}', text: 'We got your text' } }] },
+      'It replies with a text to the sender through the channel the text came through, with the text "We got your text".',
+    ],
+    [
+      'a forward of a text, by email through a channel it names',
+      { condition: texts, actions: [{ operation: 'messages.forward', input: { id: '{{event.resourceId}}', to: ['boss@acme.example'], channelId: desk.id } }] },
+      'It forwards the text by email to "boss@acme.example" through the channel "Desk" (desk@acme.example).',
+    ],
+    [
+      'an email through a channel it names',
+      { actions: [send({ channelId: desk.id, to: ['{{sender.address}}'], subject: 'Received', text: 'Thanks' })] },
+      'It sends an email to the sender through the channel "Desk" (desk@acme.example), with the subject "Received" and the text "Thanks".',
+    ],
+    [
+      'an email through a channel the summary does not know',
+      { actions: [send({ channelId: '1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b', to: ['ops@acme.example'], subject: '', text: 'Hi' })] },
+      'It sends an email to "ops@acme.example" through the channel "1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b", with no subject and the text "Hi".',
+    ],
+  ])('%s', (_, p, text, channels) => {
+    const summary = step(p, channels);
+    expect(summary).toBe(text);
+    expect(summary).not.toContain('undefined');
   });
 });

@@ -71,6 +71,15 @@ describe('renderTemplates: expressions', () => {
     expect(render('{{sender.address}}', withSender([{ address: 'first@example.com' }, 'second@example.com']))).toBe('first@example.com');
     expect(render('{{sender.address}}', withSender(undefined))).toBeNull();
   });
+
+  it("sender.phoneNumber is a text sender's number, missing for a sender without one", () => {
+    const withSender = (sender: unknown) => ({ event: { ...ctx().event!, data: { sender } } });
+    expect(render('{{sender.phoneNumber}}', withSender({ phoneNumber: '+14155550123' }))).toBe('+14155550123');
+    expect(render('{{sender.phoneNumber}}', withSender([{ phoneNumber: '+14155550124' }]))).toBe('+14155550124');
+    expect(render('{{sender.phoneNumber}}', withSender({ email: 'ada@example.com' }))).toBeNull();
+    expect(render('{{sender.phoneNumber}}', withSender('ada@example.com'))).toBeNull();
+    expect(render(['{{sender.phoneNumber}}'], withSender({ phoneNumber: '+14155550123' }))).toEqual(['+14155550123']);
+  });
 });
 
 describe('renderTemplates: types and text', () => {

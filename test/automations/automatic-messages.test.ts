@@ -4,8 +4,8 @@ import { and, eq, inArray } from 'drizzle-orm';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/client.js';
-import { automaticMails, automationExecutions, messages } from '../../src/db/schema.js';
-import { AutomaticMailRefused, claimAutomaticMail } from '../../src/modules/automations/auto-mail.js';
+import { automaticMessages, automationExecutions, messages } from '../../src/db/schema.js';
+import { AutomaticMessageRefused, claimAutomaticMessages } from '../../src/modules/automations/automatic-messages.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createMailSender } from '../../src/workers/mail-sender.js';
@@ -219,7 +219,7 @@ describe('the triggering message decides: silence rules', () => {
     expect(second.queued).toBe(0);
     for (const kind of Object.keys(PLANS) as Kind[]) {
       expect(second.runs[kind], kind).toMatchObject({ status: 'skipped' });
-      expect(second.runs[kind]!.error, kind).toMatch(/already (mailed|answered) .* today/);
+      expect(second.runs[kind]!.error, kind).toMatch(/already (sent|answered) .* today/);
     }
     // Another sender is answered.
     const other = await outcome({});
@@ -271,12 +271,12 @@ describe('recipients', () => {
   });
 });
 
-describe('the organization\'s rate of automatic mail', () => {
-  it('skips the steps past AUTOMATIC_MAIL_PER_HOUR recipients an hour, with the reason', async () => {
+describe('the organization\'s rate of automatic messages', () => {
+  it('skips the steps past AUTOMATIC_MESSAGES_PER_HOUR recipients an hour, with the reason', async () => {
     const c = await t.tenant({ credits: 10 }); // a new organization: nothing counted yet this hour
     const desk = await channel(c, 'rate.example');
     const id = await automation(c, 'send');
-    const limited = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock, log: silent, limits: { automaticMailPerHour: 2 } });
+    const limited = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock, log: silent, limits: { automaticMessagesPerHour: 2 } });
     await limited.runOnce();
     for (let i = 0; i < 3; i++) {
       const from = unique('carol', 'customer.example');
@@ -285,7 +285,7 @@ describe('the organization\'s rate of automatic mail', () => {
     }
     const runs = (await runsOf(id)).sort((x, y) => x.createdAt.getTime() - y.createdAt.getTime());
     expect(runs.map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'skipped']);
-    expect(runs[2]!.error).toMatch(/already mailed 2 recipients in the last hour; at most 2 an hour \(AUTOMATIC_MAIL_PER_HOUR\)/);
+    expect(runs[2]!.error).toMatch(/already sent automatic messages to 2 recipients in the last hour; at most 2 an hour \(AUTOMATIC_MESSAGES_PER_HOUR\)/);
     await ok(await c.request('DELETE', `/v1/automations/${id}`));
   });
 });
@@ -305,7 +305,7 @@ describe('a scheduled automation', () => {
       201,
     );
     let at = Date.now();
-    const ticking = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock: () => new Date(at), log: silent, limits: { automaticMailPerHour: 2 } });
+    const ticking = createAutomationEngine({ db: t.database.db, evaluator: builtinEvaluator, clock: () => new Date(at), log: silent, limits: { automaticMessagesPerHour: 2 } });
     await ticking.runOnce(); // evaluates, then sets the first tick
     for (let i = 0; i < 4; i++) {
       at += 61_000;
@@ -329,21 +329,21 @@ describe('several processes', () => {
       // Each transaction holds its claim a moment before it commits, so that the other one runs into it.
       const attempt = (i: number, recipients: string[], perHour?: number) =>
         dbs[i]!.transaction(async (tx) => {
-          await claimAutomaticMail(tx, claim(recipients, perHour));
+          await claimAutomaticMessages(tx, claim(recipients, perHour));
           await new Promise((r) => setTimeout(r, 300));
         });
 
       const same = await Promise.allSettled([attempt(0, ['dana@customer.example']), attempt(1, ['dana@customer.example'])]);
       expect(same.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
       const refused = same.find((r) => r.status === 'rejected') as PromiseRejectedResult;
-      expect(refused.reason).toBeInstanceOf(AutomaticMailRefused);
-      expect(String(refused.reason.message)).toMatch(/already mailed dana@customer\.example today/);
+      expect(refused.reason).toBeInstanceOf(AutomaticMessageRefused);
+      expect(String(refused.reason.message)).toMatch(/already sent dana@customer\.example an automatic message today/);
 
       // One mail left this hour (perHour 2, one counted): of two recipients claimed at once, one passes.
       const rate = await Promise.allSettled([attempt(0, ['erin@customer.example'], 2), attempt(1, ['frank@customer.example'], 2)]);
       expect(rate.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
       expect(String((rate.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason.message)).toMatch(/at most 2 an hour/);
-      expect(await t.database.db.select().from(automaticMails).where(eq(automaticMails.organizationId, c.orgId))).toHaveLength(2);
+      expect(await t.database.db.select().from(automaticMessages).where(eq(automaticMessages.organizationId, c.orgId))).toHaveLength(2);
       await ok(await c.request('DELETE', `/v1/automations/${id}`));
     } finally {
       await second?.close();
