@@ -321,6 +321,8 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
         });
       }, deps.enquireLinkMs ?? ENQUIRE_LINK_MS);
       registerSmppLink(this.channelId, link);
+      // Every handler is in place: what the SMSC sent since the bind's answer is read now.
+      session.resume();
       // The text sender may send this channel's texts from now on.
       notifyEventsCommitted();
       // Stopped already (while the bind was being recorded), or later.
@@ -332,9 +334,8 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
         unregisterSmppLink(this.channelId, link);
       }
       if (signal.aborted) {
-        // What is being written is answered before the unbind, whose answer is then read.
+        // What is being written is answered before the unbind.
         await Promise.allSettled([...inflight]);
-        session.resume();
         await closeBind(session);
       }
     }

@@ -295,6 +295,21 @@ describe('SMPP receiving', () => {
     expect(smsc.submits.at(-1)).toMatchObject({ text: 'Acme over SMPP. Reply STOP to stop.', pdu: { destination_addr: from.slice(1) } });
   });
 
+  it('reads what the SMSC delivers right behind its answer to the bind', async () => {
+    const channel = await addChannel();
+    const from = number();
+    const answers: number[] = [];
+    smsc.afterBind = () => {
+      smsc.afterBind = undefined;
+      const session = smsc.bound()[0]!;
+      for (const text of ['Held for you 1', 'Held for you 2']) session.deliver_sm(mo(from, channel.address, { short_message: text }), (resp) => answers.push(resp.command_status));
+    };
+    await bound(channel);
+    await smsc.until(() => answers.length === 2, 5000, 'both answered');
+    expect(answers).toEqual([0, 0]);
+    expect((await received(channel)).map((m) => m.text).sort()).toEqual(['Held for you 1', 'Held for you 2']);
+  });
+
   it('stores the parts of long texts as they arrive and joins them (8-bit and 16-bit references, any order)', async () => {
     const channel = await addChannel();
     await bound(channel);

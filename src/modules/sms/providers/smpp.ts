@@ -87,7 +87,9 @@ export class NotSent extends Error {}
 
 /**
  * Connects (TLS when `tls`) to the SMSC, on a public address unless `allowPrivate`, and binds as a
- * transceiver. Rejects with `SmppRefused` when the bind is refused, with the network error otherwise.
+ * transceiver. Rejects with `SmppRefused` when the bind is refused, with the network error otherwise. The
+ * session answered is paused: an SMSC delivers what it holds right after the bind, and nothing of it is read
+ * until the caller has its handlers in place and resumes it.
  */
 export async function openBind(settings: SmppSettings, ctx: ProviderContext): Promise<smpp.Session> {
   let target;
@@ -116,6 +118,8 @@ export async function openBind(settings: SmppSettings, ctx: ProviderContext): Pr
       resolve(s);
     });
   });
+  // Paused as the answer is read, before the PDUs behind it in the same chunk.
+  session.once('bind_transceiver_resp', () => session.pause());
   try {
     const answer = await request(
       session,
@@ -140,6 +144,7 @@ export const ping = (session: smpp.Session, timeoutMs: number): Promise<boolean>
 
 /** Ends a bind politely (unbind, then close), or at once when the SMSC does not answer within `timeoutMs`. */
 export async function closeBind(session: smpp.Session, timeoutMs = 1000): Promise<void> {
+  session.resume();
   await request(session, 'unbind', {}, timeoutMs).catch(() => {});
   await new Promise<void>((resolve) => {
     const timer = setTimeout(() => (session.destroy(), resolve()), timeoutMs);
