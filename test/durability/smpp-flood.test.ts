@@ -32,21 +32,42 @@ async function call(server: ServerProcess, key: string, method: string, path: st
   return JSON.parse(res.body).data as Json;
 }
 
-/** One round of the other organization's REST calls (a write, then a read of it); answers each one's latency. */
-async function round(server: ServerProcess, key: string, n: number): Promise<{ write: number; read: number }> {
-  let started = performance.now();
-  const contact = await call(server, key, 'POST', '/v1/contacts', { firstName: 'Neighbour', lastName: `N${n}` });
-  const write = performance.now() - started;
-  started = performance.now();
-  await call(server, key, 'GET', `/v1/contacts/${contact.id}`);
-  return { write, read: performance.now() - started };
+/**
+ * This process's own delays: on a busy machine the caller is held from running too, and an answer it could
+ * not read meanwhile is not the server's delay (as the hostile-mail test discounts its prober's).
+ */
+const lag = monitorEventLoopDelay({ resolution: 10 });
+
+/** One call's latency, and how long this process was held from running during it. */
+interface Timed {
+  ms: number;
+  heldMs: number;
 }
 
-const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+async function timed<T>(fn: () => Promise<T>): Promise<[T, Timed]> {
+  lag.reset();
+  const started = performance.now();
+  const out = await fn();
+  const ms = performance.now() - started;
+  return [out, { ms, heldMs: lag.max / 1e6 }];
+}
+
+/** One round of the other organization's REST calls: a write, then a read of it. */
+async function round(server: ServerProcess, key: string, n: number): Promise<{ write: Timed; read: Timed }> {
+  const [contact, write] = await timed(() => call(server, key, 'POST', '/v1/contacts', { firstName: 'Neighbour', lastName: `N${n}` }));
+  const [, read] = await timed(() => call(server, key, 'GET', `/v1/contacts/${contact.id}`));
+  return { write, read };
+}
+
+const quantile = (xs: number[], q: number) => [...xs].sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor(xs.length * q))]!;
+const median = (xs: number[]) => quantile(xs, 0.5);
+/** The median, 90th percentile and slowest of some latencies, for the report. */
+const spread = (xs: number[]) => `${[0.5, 0.9, 1].map((q) => quantile(xs, q).toFixed(0)).join('/')} ms`;
 
 describe("one organization's SMSC flooding deliver_sm", () => {
   it("keeps another organization's REST calls within 250 ms of their baseline; every PDU is committed or answered throttled or temporary", async () => {
     const neighbour = await addOrganization(store, 'Neighbour');
+    lag.enable();
     const smsc = await startSmsc({ flooder: 'floodpw' });
     try {
       const server = await startServer({ ...store.env, SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true', SMPP_DELIVER_RATE_LIMIT: String(RATE) });
@@ -60,37 +81,33 @@ describe("one organization's SMSC flooding deliver_sm", () => {
 
       // The baseline: the neighbour's calls on this server, now, after a warm-up.
       for (let i = 0; i < 10; i++) await round(server, neighbour, i);
-      const baseline: { write: number; read: number }[] = [];
+      const baseline: { write: Timed; read: Timed }[] = [];
       for (let i = 0; i < 30; i++) baseline.push(await round(server, neighbour, i));
-      const base = { write: median(baseline.map((b) => b.write)), read: median(baseline.map((b) => b.read)) };
+      const base = { write: median(baseline.map((b) => b.write.ms)), read: median(baseline.map((b) => b.read.ms)) };
 
       const texts = Array.from({ length: FLOOD }, (_, i) => `Flood text ${i}`);
       const pdus = texts.map((text, i) => ({ source_addr: `1415${String(5_000_000 + i).padStart(7, '0')}`, source_addr_ton: 1, source_addr_npi: 1, destination_addr: '12125550199', dest_addr_ton: 1, dest_addr_npi: 1, data_coding: 0, short_message: text }));
-      // How long this process itself was held from running meanwhile: on a busy machine the caller is delayed
-      // too, which the report shows beside the latencies.
-      const lag = monitorEventLoopDelay({ resolution: 10 });
-      lag.enable();
       let flooding = true;
       const floodStarted = performance.now();
       const flood = smsc.flood(pdus, 150_000).finally(() => (flooding = false));
-      const during: { write: number; read: number }[] = [];
+      const during: { write: Timed; read: Timed }[] = [];
       while (flooding) {
         during.push(await round(server, neighbour, during.length));
         await new Promise((r) => setTimeout(r, 25));
       }
       const statuses = await flood;
-      lag.disable();
       const minutes = Math.ceil((performance.now() - floodStarted) / 60_000);
 
       const committed = statuses.flatMap((s, i) => (s === 0 ? [texts[i]!] : []));
       const throttled = statuses.filter((s) => s === ESME_RTHROTTLED).length;
       const temporary = statuses.filter((s) => s === ESME_RX_T_APPN).length;
-      const report = `baseline median write ${base.write.toFixed(1)} ms, read ${base.read.toFixed(1)} ms; during the flood (${during.length} rounds) slowest write ${Math.max(...during.map((d) => d.write)).toFixed(1)} ms, read ${Math.max(...during.map((d) => d.read)).toFixed(1)} ms; ${committed.length} committed, ${throttled} throttled, ${temporary} temporary; this process held up to ${(lag.max / 1e6).toFixed(0)} ms`;
+      const ms = (list: typeof during, kind: 'write' | 'read') => list.map((r) => r[kind].ms);
+      const report = `writes (median/p90/slowest) ${spread(ms(baseline, 'write'))} before, ${spread(ms(during, 'write'))} during the flood; reads ${spread(ms(baseline, 'read'))} before, ${spread(ms(during, 'read'))} during (${during.length} rounds); ${committed.length} committed, ${throttled} throttled, ${temporary} temporary; this process was held up to ${Math.max(...during.flatMap((d) => [d.write.heldMs, d.read.heldMs])).toFixed(0)} ms during one call`;
       console.log(report);
       expect(during.length, report).toBeGreaterThan(5);
       for (const d of during) {
-        expect(d.write, report).toBeLessThan(base.write + 250);
-        expect(d.read, report).toBeLessThan(base.read + 250);
+        expect(d.write.ms - d.write.heldMs, report).toBeLessThan(base.write + 250);
+        expect(d.read.ms - d.read.heldMs, report).toBeLessThan(base.read + 250);
       }
       expect(committed.length + throttled + temporary, report).toBe(FLOOD);
       expect(throttled, report).toBeGreaterThan(0);
@@ -112,6 +129,7 @@ describe("one organization's SMSC flooding deliver_sm", () => {
         await database.close();
       }
     } finally {
+      lag.disable();
       await smsc.close();
     }
   }, 240_000);
