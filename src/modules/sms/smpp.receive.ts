@@ -16,7 +16,13 @@ import { applyStatus, loadSmsChannel } from './sms.repository.js';
  * `receiveText` (as Twilio's webhook); a part of a long text is stored (`sms_parts`) until its message is
  * complete, then the parts are joined into one message and deleted in its transaction. Each returns once
  * its write is committed: the caller answers the deliver_sm only then.
+ *
+ * Between its reads and its write each waits for the next turn of the event loop: the embedded database
+ * answers without one, so a flooding SMSC's writes would otherwise run back to back while other requests
+ * (another organization's) wait for a turn.
  */
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * Parts of a long text that never completed are deleted after this long. An SMSC delivers the parts of one
@@ -70,6 +76,7 @@ export async function receiveDeliverSm(run: OperationRunner, db: Db, channel: Ch
       }
     }
     if (!messageId) return 'receipt-unmatched';
+    await nextTurn();
     const work = new CommittedWork();
     await db.transaction((tx) => applyStatus(tx, channel, { ...report, providerMessageId: just?.smscId ?? report.providerMessageId }, messageId, work));
     work.announce();
@@ -81,6 +88,7 @@ export async function receiveDeliverSm(run: OperationRunner, db: Db, channel: Ch
   if (!part || part.total <= 1 || part.seq < 1 || part.seq > part.total) {
     const current = await currentChannel(db, channel.id);
     if (!current) return 'ignored';
+    await nextTurn();
     await receiveText(run, db, current, { providerMessageId: `smpp-${randomUUID()}`, from: incoming.from, to: incoming.to, text: incoming.text, media: [] });
     return 'text';
   }
@@ -104,6 +112,7 @@ export async function receiveDeliverSm(run: OperationRunner, db: Db, channel: Ch
     await db.delete(smsParts).where(inArray(smsParts.id, ids));
     return 'ignored';
   }
+  await nextTurn();
   // Named by its first part's row. The parts go in the message's transaction: a last part delivered again
   // after that (its answer lost) is kept alone and deleted with the stale parts, never a second message.
   const result = await receiveText(
