@@ -19,7 +19,7 @@ import { webhookThroughput } from './webhooks.js';
 import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
 import { measure, probe, type Load, type LoadOptions, type Measurement } from './measure.js';
 import { freePort } from '../test/helpers/listen.js';
-import { rssSampler, startChild, stopChild, type Child } from './processes.js';
+import { rssBytes, rssSampler, startChild, stopChild, type Child } from './processes.js';
 import { printTable, writeJson, type Row } from './report.js';
 import { createMcpTokens, createTenant, sampleMessageIds, seedContacts, seedMessages, settleWrites, vacuumAnalyze, WORDS, type Tenant } from './seed.js';
 
@@ -331,6 +331,12 @@ async function writeScenarios(database: string, service: Child, lean: Child | un
   }
 }
 
+/** The service's RSS now, as a row (no target: what a process holds that serves nothing). */
+function idleRow(db: string, scenario: string, service: Child) {
+  const now = rssBytes(service.proc.pid);
+  if (now !== undefined) rows.push({ database: db, scenario, status: 'measured', rssBytes: now });
+}
+
 /** The service's settings for the email rows: the SMTP receiver on loopback without a rate limit, a loopback IMAP server allowed. */
 function emailEnv(smtpPort: number): Record<string, string> {
   return { SMTP_PORT: String(smtpPort), SMTP_HOST: '127.0.0.1', SMTP_RATE_LIMIT: '0', SECRETS_KEY: randomBytes(32).toString('base64'), CHANNELS_ALLOW_PRIVATE: 'true' };
@@ -341,6 +347,17 @@ async function emailRows(db: string, service: Child, auth: Record<string, string
   rows.push(await smtpReceiveThroughput(db, service.url, auth, seedDb, smtpPort, profile.smtpMessages));
   log(`email: an IMAP mailbox of ${profile.imapMessages} messages`);
   rows.push(await imapSyncTime(db, service.url, auth, seedDb, profile.imapMessages));
+}
+
+/** The email rows and the service's RSS peak during them (received mail is read in worker threads, started on the first email). */
+async function mailRowsWithRss(...rowArgs: Parameters<typeof emailRows>) {
+  const [db, service] = rowArgs;
+  const rss = rssSampler(service.proc.pid);
+  try {
+    await emailRows(...rowArgs);
+  } finally {
+    rows.push({ database: db, scenario: 'service RSS, peak during the email rows', status: 'measured', rssBytes: rss.stop(), note: 'received mail is read in worker threads (EMAIL_PARSE_THREADS), started on the first email' });
+  }
 }
 
 /**
@@ -389,13 +406,16 @@ async function benchPostgres() {
   const service = await startService({ DATABASE_URL: url, ...emailEnv(smtpPort) });
   if (args.email || args.sms) {
     try {
-      if (args.email) await emailRows(db, service, { authorization: `Bearer ${tenant.apiKey}` }, seed.db, smtpPort);
+      if (args.email) await mailRowsWithRss(db, service, { authorization: `Bearer ${tenant.apiKey}` }, seed.db, smtpPort);
       if (args.sms) await smsRows(db, service, { authorization: `Bearer ${tenant.apiKey}` }, sqlCounter(seed.db));
     } finally {
       await seed.close();
     }
     return;
   }
+  // Idle: the service started with every worker on and has served nothing yet (its mail reading threads not started).
+  await new Promise((r) => setTimeout(r, 2000));
+  idleRow(db, 'service RSS, idle (started, no load yet)', service);
   const rss = rssSampler(service.proc.pid);
   const lean = await startBaseline(url, tenant.orgId);
   const auth = { authorization: `Bearer ${tenant.apiKey}` };
@@ -413,7 +433,7 @@ async function benchPostgres() {
     // Mail goes to an organization of its own, and the planner's statistics are taken again after it: the
     // 11,000 received messages must not change the data the read and search rows measure.
     const mailTenant = await createTenant(seed.db, 'Bench mail organization');
-    await emailRows(db, service, { authorization: `Bearer ${mailTenant.apiKey}` }, seed.db, smtpPort);
+    await mailRowsWithRss(db, service, { authorization: `Bearer ${mailTenant.apiKey}` }, seed.db, smtpPort);
     await smsRows(db, service, { authorization: `Bearer ${mailTenant.apiKey}` }, sqlCounter(seed.db));
     await timed('vacuum analyze', () => vacuumAnalyze(seed.db));
 
@@ -476,6 +496,9 @@ async function benchPostgres() {
 
     const peak = rss.stop();
     rows.push({ database: db, scenario: 'service RSS, peak under load', status: 'measured', rssBytes: peak, target: '< 200 MB', pass: peak > 0 ? peak < 200 * 1024 * 1024 : undefined });
+    // Idle again once the load has stopped and the mail reading threads' idle life (EMAIL_PARSE_IDLE_MS) has passed.
+    await new Promise((r) => setTimeout(r, 12_000));
+    idleRow(db, 'service RSS, idle after the load', service);
   } finally {
     rss.stop();
     await seed.close();

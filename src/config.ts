@@ -86,8 +86,18 @@ export const Env = z.object({
   IMAP_POLL_MS: z.coerce.number().int().min(1000).max(3_600_000).default(60_000).describe('Where the IMAP server has no IDLE, how often a mailbox is looked at; with IDLE, the longest wait before a look anyway (ms).'),
   IMAP_MAX_CHANNELS: z.coerce.number().int().min(1).max(10_000).default(100).describe('Inbound-IMAP channels one process syncs at most (one IMAP connection each).'),
   MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000).describe('The longest one attempt to send an email through a channel\'s relay may take (connection, login, transfer, answer; ms); an attempt a crashed process held is taken over after twice this.'),
-  EMAIL_PARSE_THREADS: z.coerce.number().int().min(1).max(64).default(2).describe('Worker threads that read (parse and authenticate) received mail off the main thread.'),
-  EMAIL_PARSE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000).describe('The longest the reading of one received email may take (ms); past it the thread is replaced and the email refused for now (SMTP 451; the third time for good).'),
+  EMAIL_PARSE_THREADS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(64)
+    .optional()
+    .or(z.literal('').transform(() => undefined))
+    .meta({ defaultText: 'the cores less one, 2 to 4', description: 'Worker threads that read (parse and authenticate) received mail off the main thread; each client address has one email read at a time, so with 2 or more one sender never holds them all.' }),
+  EMAIL_PARSE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000).describe('The longest the reading of one received email may take (ms), over SMTP counted from its arrival (its wait for a thread included); past it the thread is replaced and the email refused for now (SMTP 451; the third time for good, unless it was the wait).'),
+  EMAIL_PARSE_QUEUE: z.coerce.number().int().min(4).max(10_000).default(64).describe('Emails received over SMTP that may wait for a reading thread, one client address at most a quarter of them; beyond it the receiver answers 451 at once (at `MAIL FROM` when it can tell then).'),
+  EMAIL_PARSE_IDLE_MS: z.coerce.number().int().min(100).max(3_600_000).default(10_000).describe('How long a reading thread with nothing to read stays (ms); the next email starts one again.'),
+  EMAIL_PARSE_HEAP_MB: z.coerce.number().int().min(16).max(4096).default(64).describe('The heap one reading thread may use (MB); an email that needs more is refused for now (SMTP 451; the third time for good).'),
   SMTP_RCPT_RATE_LIMIT: z.coerce.number().int().min(0).default(600).describe('RCPT commands one IP address (an IPv6 /64) may give per minute, accepted or refused; `0` turns the limit off.'),
   SMTP_MAX_ERRORS: z.coerce.number().int().min(1).max(10_000).default(20).describe('Refused commands (RCPT TO an unknown address, …) after which the receiver closes the connection (421).'),
   SMTP_DATA_TIMEOUT_MS: z.coerce.number().int().min(1000).max(3_600_000).default(600_000).describe('The longest the DATA of one message may take in all (ms).'),
@@ -178,7 +188,7 @@ function fromEnv(e: z.infer<typeof Env>) {
     attachmentMaxBytes: e.EMAIL_ATTACHMENT_MAX_BYTES,
     imap: { worker: e.IMAP_SYNC_WORKER === 'true', initialDays: e.IMAP_INITIAL_DAYS, pollMs: e.IMAP_POLL_MS, maxChannels: e.IMAP_MAX_CHANNELS },
     mailSendTimeoutMs: e.MAIL_SEND_TIMEOUT_MS,
-    emailParse: { threads: e.EMAIL_PARSE_THREADS, timeoutMs: e.EMAIL_PARSE_TIMEOUT_MS },
+    emailParse: { ...(e.EMAIL_PARSE_THREADS ? { threads: e.EMAIL_PARSE_THREADS } : {}), timeoutMs: e.EMAIL_PARSE_TIMEOUT_MS, queue: e.EMAIL_PARSE_QUEUE, idleMs: e.EMAIL_PARSE_IDLE_MS, heapMb: e.EMAIL_PARSE_HEAP_MB },
     smtpAbuse: { rcptPerMinute: e.SMTP_RCPT_RATE_LIMIT, maxErrors: e.SMTP_MAX_ERRORS, dataTimeoutMs: e.SMTP_DATA_TIMEOUT_MS, dataMinRate: e.SMTP_DATA_MIN_RATE },
     dnsServers: parseDnsServers(e.DNS_SERVERS),
     sms: { sendTimeoutMs: e.SMS_SEND_TIMEOUT_MS, hookRateLimit: e.SMS_HOOK_RATE_LIMIT, hookFailureLimit: e.SMS_HOOK_FAILURE_LIMIT, smppDeliverRateLimit: e.SMPP_DELIVER_RATE_LIMIT },

@@ -1,4 +1,7 @@
-/** The part of `mailauth` 4.x (which ships no type declarations) this service uses. */
+/**
+ * The parts of `mailauth` 4.x (which ships no type declarations) this service uses: the verifiers it composes
+ * in the mail reading threads (`inbound-parse.ts`), each loaded alone, and the types of their results.
+ */
 declare module 'mailauth' {
   export type DnsResolver = (name: string, rrtype: string) => Promise<unknown>;
 
@@ -6,6 +9,7 @@ declare module 'mailauth' {
     result: string;
     comment?: string | false;
     aligned?: string | false;
+    underSized?: unknown;
     header?: Record<string, unknown>;
   }
 
@@ -40,4 +44,40 @@ declare module 'mailauth' {
   }
 
   export function authenticate(input: Buffer | string | NodeJS.ReadableStream, opts: AuthenticateOptions): Promise<AuthenticateResult>;
+}
+
+declare module 'mailauth/lib/dkim/verify.js' {
+  import type { DkimResult, DnsResolver } from 'mailauth';
+  export interface DkimVerifyResult {
+    headerFrom?: string[];
+    envelopeFrom?: string | false;
+    results: DkimResult[];
+    /** The parsed header lines (not enumerable). */
+    headers?: { parsed: { key: string; line: Buffer | string }[] };
+  }
+  export function dkimVerify(input: Buffer | string, options: { resolver: DnsResolver; sender?: string | undefined }): Promise<DkimVerifyResult>;
+}
+
+declare module 'mailauth/lib/spf/index.js' {
+  import type { AuthenticateResult, DnsResolver } from 'mailauth';
+  export function spf(opts: { ip?: string | undefined; helo?: string | undefined; sender?: string | undefined; mta?: string | undefined; resolver?: DnsResolver | undefined }): Promise<AuthenticateResult['spf'] & { header?: string }>;
+}
+
+declare module 'mailauth/lib/dmarc/index.js' {
+  import type { AuthenticateResult, DnsResolver } from 'mailauth';
+  export function dmarc(opts: {
+    headerFrom: string[];
+    spfDomains: string[];
+    dkimDomains: { id?: string | undefined; domain?: string | undefined; aligned?: string | false | undefined; underSized?: unknown }[];
+    arcResult?: undefined;
+    resolver?: DnsResolver | undefined;
+  }): Promise<AuthenticateResult['dmarc']>;
+}
+
+declare module 'mailauth/lib/parse-received.js' {
+  export interface ReceivedRow {
+    from?: { value?: string; comment?: string };
+    'envelope-from'?: { value?: string };
+  }
+  export function parseReceived(line: Buffer | string): ReceivedRow;
 }

@@ -1,6 +1,7 @@
 import { and, eq, inArray, notInArray, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { channels, channelSyncStates } from '../db/schema.js';
+import { onEventsCommitted } from '../modules/events/events.signal.js';
 
 /**
  * The lease that makes one process at a time hold a channel's connection (the IMAP sync's session, an SMPP
@@ -167,4 +168,28 @@ export async function stopConnections(leases: ChannelLeases, held: Map<string, H
   await Promise.all([...held.values()].map((c) => c.stop()));
   held.clear();
   await leases.release().catch(() => {});
+}
+
+/**
+ * Wakes a connection loop (its `wake`) for channel changes committed in this process: at once for a deleted
+ * channel, so that its connection (an IMAP session, an SMPP bind) closes when the DELETE commits; after
+ * `delayMs` for any other change, so that a burst of changes is one pass. Another process notices at its next
+ * pass, and stores nothing meanwhile: every write received for a channel checks in its transaction that the
+ * channel is not deleted (`assertChannelLive`).
+ */
+export function wakeOnChannelChanges(kick: () => void, delayMs = 1000): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  const later = () => {
+    timer ??= setTimeout(() => {
+      timer = undefined;
+      kick();
+    }, delayMs);
+  };
+  const offNow = onEventsCommitted(kick, (c) => c.types.includes('channel.deleted'));
+  const offLater = onEventsCommitted(later, (c) => !c.types.includes('channel.deleted') && c.types.some((t) => t.startsWith('channel.')));
+  return () => {
+    offNow();
+    offLater();
+    clearTimeout(timer);
+  };
 }

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { and, eq, inArray } from 'drizzle-orm';
+import { and, eq, exists, inArray, isNull, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ImapFlow } from 'imapflow';
 import type { Clock } from '../core/clock.js';
@@ -8,11 +8,10 @@ import { isDatabaseUnavailable } from '../core/errors.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { channels, channelSyncStates } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, imapOptions } from '../modules/channels/channels.connect.js';
-import { loadChannelCredentials, recordChannelOutcome, type ChannelCredentials } from '../modules/channels/channels.repository.js';
-import { onEventsCommitted } from '../modules/events/events.signal.js';
-import { databaseErrorReason, failureReason, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
+import { ChannelGone, loadChannelCredentials, recordChannelOutcome, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { databaseErrorReason, failureReason, MailBusy, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
 import { MAX_ATTEMPTS, recordInboundFailure } from '../modules/messages/inbound-failures.js';
-import { channelLeases, reconcileConnections, stopConnections } from './channel-leases.js';
+import { channelLeases, reconcileConnections, stopConnections, wakeOnChannelChanges } from './channel-leases.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /**
@@ -57,10 +56,10 @@ export interface ImapSyncDeps {
 
 type StateRow = typeof channelSyncStates.$inferSelect;
 
-/** The checkpoint's write found the lease gone (another process took the channel): the write rolls back. */
+/** The checkpoint's write found the lease gone (another process took the channel, or it was deleted): the write rolls back. */
 class LeaseLost extends Error {
   constructor() {
-    super('The channel is synced by another process now');
+    super('The channel is no longer synced by this process (another process took it, or it was deleted)');
   }
 }
 
@@ -114,12 +113,12 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
   const receive: ReceiveFn =
     deps.receive ?? ((channel, raw, inTransaction) => receiveEmail({ ...deps.inbound, db }, channel, raw, 'imap', undefined, { inTransaction }));
 
-  /** Checkpoint and other writes of the sync state, only while this process holds the lease. */
+  /** Checkpoint and other writes of the sync state, only while this process holds the lease and the channel is not deleted. */
   async function writeState(tx: DbOrTx, channelId: string, values: Partial<Pick<StateRow, 'mailbox' | 'uidValidity' | 'lastUid' | 'initialDone'>>) {
     const rows = await tx
       .update(channelSyncStates)
       .set({ ...values, updatedAt: clock() })
-      .where(and(eq(channelSyncStates.channelId, channelId), eq(channelSyncStates.leaseOwner, owner)))
+      .where(and(eq(channelSyncStates.channelId, channelId), eq(channelSyncStates.leaseOwner, owner), exists(db.select({ one: sql`1` }).from(channels).where(and(eq(channels.id, channelId), isNull(channels.deletedAt))))))
       .returning({ id: channelSyncStates.channelId });
     if (rows.length === 0) throw new LeaseLost();
   }
@@ -210,7 +209,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
     try {
       return await receive(channel, source, checkpoint);
     } catch (err) {
-      if (err instanceof LeaseLost || isDatabaseUnavailable(err)) throw err;
+      if (err instanceof LeaseLost || err instanceof ChannelGone || err instanceof MailBusy || isDatabaseUnavailable(err)) throw err;
       const reason = failureReason(err);
       const failure = await recordInboundFailure(db, { organizationId: channel.organizationId, channelId: channel.id, provider: 'imap', fingerprint: `imap:${uidValidity}:${uid}`, reason, raw: source, permanent: err instanceof MailRefused && err.permanent });
       if (!failure.notImportable) throw new Error(`A message could not be imported (attempt ${failure.attempts} of ${MAX_ATTEMPTS}): ${reason}`);
@@ -272,9 +271,11 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
         } catch (err) {
           if (signal.aborted) break;
           if (err instanceof LeaseLost) {
-            log.warn({ channelId: this.channelId }, 'IMAP sync: the channel is synced by another process now');
+            log.warn({ channelId: this.channelId }, 'IMAP sync: the channel is no longer synced by this process');
             break;
           }
+          // Deleted while a message was being written (by this process or another): nothing was stored.
+          if (err instanceof ChannelGone) break;
           const failures = (failuresOf.get(this.channelId) ?? 0) + 1;
           failuresOf.set(this.channelId, failures);
           // Never a statement or its values in lastError and the log: a database error is named by its SQLSTATE.
@@ -350,8 +351,9 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
       open: (row) => new Session(row.id, fingerprint(row)),
     });
 
-  // Woken by this process's writes too (a channel created or changed here is picked up within a second).
-  const loop = createWorkerLoop({ name: 'IMAP sync', pass, intervalMs: Math.max(1000, Math.floor(leaseMs / 3)), wake: (kick) => onEventsCommitted(kick, (c) => c.types.some((t) => t.startsWith('channel.'))), wakeDelayMs: 1000, log });
+  // Woken by this process's writes too: a channel created or changed here is picked up within a second, a
+  // deleted one's session closes when its DELETE commits.
+  const loop = createWorkerLoop({ name: 'IMAP sync', pass, intervalMs: Math.max(1000, Math.floor(leaseMs / 3)), wake: wakeOnChannelChanges, log });
 
   return {
     ...loop,
@@ -380,7 +382,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
           total.received += outcome.received;
           total.duplicates += outcome.duplicates;
         } catch (err) {
-          if (err instanceof LeaseLost) continue;
+          if (err instanceof LeaseLost || err instanceof ChannelGone) continue;
           await recordChannelOutcome(db, id, { ok: false, error: `IMAP: ${describeError(err)}` });
         } finally {
           await client?.logout().catch(() => client?.close());

@@ -9,12 +9,12 @@ import type { Db } from '../db/client.js';
 import { channels } from '../db/schema.js';
 import { describeError } from '../modules/channels/channels.connect.js';
 import { recordChannelOutcome } from '../modules/channels/channels.repository.js';
-import { notifyEventsCommitted, onEventsCommitted } from '../modules/events/events.signal.js';
+import { notifyEventsCommitted } from '../modules/events/events.signal.js';
 import { databaseErrorReason, type OperationRunner } from '../modules/messages/inbound.js';
 import { closeBind, messageIdForms, openBind, ping, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/sms/providers/smpp.js';
 import { deleteStaleParts, PART_TTL_MS, receiveDeliverSm, type RecentSubmits } from '../modules/sms/smpp.receive.js';
 import { loadSmsChannel } from '../modules/sms/sms.repository.js';
-import { channelLeases, reconcileConnections, stopConnections } from './channel-leases.js';
+import { channelLeases, reconcileConnections, stopConnections, wakeOnChannelChanges } from './channel-leases.js';
 import { LEASE_MS, RECONNECT_DELAYS_MS } from './imap-sync.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
@@ -361,7 +361,7 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
   }
 
   // Woken by this process's channel changes (a channel created or changed here is bound within a second).
-  const loop = createWorkerLoop({ name: 'SMPP binds', pass, intervalMs: Math.max(200, Math.floor(leaseMs / 3)), wake: (kick) => onEventsCommitted(kick, (c) => c.types.some((t) => t.startsWith('channel.'))), wakeDelayMs: 1000, log });
+  const loop = createWorkerLoop({ name: 'SMPP binds', pass, intervalMs: Math.max(200, Math.floor(leaseMs / 3)), wake: wakeOnChannelChanges, log });
 
   return {
     ...loop,

@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { DnsResolver } from 'mailauth';
 import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
@@ -7,9 +8,10 @@ import type { Clock } from '../core/clock.js';
 import { isDatabaseUnavailable } from '../core/errors.js';
 import { createLimiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
-import { ChannelUnavailable, type ChannelRow } from '../modules/channels/channels.repository.js';
-import { failureReason, MailRefused, readReceivedEmail, writeReceivedEmail, type InboundDeps } from '../modules/messages/inbound.js';
+import { ChannelGone, ChannelUnavailable, type ChannelRow } from '../modules/channels/channels.repository.js';
+import { failureReason, MailBusy, MailRefused, readReceivedEmail, writeReceivedEmail, type InboundDeps } from '../modules/messages/inbound.js';
 import { recordInboundFailure, smtpFingerprint } from '../modules/messages/inbound-failures.js';
+import { parseQueueFull } from '../modules/messages/parse-pool.js';
 import { runOperation } from '../run-operation.js';
 import { createAddressBook, ipKey } from './smtp-addresses.js';
 
@@ -80,6 +82,9 @@ interface SessionState {
   /** A DATA is being received: its own deadline and rate apply. */
   inData: boolean;
 }
+
+/** The client whose emails are read one at a time: its address (an IPv6 address by its /64, as for the rates). */
+const readerOf = (session: SMTPServerSession) => `smtp:${ipKey(session.remoteAddress)}`;
 
 /** How often a DATA in progress is checked against its deadline and minimum rate. */
 const DATA_CHECK_MS = 250;
@@ -162,6 +167,9 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
     onMailFrom(_address, session, callback) {
       stateOf(session).channels.clear();
       progressed(session);
+      // The address's share of the reading queue is full: refused now, before its message is sent at all.
+      const full = parseQueueFull(readerOf(session));
+      if (full) return callback(reply(451, `${full}; try again later`));
       if (!limiter) return callback();
       limiter.consume(session.remoteAddress).then(
         (res) => callback(res.allowed ? undefined : reply(450, `Too many messages from your address; try again in ${res.retryAfter} s`)),
@@ -246,12 +254,26 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   async function deliver(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession): Promise<string[]> {
     const envelope = { remoteAddress: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined };
     try {
-      const read = await readReceivedEmail(inbound, raw, 'smtp', envelope);
+      const read = await readReceivedEmail(inbound, raw, 'smtp', envelope, readerOf(session));
       const ids: string[] = [];
-      for (const channel of channels) ids.push((await writeReceivedEmail(inbound, channel, read, 'smtp')).messageId);
+      for (const [i, channel] of channels.entries()) {
+        // One channel's write at a time, each in its own turn of the event loop: the embedded database runs
+        // on this thread and settles its statements at once, so the writes for many channels would otherwise
+        // run as one stretch that nothing else (a request, another connection) could come between.
+        if (i > 0) await nextTurn();
+        try {
+          ids.push((await writeReceivedEmail(inbound, channel, read, 'smtp')).messageId);
+        } catch (err) {
+          // Deleted since its RCPT was accepted: nothing is stored for it (the others still get the message).
+          if (!(err instanceof ChannelGone)) throw err;
+        }
+      }
+      if (ids.length === 0) throw new ChannelGone();
       return ids;
     } catch (err) {
-      if (isDatabaseUnavailable(err)) throw err;
+      // The readers were busy (451 at once): no fault of the message's, nothing counted against it.
+      if (isDatabaseUnavailable(err) || err instanceof MailBusy) throw err;
+      if (err instanceof ChannelGone) throw new MailRefused(true, 'No mailbox here by that name any more');
       // Counted per channel: the third failure the same way (or a permanent refusal) gives the message up, with a 554.
       const reason = failureReason(err);
       const fingerprint = smtpFingerprint(raw);

@@ -1,9 +1,8 @@
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { skipWithoutDnsmasq, startDnsmasq, type DnsServer } from '../helpers/dnsmasq.js';
 import { freePort } from '../helpers/listen.js';
 import { deliverRaw } from '../helpers/smtp-client.js';
-import { send, startServer, useStore, type ServerProcess } from './server-process.js';
+import { probeWhile, send, startServer, useStore, type ServerProcess } from './server-process.js';
 
 /**
  * No email freezes the service: the review's hostile mail (a header of 100,000 folded lines, an HTML body of
@@ -27,44 +26,6 @@ async function call(server: ServerProcess, method: string, path: string, body?: 
   const res = await send(server.url, method, path, store.key, body);
   expect(res.status, res.body).toBeLessThan(300);
   return JSON.parse(res.body).data as Json;
-}
-
-/**
- * The longest time between two /healthz answers while `work` runs, probing every 20 ms; and the longest this
- * process itself was held from running (`ownLagMs`): on a busy machine the prober is delayed too, and a
- * gap it caused is not the server's.
- */
-async function probeWhile(server: ServerProcess, work: () => Promise<void>): Promise<{ probes: number; maxGapMs: number; ownLagMs: number }> {
-  const lag = monitorEventLoopDelay({ resolution: 10 });
-  lag.enable();
-  let probing = true;
-  let last = performance.now();
-  let maxGapMs = 0;
-  let probes = 0;
-  const probe = (async () => {
-    while (probing) {
-      try {
-        const res = await fetch(`${server.url}/healthz`, { signal: AbortSignal.timeout(30_000) });
-        await res.text();
-      } catch {
-        // A refused or timed-out probe is a gap that goes on until the next answer.
-        continue;
-      }
-      const now = performance.now();
-      maxGapMs = Math.max(maxGapMs, now - last);
-      last = now;
-      probes++;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
-  try {
-    await work();
-  } finally {
-    probing = false;
-    await probe;
-    lag.disable();
-  }
-  return { probes, maxGapMs, ownLagMs: lag.max / 1e6 };
 }
 
 /** Delivers raw bytes; answers the reply code to the DATA (250 when accepted). */

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
@@ -195,3 +196,42 @@ export function send(url: string, method: string, path: string, key: string, bod
     req.end(payload);
   });
 }
+
+/**
+ * The longest time between two /healthz answers while `work` runs, probing every 20 ms; and the longest this
+ * process itself was held from running (`ownLagMs`): on a busy machine the prober is delayed too, and a
+ * gap it caused is not the server's.
+ */
+export async function probeWhile(server: ServerProcess, work: () => Promise<void>): Promise<{ probes: number; maxGapMs: number; ownLagMs: number }> {
+  const lag = monitorEventLoopDelay({ resolution: 10 });
+  lag.enable();
+  let probing = true;
+  let last = performance.now();
+  let maxGapMs = 0;
+  let probes = 0;
+  const probe = (async () => {
+    while (probing) {
+      try {
+        const res = await fetch(`${server.url}/healthz`, { signal: AbortSignal.timeout(30_000) });
+        await res.text();
+      } catch {
+        // A refused or timed-out probe is a gap that goes on until the next answer.
+        continue;
+      }
+      const now = performance.now();
+      maxGapMs = Math.max(maxGapMs, now - last);
+      last = now;
+      probes++;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  try {
+    await work();
+  } finally {
+    probing = false;
+    await probe;
+    lag.disable();
+  }
+  return { probes, maxGapMs, ownLagMs: lag.max / 1e6 };
+}
+

@@ -7,13 +7,14 @@ import { connect } from 'node:net';
  */
 
 /**
- * Delivers raw bytes over SMTP (no line starts with a dot, so no dot-stuffing is needed); answers the final
- * reply (to the DATA, or the first refusal): its code and text.
+ * Delivers raw bytes over SMTP (no line starts with a dot, so no dot-stuffing is needed) to one or several
+ * recipients; answers the final reply (to the DATA, or the first refusal): its code and text.
  */
-export function deliverRaw(port: number, to: string, raw: string): Promise<{ code: number; text: string }> {
-  const steps = ['EHLO tester.example\r\n', 'MAIL FROM:<sender@outside.example>\r\n', `RCPT TO:<${to}>\r\n`, 'DATA\r\n', `${raw}\r\n.\r\n`];
+export function deliverRaw(port: number, to: string | string[], raw: string, opts: { localAddress?: string } = {}): Promise<{ code: number; text: string }> {
+  const steps = ['EHLO tester.example\r\n', 'MAIL FROM:<sender@outside.example>\r\n', ...[to].flat().map((r) => `RCPT TO:<${r}>\r\n`), 'DATA\r\n', `${raw}\r\n.\r\n`];
   return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
+    // Another loopback address (127.0.0.2, …) is another client address to the receiver.
+    const socket = connect({ port, host: '127.0.0.1', ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) });
     let buffered = '';
     let step = -1;
     socket.setEncoding('utf8');

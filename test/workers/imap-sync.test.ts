@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { and, eq, isNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { channelSyncStates, events, messages } from '../../src/db/schema.js';
+import { channels, channelSyncStates, events, messages } from '../../src/db/schema.js';
 import { receiveEmail } from '../../src/modules/messages/inbound.js';
 import { createImapSync, type ImapSyncDeps, type ReceiveFn } from '../../src/workers/imap-sync.js';
 import { useTestApp } from '../helpers/app.js';
@@ -262,6 +262,36 @@ describe.skipIf(skipWithoutDovecot())('IMAP sync against Dovecot (skipped: Dovec
     });
     await sync.stop();
     expect((await box.state())!.leaseOwner).toBeNull();
+  });
+  it('a deleted channel stores nothing after its DELETE answers: its session closes when the DELETE commits, and every write checks the channel in its transaction', async () => {
+    // Passes every 20 s: within the test only the DELETE's own wake-up, or the write's check, can stop the session.
+    const sync = newSync({ leaseMs: 60_000 });
+    sync.start();
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+    // Deleted through the API of this process: the session (in IDLE) closes at once.
+    const here = await setup();
+    await here.append(['kept-1@example.com']);
+    await until('the first sync', async () => (await here.received()).length === 1);
+    await until('the channel to show its sync', async () => (await here.channel()).lastSyncAt !== null);
+    expect((await here.done()).status).toBe(200);
+    await here.append(['after-delete-1@example.com']);
+    await until('the session to close', async () => !sync.held().includes(here.channelId), 2000);
+
+    // Deleted by another process (this one is told nothing and its session stays open): the write of the
+    // message that arrives next finds the channel gone in its own transaction and stores nothing.
+    const there = await setup();
+    await there.append(['kept-2@example.com']);
+    await until('the first sync', async () => (await there.received()).length === 1);
+    await until('the channel to show its sync', async () => (await there.channel()).lastSyncAt !== null);
+    await t.database.db.update(channels).set({ deletedAt: new Date() }).where(eq(channels.id, there.channelId));
+    await there.append(['after-delete-2@example.com']);
+
+    await sleep(6000);
+    expect(await here.received()).toEqual(['kept-1@example.com']);
+    expect(await there.received()).toEqual(['kept-2@example.com']);
+    expect(sync.held()).not.toContain(there.channelId);
+    await sync.stop();
   });
 });
 

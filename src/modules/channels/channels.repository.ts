@@ -298,6 +298,26 @@ export function receivingChannels(found: ChannelRow[]): ChannelRow[] {
   return usable;
 }
 
+/** The channel was deleted while something was being written for it: that write rolls back, nothing is stored. */
+export class ChannelGone extends AppError {
+  constructor() {
+    super('NOT_FOUND', 'No such channel');
+  }
+}
+
+/**
+ * Checks, in the caller's transaction, that the channel is not deleted, and keeps it so until the commit (a
+ * share lock on its row): a DELETE committed before is seen here (`ChannelGone`, the write rolls back), and
+ * one sent meanwhile waits for this transaction. So whatever a process stores for a channel it has not yet
+ * noticed is deleted, nothing commits after the DELETE has answered. A write calls it after any update of the
+ * channel's own row (`recordChannelOutcome`): two writers that took the share lock first and then both
+ * updated the row would wait on each other.
+ */
+export async function assertChannelLive(db: DbOrTx, channelId: string): Promise<void> {
+  const live = await db.select({ id: channels.id }).from(channels).where(and(eq(channels.id, channelId), isNull(channels.deletedAt))).for('share');
+  if (live.length === 0) throw new ChannelGone();
+}
+
 /**
  * Records the outcome of receiving or syncing (the mailbox side): `lastSyncAt` on success, `status` error with
  * `lastError` "mailbox: …" on failure. A success ends a mailbox error, never a relay error (see the sender).

@@ -1,7 +1,9 @@
 import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import type { AuthenticateResult, DnsResolver } from 'mailauth';
+import type { ReceivedRow } from 'mailauth/lib/parse-received.js';
 import type { AddressObject, ParsedMail } from 'mailparser';
 import { messageIdList, normalizeMessageId } from './threads.js';
 
@@ -104,12 +106,59 @@ export interface AuthenticationSummary {
   header: string | null;
 }
 
+/** The IP address, HELO name and MAIL FROM the mailbox server's own `Received` header names (mail fetched over IMAP). */
+function fromReceived(headers: { key: string; line: Buffer | string }[] | undefined, parseReceived: (line: Buffer | string) => ReceivedRow) {
+  const row = headers?.filter((h) => h.key === 'received').map((h) => parseReceived(h.line)).find((r) => r.from?.value);
+  if (!row) return {};
+  // Bounded and linear: the comment is at most one header line, and the class excludes the closing bracket.
+  const ip = /\[([^\]]{1,100})\]/.exec(row.from?.comment ?? '')?.[1]?.replace(/^IPv6:/i, '');
+  return { ip, helo: row.from?.value, sender: row['envelope-from']?.value?.replace(/[<>]/g, '').trim() };
+}
+
+/**
+ * SPF, DKIM and DMARC of a raw message, as mailauth's `authenticate` composes them with ARC and BIMI off:
+ * only these three verifiers are loaded (the reading threads hold less), each from its own module.
+ */
+async function authenticate(raw: Buffer, opts: { ip?: string | undefined; helo?: string | undefined; sender?: string | undefined; trustReceived: boolean; mta: string; resolver: DnsResolver }): Promise<AuthenticateResult> {
+  const [{ dkimVerify }, { spf: spfVerify }, { dmarc: dmarcVerify }, { parseReceived }] = await Promise.all([
+    import('mailauth/lib/dkim/verify.js'),
+    import('mailauth/lib/spf/index.js'),
+    import('mailauth/lib/dmarc/index.js'),
+    import('mailauth/lib/parse-received.js'),
+  ]);
+  const dkim = await dkimVerify(raw, { resolver: opts.resolver, sender: opts.sender });
+  let { ip, helo, sender } = opts;
+  if (opts.trustReceived) {
+    const received = fromReceived(dkim.headers?.parsed, parseReceived);
+    if (received.ip && !ip) ip = received.ip;
+    // With an IP address, HELO is not taken from the header even when it is missing.
+    if (received.helo && !helo && !ip) helo = received.helo;
+    if (received.sender && !sender) sender = received.sender;
+    if (dkim.envelopeFrom && !sender) sender = dkim.envelopeFrom;
+  }
+  if (!helo && ip) helo = ip;
+  if (helo && isIP(helo)) helo = `[${helo}]`;
+  const spf = await spfVerify({ ip, helo, sender, mta: opts.mta, resolver: opts.resolver });
+  const rows = dkim.results.map((r) => r.info ?? '');
+  if (spf) rows.push(spf.info ?? '');
+  let dmarc: AuthenticateResult['dmarc'] = false;
+  if (dkim.headerFrom) {
+    dmarc = await dmarcVerify({
+      headerFrom: dkim.headerFrom,
+      spfDomains: spf && spf.status.result === 'pass' && spf.domain ? [spf.domain] : [],
+      dkimDomains: dkim.results.filter((r) => r.status.result === 'pass').map((r) => ({ id: r.id, domain: r.signingDomain, aligned: r.status.aligned, underSized: r.status.underSized })),
+      resolver: opts.resolver,
+    });
+    if (dmarc && dmarc.info) rows.push(dmarc.info);
+  }
+  const authResults = `Authentication-Results: ${opts.mta};\r\n ${rows.filter(Boolean).join(';\r\n ')}`;
+  return { dkim, spf, dmarc, arc: false, bimi: false, headers: `${spf && spf.header ? `${spf.header}\r\n` : ''}${authResults}\r\n` };
+}
+
 /** SPF, DKIM and DMARC of a raw message with mailauth; a failure of the checks themselves is `temperror`, never thrown. */
 export async function authenticateEmail(raw: Buffer, opts: { envelope?: SmtpEnvelope | undefined; provider: 'smtp' | 'imap'; resolver: DnsResolver; mta?: string | undefined }): Promise<AuthenticationSummary> {
   let result: AuthenticateResult;
   try {
-    // Loaded on first use, as the parser below: a process that receives no mail does not hold them (about 15 MB of heap).
-    const { authenticate } = await import('mailauth');
     result = await withTimeout(
       authenticate(raw, {
         ip: opts.envelope?.remoteAddress,
@@ -119,8 +168,6 @@ export async function authenticateEmail(raw: Buffer, opts: { envelope?: SmtpEnve
         trustReceived: opts.provider === 'imap' || !opts.envelope?.remoteAddress,
         mta: opts.mta ?? hostname(),
         resolver: opts.resolver,
-        disableArc: true,
-        disableBimi: true,
       }),
       AUTH_TIMEOUT_MS,
       'Authentication',
@@ -150,11 +197,15 @@ export async function authenticateEmail(raw: Buffer, opts: { envelope?: SmtpEnve
   };
 }
 
-/** mailparser's limits: a bounded header block per part and a bounded number of parts (MIME nesting bombs). */
+/**
+ * mailparser's limits: a bounded header block per part and a bounded number of parts (MIME nesting bombs).
+ * It converts no HTML to text itself (it would convert every HTML part up to 5 MB each, seconds of CPU per
+ * crafted table): `textFromHtml` converts the message's HTML once, within its own bound.
+ */
 const PARSER_OPTIONS = {
   maxHeadSize: 256 * 1024,
   maxChildNodes: 500,
-  maxHtmlLengthToParse: 5 * 1024 * 1024,
+  skipHtmlToText: true,
   keepCidLinks: true,
   skipTextToHtml: true,
   skipImageLinks: true,
@@ -236,23 +287,38 @@ export function contentHashOf(raw: Buffer, headers: { from?: string | null; date
     .digest('hex');
 }
 
-/** HTML handed to the converter at most (as mailparser's own bound): longer HTML keeps no text. */
-const MAX_HTML_TO_TEXT = PARSER_OPTIONS.maxHtmlLengthToParse;
+/**
+ * HTML converted to text at most (characters). Converting costs far more than its size suggests (a table of
+ * 300,000 cells, 4.2 MB, took seconds of a thread): the text of what lies past it is dropped, with a note in
+ * the text, and the whole HTML is kept as the part `message.html`.
+ */
+export const MAX_HTML_TO_TEXT = 128 * 1024;
 
 /**
- * The text of an email with no plain-text part, from its HTML wherever that sits in the MIME tree (mailparser
- * converts only a top-level HTML part: multipart/mixed [html + pdf], multipart/related [html + images] and
- * MHTML would give no text). Empty when there is no HTML or it cannot be converted.
+ * The text of an email's HTML wherever that sits in the MIME tree (mailparser converts none: see
+ * PARSER_OPTIONS), at most its first MAX_HTML_TO_TEXT characters; `cut` says how much was left out. Empty
+ * when there is no HTML or it cannot be converted.
  */
-async function textFromHtml(html: string): Promise<string> {
-  if (!html || html.length > MAX_HTML_TO_TEXT) return '';
+async function textFromHtml(html: string): Promise<{ text: string; cut: number }> {
+  if (!html) return { text: '', cut: 0 };
+  // Cut before a tag rather than inside one, where the text allows.
+  const tag = html.length > MAX_HTML_TO_TEXT ? html.lastIndexOf('<', MAX_HTML_TO_TEXT) : -1;
+  const end = html.length <= MAX_HTML_TO_TEXT ? html.length : tag > MAX_HTML_TO_TEXT / 2 ? tag : MAX_HTML_TO_TEXT;
   try {
     const { convert } = await import('html-to-text');
-    // As mailparser converts a top-level HTML part, so that both read the same.
-    return convert(html, { limits: { maxDepth: 1000 } });
+    return { text: convert(html.slice(0, end), { limits: { maxDepth: 1000 } }), cut: html.length - end };
   } catch {
-    return '';
+    return { text: '', cut: 0 };
   }
+}
+
+/** The text of the HTML, with a note at its end where the HTML was longer than what is converted. */
+async function htmlText(html: string, notes: string[]): Promise<string> {
+  const { text, cut } = await textFromHtml(html);
+  if (cut === 0) return text;
+  const kb = Math.ceil(cut / 1024);
+  notes.push(`Only the first ${MAX_HTML_TO_TEXT / 1024} KB of the HTML were converted to text; the text of the remaining ${kb} KB was dropped`);
+  return `${text.trimEnd()}\n\n[The rest of the message (${kb} KB of HTML) is not shown as text; the HTML is kept whole as message.html]`;
 }
 
 /** Parses and authenticates a raw email into the channel-independent values of its incoming message (no database access). */
@@ -306,13 +372,13 @@ export async function analyzeEmail(
   const html = typeof parsed.html === 'string' ? parsed.html : '';
   const topLevelHtml = (parsed.headers.get('content-type') as { value?: string } | undefined)?.value?.toLowerCase() === 'text/html';
   const fromHtml = html !== '' && (!text || topLevelHtml);
-  if (fromHtml && !text) text = cleanText(await textFromHtml(html), Number.MAX_SAFE_INTEGER).trim();
+  if (fromHtml && !text) text = cleanText(await htmlText(html, notes), Number.MAX_SAFE_INTEGER).trim();
   // An unnamed text part that mailparser took for an attachment (its Content-Disposition is one it does not
   // know, e.g. an encoded word) is the body when nothing else is: its text (from its HTML) is the text.
   const bodyPart = text ? undefined : parsed.attachments.find((a) => !a.filename && a.contentDisposition !== 'attachment' && /^text\/(?:plain|html)$/i.test(a.contentType));
   if (bodyPart) {
     const content = bodyPart.content.toString('utf8');
-    text = cleanText(bodyPart.contentType.toLowerCase() === 'text/html' ? await textFromHtml(content) : content, Number.MAX_SAFE_INTEGER).trim();
+    text = cleanText(bodyPart.contentType.toLowerCase() === 'text/html' ? await htmlText(content, notes) : content, Number.MAX_SAFE_INTEGER).trim();
     if (text) notes.push('The body came as an unnamed part with an unknown Content-Disposition; it was read as the text');
   }
   if (text.length > MAX_TEXT) {

@@ -9,7 +9,7 @@ import { isUniqueViolation, pgErrorCode } from '../../core/errors.js';
 import { defineOperation, type Actor, type Envelope, type Operation } from '../../core/operation.js';
 import { JsonObject, Uuid } from '../../core/schemas.js';
 import type { Db, DbOrTx } from '../../db/client.js';
-import { recordChannelOutcome } from '../channels/channels.repository.js';
+import { assertChannelLive, recordChannelOutcome } from '../channels/channels.repository.js';
 import { withTimeout, type AnalyzedEmail, type SmtpEnvelope } from './inbound-parse.js';
 import { contactEmailIdFor, insertAttachments, insertReceivedMessage, receivedOnChannel, type NewAttachment } from './messages.repository.js';
 import { Message } from './messages.schemas.js';
@@ -17,7 +17,7 @@ import { MailRefused, readEmail } from './parse-pool.js';
 import { resolveThreadId } from './threads.js';
 
 export { cleanText, legacyHeadersAsUtf8, type AuthenticationSummary, type Party, type SmtpEnvelope } from './inbound-parse.js';
-export { MailRefused } from './parse-pool.js';
+export { MailBusy, MailRefused } from './parse-pool.js';
 
 /**
  * Receiving email: one raw message (from the SMTP receiver or the IMAP sync) becomes one incoming message
@@ -171,6 +171,8 @@ function receiveOperation(attachments: NewAttachment[], at: Date, inTransaction?
       if (!row) throw new DuplicateEmail((await receivedOnChannel(ctx.db, ctx.orgId, input.channelId, providerMessageId))?.id);
       await insertAttachments(ctx.db, ctx.orgId, row.id, attachments);
       await recordChannelOutcome(ctx.db, input.channelId, { ok: true, at });
+      // A channel deleted meanwhile (by any process) stores nothing: checked, and held, until the commit.
+      await assertChannelLive(ctx.db, input.channelId);
       await inTransaction?.(ctx.db);
       return row;
     },
@@ -179,11 +181,14 @@ function receiveOperation(attachments: NewAttachment[], at: Date, inTransaction?
 
 /**
  * Reads (parses and authenticates) a raw email once, in a parse worker thread within the deadline, whatever
- * channels it is for. Throws `MailRefused` when it cannot be read: its header block is over the bounds
- * (permanent) or its reading took too long or failed (temporary).
+ * channels it is for. `client` names who delivered it (an SMTP client's address, an IMAP channel's session):
+ * one email per client is read at a time. Throws `MailRefused` when it cannot be read: its header block is
+ * over the bounds (permanent) or its reading took too long or failed (temporary), or `MailBusy` when the
+ * readers are busy (temporary, no fault of the email's).
  */
-export function readReceivedEmail(deps: Omit<InboundDeps, 'db'>, raw: Buffer, provider: 'smtp' | 'imap', envelope?: SmtpEnvelope): Promise<AnalyzedEmail> {
+export function readReceivedEmail(deps: Omit<InboundDeps, 'db'>, raw: Buffer, provider: 'smtp' | 'imap', envelope?: SmtpEnvelope, client?: string): Promise<AnalyzedEmail> {
   return readEmail(raw, provider, {
+    client: client ?? (envelope?.remoteAddress ? `${provider}:${envelope.remoteAddress}` : provider),
     envelope,
     resolver: deps.resolver ?? systemResolver,
     now: (deps.clock ?? systemClock)(),
@@ -209,7 +214,8 @@ function forChannel(read: AnalyzedEmail, channel: InboundChannel): { message: Re
 /**
  * Writes a read email as one incoming message of a channel with its events, in one transaction. The same
  * message on the same channel (see `receiveOperation`) answers the existing one with `duplicate: true` and
- * writes nothing. Throws only when the database fails.
+ * writes nothing. Throws `ChannelGone` when the channel was deleted meanwhile (nothing is written), and when
+ * the database fails.
  */
 export async function writeReceivedEmail(deps: InboundDeps, channel: InboundChannel, read: AnalyzedEmail, provider: 'smtp' | 'imap', opts: ReceiveOptions = {}): Promise<ReceiveResult> {
   const run = deps.run ?? registeredRunner;
@@ -236,7 +242,8 @@ export async function writeReceivedEmail(deps: InboundDeps, channel: InboundChan
  * Throws `MailRefused` when it cannot be read, and when the database fails.
  */
 export async function receiveEmail(deps: InboundDeps, channel: InboundChannel, raw: Buffer, provider: 'smtp' | 'imap', envelope?: SmtpEnvelope, opts: ReceiveOptions = {}): Promise<ReceiveResult> {
-  const read = await readReceivedEmail(deps, raw, provider, envelope);
+  // A mailbox's session reads one email at a time: the channel is its client.
+  const read = await readReceivedEmail(deps, raw, provider, envelope, provider === 'imap' ? `imap:${channel.id}` : undefined);
   return writeReceivedEmail(deps, channel, read, provider, opts);
 }
 

@@ -388,7 +388,13 @@ export async function insertAttachments(db: DbOrTx, orgId: string, messageId: st
   if (list.length === 0) return;
   const rows = list.map(({ content, ...a }) => ({ ...a, organizationId: orgId, messageId, contentSha256: sha256Hex(content), content }));
   const contents = new Map(rows.map((r) => [r.contentSha256, { organizationId: orgId, sha256: r.contentSha256, size: r.content.length, content: r.content }]));
-  await db.insert(attachmentContents).values([...contents.values()]).onConflictDoNothing();
+  // Bytes the organization holds already are not sent again (one mail for many channels: once, not once per channel).
+  const held = await db
+    .select({ sha256: attachmentContents.sha256 })
+    .from(attachmentContents)
+    .where(and(eq(attachmentContents.organizationId, orgId), inArray(attachmentContents.sha256, [...contents.keys()])));
+  for (const h of held) contents.delete(h.sha256);
+  if (contents.size > 0) await db.insert(attachmentContents).values([...contents.values()]).onConflictDoNothing();
   await db.insert(messageAttachments).values(rows.map(({ content: _content, ...r }) => r));
 }
 

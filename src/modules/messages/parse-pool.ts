@@ -11,9 +11,16 @@ import type { DnsAnswer, DnsQuestion, ParseTask, Started } from './parse-worker.
  * Received mail is read (parsed and authenticated) in a pool of worker threads, never on the main thread:
  * a crafted email that makes a library spend a minute of CPU (mailauth's header parser is quadratic in folded
  * lines, mailparser's HTML-to-text is bounded in size, not time) costs a worker thread, not the service.
- * Each email has a deadline from the moment a thread takes it; past it the thread is terminated (piscina
- * stops the worker when the task's signal aborts: CPU work cannot be cancelled otherwise) and replaced, and
- * the email is refused with a temporary error. The header block is bounded before any library sees it.
+ * Past its deadline the thread is terminated (piscina stops the worker when the task's signal aborts: CPU
+ * work cannot be cancelled otherwise) and replaced, and the email is refused with a temporary error. The
+ * header block is bounded before any library sees it.
+ *
+ * Fair between senders: each client (an SMTP client's address, an IMAP channel's session) has one email read
+ * at a time, and the clients waiting take turns, so one address's flood of costly mail holds at most one
+ * thread and waits behind itself, never in front of another organization's mail. Mail received over SMTP
+ * waits in a bounded queue (full: refused for now at once, 451) and its deadline counts the wait: a sender
+ * hears within the deadline, whatever is queued before it. The threads start on the first email and end
+ * after a short idle time, each with a bounded heap.
  */
 
 /** Why a received email is not taken: `permanent` refusals are SMTP 5xx, the others 4xx (try again later). */
@@ -26,19 +33,40 @@ export class MailRefused extends Error {
   }
 }
 
+/**
+ * Refused for now because the readers are busy (the queue is full, or the deadline passed while the email
+ * waited for a thread): no fault of the email's, so it never counts toward giving the email up.
+ */
+export class MailBusy extends MailRefused {
+  constructor(message: string) {
+    super(false, message);
+  }
+}
+
 export interface ParsePoolSettings {
   /** Worker threads reading mail at once (EMAIL_PARSE_THREADS). */
   threads: number;
-  /** The longest one email may take to be read (EMAIL_PARSE_TIMEOUT_MS). */
+  /** The longest one email may take to be read, its wait for a thread included over SMTP (EMAIL_PARSE_TIMEOUT_MS). */
   timeoutMs: number;
+  /** Emails received over SMTP that may wait for a thread (EMAIL_PARSE_QUEUE); one client at most a quarter of it. */
+  queue: number;
+  /** How long a thread with nothing to read stays (EMAIL_PARSE_IDLE_MS). */
+  idleMs: number;
+  /** The heap one thread may use, in MB (EMAIL_PARSE_HEAP_MB); an email that needs more is refused for now. */
+  heapMb: number;
 }
 
-const settings: ParsePoolSettings = { threads: Math.max(1, Math.min(2, availableParallelism())), timeoutMs: 30_000 };
-let pool: Piscina | undefined;
-let running = 0;
-const waiting: (() => void)[] = [];
+/**
+ * Threads fitted to the cores: one fewer than the cores (the main thread serves requests), at least 2 so
+ * that one sender (who has one email read at a time) never holds every thread, at most 4 (each holds the
+ * mail libraries and a heap).
+ */
+export const defaultParseThreads = () => Math.min(4, Math.max(2, availableParallelism() - 1));
 
-/** Sets the pool's size and deadline (from the configuration, before the first email). */
+const settings: ParsePoolSettings = { threads: defaultParseThreads(), timeoutMs: 30_000, queue: 64, idleMs: 10_000, heapMb: 64 };
+let pool: Piscina | undefined;
+
+/** Sets the pool's size, deadline, queue and threads' limits (from the configuration, before the first email). */
 export function configureParsePool(next: Partial<ParsePoolSettings>): void {
   Object.assign(settings, next);
 }
@@ -61,11 +89,12 @@ function thePool(): Piscina {
     filename,
     minThreads: 0,
     maxThreads: settings.threads,
-    // A process that receives no mail holds no thread (each holds the mail libraries, about 30 MB).
-    idleTimeout: 60_000,
+    // A process that receives no mail holds no thread, and one that received a burst gives its threads back soon.
+    idleTimeout: settings.idleMs,
     atomics: 'disabled',
-    // A message that would need more is refused for now (like one over its deadline), never the process's memory.
-    resourceLimits: { maxOldGenerationSizeMb: 256 },
+    // A message that would need more is refused for now (like one over its deadline), never the process's
+    // memory; a small young generation, since a thread's garbage is one email's and V8 keeps what it grew.
+    resourceLimits: { maxOldGenerationSizeMb: settings.heapMb, maxYoungGenerationSizeMb: 4 },
     ...(needsTsx ? { execArgv: ['--import', 'tsx'] } : {}),
   });
   // A thread that dies outside an email (it could not start) must not take the service with it.
@@ -79,15 +108,86 @@ export function onParsePoolError(report: (err: unknown) => void): void {
   onPoolError = report;
 }
 
-/** The deadline counts from when a thread is free for the email, not while it waits behind others. */
-async function slot(): Promise<() => void> {
-  if (running >= settings.threads) await new Promise<void>((resolve) => waiting.push(resolve));
-  else running++;
-  return () => {
-    const next = waiting.shift();
-    if (next) next();
-    else running--;
-  };
+/** An email waiting for a thread: `start` hands it one. */
+interface Waiting {
+  start: () => void;
+  /** Counted in the bounded queue (SMTP). */
+  bounded: boolean;
+}
+/** A client's emails: at most one read at a time, the rest waiting in order. */
+interface Line {
+  reading: boolean;
+  waiting: Waiting[];
+}
+const lines = new Map<string, Line>();
+/** Clients whose next email may start (none of theirs is being read), in turn order. */
+const turns: string[] = [];
+let reading = 0;
+let queued = 0;
+
+/** Hands free threads to the clients whose turn it is, one email each. */
+function dispatch() {
+  while (reading < settings.threads && turns.length > 0) {
+    const client = turns.shift()!;
+    const line = lines.get(client)!;
+    const next = line.waiting.shift()!;
+    if (next.bounded) queued--;
+    line.reading = true;
+    reading++;
+    next.start();
+  }
+}
+
+/** A client's email is read: its next one (if any) goes to the back of the turns. */
+function done(client: string) {
+  reading--;
+  const line = lines.get(client)!;
+  line.reading = false;
+  if (line.waiting.length > 0) turns.push(client);
+  else lines.delete(client);
+  dispatch();
+}
+
+/** Takes an email out of its line before it was read (its deadline passed while it waited). */
+function withdraw(client: string, entry: Waiting) {
+  const line = lines.get(client);
+  if (!line) return;
+  const at = line.waiting.indexOf(entry);
+  if (at < 0) return;
+  line.waiting.splice(at, 1);
+  if (entry.bounded) queued--;
+  if (line.waiting.length === 0 && !line.reading) {
+    lines.delete(client);
+    turns.splice(turns.indexOf(client), 1);
+  }
+}
+
+/** Why an email of this client would not find room in the bounded queue now, or undefined when it would. */
+export function parseQueueFull(client: string): string | undefined {
+  const line = lines.get(client);
+  if (line === undefined && reading < settings.threads) return undefined;
+  if (queued >= settings.queue) return 'Too much mail is waiting to be read';
+  if ((line?.waiting.filter((w) => w.bounded).length ?? 0) >= Math.max(1, Math.floor(settings.queue / 4))) return 'Too much mail from your address is waiting to be read';
+  return undefined;
+}
+
+/**
+ * Puts an email in its client's line; `start` runs when its turn comes and a thread is free. Throws
+ * `MailBusy` at once when a bounded email finds the queue (or the client's share of it) full.
+ */
+function enqueue(client: string, bounded: boolean, start: () => void): Waiting {
+  const full = bounded ? parseQueueFull(client) : undefined;
+  if (full) throw new MailBusy(full);
+  let line = lines.get(client);
+  const entry: Waiting = { start, bounded };
+  if (!line) {
+    lines.set(client, (line = { reading: false, waiting: [] }));
+    turns.push(client);
+  }
+  line.waiting.push(entry);
+  if (bounded) queued++;
+  dispatch();
+  return entry;
 }
 
 /** Answers the worker's DNS questions with the service's resolver (and its cache) on this thread; `started` when it begins. */
@@ -110,19 +210,53 @@ function serveDns(resolver: DnsResolver, started: () => void) {
   return { port: port2, close: () => port1.close() };
 }
 
-/** Reads a received email in a worker thread: header bounds first, then parsing and authentication within the deadline. */
+/**
+ * Reads a received email in a worker thread: header bounds first, then parsing and authentication within the
+ * deadline. `client` names who sent it (an SMTP client's address, an IMAP channel): one email per client is
+ * read at a time. Over SMTP the email waits in the bounded queue, at most half its deadline (then it is
+ * refused for now, `MailBusy`), and the deadline counts from its arrival; an IMAP session (one email at a time
+ * per channel, nobody waiting on an answer) is not bounded, and its deadline counts the reading only.
+ */
 export async function readEmail(
   raw: Buffer,
   provider: 'smtp' | 'imap',
-  opts: { envelope?: SmtpEnvelope | undefined; resolver: DnsResolver; now: Date; attachmentMaxBytes: number; mta?: string | undefined; timeoutMs?: number | undefined },
+  opts: { client?: string | undefined; envelope?: SmtpEnvelope | undefined; resolver: DnsResolver; now: Date; attachmentMaxBytes: number; mta?: string | undefined; timeoutMs?: number | undefined },
 ): Promise<AnalyzedEmail> {
   const problem = headerBlockProblem(raw);
   if (problem) throw new MailRefused(true, problem);
-  const release = await slot();
+  const client = opts.client ?? provider;
   const timeoutMs = opts.timeoutMs ?? settings.timeoutMs;
+  const countsWait = provider === 'smtp';
   const deadline = new AbortController();
   let timer: NodeJS.Timeout | undefined;
-  const dns = serveDns(opts.resolver, () => (timer = setTimeout(() => deadline.abort(), timeoutMs)));
+  const arm = (ms: number) => (timer = setTimeout(() => deadline.abort(), Math.max(0, ms)));
+  const arrivedAt = Date.now();
+  let waitedMs = 0;
+  // Over SMTP an email waits for a thread at most half its deadline, so that what it is given to read is never
+  // so short that reading it would be cut (which costs a thread's restart) because of the queue before it.
+  if (countsWait) arm(timeoutMs / 2);
+
+  let entry: Waiting | undefined;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      entry = enqueue(client, countsWait, () => {
+        // A thread is free: what is left of the deadline counts from when it begins reading (a thread that
+        // starts loads its libraries first; loading is not reading).
+        waitedMs = Date.now() - arrivedAt;
+        clearTimeout(timer);
+        resolve();
+      });
+      deadline.signal.addEventListener('abort', () => {
+        withdraw(client, entry!);
+        reject(new MailBusy(`No reader was free for the message within ${timeoutMs / 2000} s`));
+      });
+    });
+  } catch (err) {
+    clearTimeout(timer);
+    throw err;
+  }
+
+  const dns = serveDns(opts.resolver, () => arm(timeoutMs - (countsWait ? waitedMs : 0)));
   try {
     const task: ParseTask = { raw, provider, envelope: opts.envelope, mta: opts.mta, now: opts.now.getTime(), attachmentMaxBytes: opts.attachmentMaxBytes, dns: dns.port };
     const read = (await thePool().run(task, { transferList: [dns.port], signal: deadline.signal })) as AnalyzedEmail;
@@ -130,12 +264,16 @@ export async function readEmail(
     for (const a of read.attachments) a.content = Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength);
     return read;
   } catch (err) {
-    if ((err as { name?: string }).name === 'AbortError') throw new MailRefused(false, `Reading the message took longer than ${timeoutMs / 1000} s`);
+    if (err instanceof MailRefused) throw err;
+    if ((err as { name?: string }).name === 'AbortError') {
+      // The email's own reading took the rest of its deadline (at least half of it).
+      throw new MailRefused(false, `Reading the message took longer than ${timeoutMs / 1000} s`);
+    }
     if ((err as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') throw new MailRefused(false, 'Reading the message ran out of memory');
     throw new MailRefused(false, 'Reading the message failed');
   } finally {
     clearTimeout(timer);
     dns.close();
-    release();
+    done(client);
   }
 }

@@ -5,7 +5,7 @@ import { JsonObject, Uuid } from '../../core/schemas.js';
 import type { Db, DbOrTx } from '../../db/client.js';
 import { recordEvents } from '../events/events.recorder.js';
 import { notifyEventsCommitted } from '../events/events.signal.js';
-import { recordChannelOutcome, type ChannelRow } from '../channels/channels.repository.js';
+import { assertChannelLive, recordChannelOutcome, type ChannelRow } from '../channels/channels.repository.js';
 import { cleanText, type OperationRunner } from '../messages/inbound.js';
 import { getMessage, insertReceivedMessage, receivedOnChannel } from '../messages/messages.repository.js';
 import { Message } from '../messages/messages.schemas.js';
@@ -65,6 +65,8 @@ function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTrans
       await queueMedia(ctx.db, ctx.orgId, row.id, input.channelId, media);
       await inTransaction?.(ctx.db);
       await recordChannelOutcome(ctx.db, input.channelId, { ok: true });
+      // A channel deleted meanwhile (by any process) stores nothing: checked, and held, until the commit.
+      await assertChannelLive(ctx.db, input.channelId);
       await keywordEffects(ctx.db, channel, input.from, input.text);
       return row;
     },
