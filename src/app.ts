@@ -131,7 +131,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     { prefix: '/v1' },
   );
 
-  await registerSmsHooks(app, { run: runOperation, publicUrl: deps.config.publicUrl, rateLimit: deps.config.sms.hookRateLimit });
+  await registerSmsHooks(app, { run: runOperation, publicUrl: deps.config.publicUrl, rateLimit: deps.config.sms.hookRateLimit, failureLimit: deps.config.sms.hookFailureLimit });
   await app.register(registerOAuth);
   await app.register(registerMcp);
   return app;

@@ -123,7 +123,9 @@ export const Env = z.object({
       description:
         '`GET /metrics` (Prometheus text format: requests, event-loop lag, queues, channels, mailboxes; see [operating.md](operating.md#what-to-watch)) answers a scraper that sends `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise); unset: `/metrics` does not exist (404).',
     }),
-  SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('Provider webhooks (`/hooks/sms/{channelId}` and `/status`) one text channel may receive per minute; past it 429 with `Retry-After` (the provider retries).'),
+  SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('Provider webhooks (`/hooks/sms/{channelId}` and `/status`) one text channel may receive per minute; past it 429 with `Retry-After` (the provider retries). Only correctly signed webhooks count.'),
+  SMS_HOOK_FAILURE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(60).describe('Refused provider webhooks (a missing or wrong signature, an unknown channel) one client address (an IPv6 /64) may send per minute; past it its webhooks are answered 429 with `Retry-After` before anything is looked up.'),
+  SMPP_DELIVER_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('deliver_sm (texts, parts of long texts, delivery receipts) one SMPP channel\'s SMSC may deliver per minute; past it they are answered `ESME_RTHROTTLED` (the SMSC delivers them again later).'),
 });
 
 function dnsServersProblem(value: string): string | undefined {
@@ -204,7 +206,7 @@ function fromEnv(e: z.infer<typeof Env>) {
     emailParse: { ...(e.EMAIL_PARSE_THREADS ? { threads: e.EMAIL_PARSE_THREADS } : {}), timeoutMs: e.EMAIL_PARSE_TIMEOUT_MS, queue: e.EMAIL_PARSE_QUEUE, idleMs: e.EMAIL_PARSE_IDLE_MS, heapMb: e.EMAIL_PARSE_HEAP_MB },
     smtpAbuse: { rcptPerMinute: e.SMTP_RCPT_RATE_LIMIT, maxErrors: e.SMTP_MAX_ERRORS, dataTimeoutMs: e.SMTP_DATA_TIMEOUT_MS, dataMinRate: e.SMTP_DATA_MIN_RATE },
     dnsServers: parseDnsServers(e.DNS_SERVERS),
-    sms: { sendTimeoutMs: e.SMS_SEND_TIMEOUT_MS, hookRateLimit: e.SMS_HOOK_RATE_LIMIT },
+    sms: { sendTimeoutMs: e.SMS_SEND_TIMEOUT_MS, hookRateLimit: e.SMS_HOOK_RATE_LIMIT, hookFailureLimit: e.SMS_HOOK_FAILURE_LIMIT, smppDeliverRateLimit: e.SMPP_DELIVER_RATE_LIMIT },
     metricsToken: e.METRICS_TOKEN,
   };
 }

@@ -15,7 +15,7 @@ import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
 import { createSmsMediaFetcher } from './workers/sms-media.js';
 import { createSmsSender } from './workers/sms-sender.js';
-import { createSmppBinds } from './workers/smpp-binds.js';
+import { createSmppBinds, deliverWindowOf } from './workers/smpp-binds.js';
 import { runOperation } from './run-operation.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
 import type { SmtpReceiver } from './workers/smtp-receiver.js';
@@ -113,7 +113,16 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
       maxBytes: config.attachmentMaxBytes,
     }),
     // SMPP channels: one process holds each bind (a lease), texts go over it, what the SMSC delivers comes in on it.
-    createSmppBinds({ db: database.db, clock: app.deps.clock, log: app.log, run: runOperation, allowPrivate: config.channelsAllowPrivate, timeoutMs: config.sms.sendTimeoutMs }),
+    createSmppBinds({
+      db: database.db,
+      clock: app.deps.clock,
+      log: app.log,
+      run: runOperation,
+      allowPrivate: config.channelsAllowPrivate,
+      timeoutMs: config.sms.sendTimeoutMs,
+      deliverRateLimit: config.sms.smppDeliverRateLimit,
+      deliverWindow: deliverWindowOf(database.kind),
+    }),
   ];
   if (config.automations.worker) {
     workers.push(

@@ -23,6 +23,8 @@ declare module 'smpp' {
     [param: string]: unknown;
     isResponse(): boolean;
     response(options?: Record<string, unknown>): PDU;
+    /** The PDU's bytes as sent. */
+    toBuffer(): Buffer;
   }
 
     export interface SessionOptions {
@@ -60,7 +62,11 @@ declare module 'smpp' {
     export function createServer(options: { key?: string | Buffer; cert?: string | Buffer }, listener?: (session: Session) => void): Server;
     export function createServer(listener?: (session: Session) => void): Server;
 
-    export const PDU: { new (command: string, options?: Record<string, unknown>): PDU };
+    export const PDU: {
+      new (command: string, options?: Record<string, unknown>): PDU;
+      /** The largest PDU a session reads (bytes); a longer one is a session error. */
+      maxLength: number;
+    };
 
     export const ESME_ROK: number;
     export const ESME_RBINDFAIL: number;

@@ -1,14 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../core/errors.js';
-import { createLimiter } from '../core/rate-limit.js';
+import { createLimiter, createOutcomeLimiter } from '../core/rate-limit.js';
 import { sendError } from './errors.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
 import type { OperationRunner } from '../modules/messages/inbound.js';
 import { applyStatus, addOptOut, announceFailed, hookUrl, loadSmsChannel } from '../modules/sms/sms.repository.js';
 import { parseTwilioInbound, parseTwilioStatus, validTwilioSignature } from '../modules/sms/providers/twilio.js';
-import { partyNumber } from '../modules/sms/numbers.js';
 import { receiveText } from '../modules/sms/sms.inbound.js';
+import { ipKey } from '../workers/smtp-addresses.js';
 
 /**
  * The provider webhooks of Twilio-compatible text channels: `POST /hooks/sms/{channelId}` (a text arrived)
@@ -17,6 +17,10 @@ import { receiveText } from '../modules/sms/sms.inbound.js';
  * PUBLIC_URL + path + query and the sorted parameters); anything else is a 403 that writes nothing. The
  * answer (an empty TwiML `<Response/>`) comes only once the message and its events are committed, so a
  * provider that got no 200 delivers again, and the same MessageSid is one message.
+ *
+ * Limits: only signed webhooks spend the channel's rate (`rateLimit` a minute), so that nobody else can use
+ * it up; refused ones (no such channel, a missing or wrong signature) count per client address on their own
+ * (`failureLimit` a minute), past which that address is answered 429 before anything is looked up.
  */
 
 const TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>';
@@ -37,12 +41,15 @@ function formParams(body: string): Params {
 export interface SmsHooksOptions {
   run: OperationRunner;
   publicUrl: string;
-  /** Webhooks per channel per minute. */
+  /** Signed webhooks per channel per minute. */
   rateLimit: number;
+  /** Refused webhooks per client address (an IPv6 /64) per minute. */
+  failureLimit: number;
 }
 
 export async function registerSmsHooks(app: FastifyInstance, opts: SmsHooksOptions) {
   const limiter = createLimiter({ name: 'sms-hooks', points: opts.rateLimit, durationSeconds: 60 }, app.deps.redis);
+  const refusals = createOutcomeLimiter({ name: 'sms-hooks-refused', points: opts.failureLimit, durationSeconds: 60 }, app.deps.redis);
   const origin = opts.publicUrl.replace(/(?<!\/)\/+$/, '');
   await app.register(async (hooks) => {
     hooks.removeAllContentTypeParsers();
@@ -51,18 +58,23 @@ export async function registerSmsHooks(app: FastifyInstance, opts: SmsHooksOptio
 
     const handle = (kind: 'inbound' | 'status') => async (req: FastifyRequest, reply: FastifyReply) => {
       const { channelId } = req.params as { channelId: string };
-      if (!ChannelIdParam.safeParse(channelId).success) throw new AppError('NOT_FOUND', 'No such channel');
-      const limited = await limiter.consume(channelId);
-      if (!limited.allowed) throw new AppError('RATE_LIMITED', 'Too many webhooks for this channel; retry later', undefined, limited.retryAfter);
+      const client = ipKey(req.ip);
+      const wait = await refusals.retryAfter(client);
+      if (wait > 0) throw new AppError('RATE_LIMITED', 'Too many refused webhooks from this address; retry later', undefined, wait);
+      /** A refusal, counted against the client's address. */
+      const refused = async (error: AppError) => (await refusals.count(client), error);
+      if (!ChannelIdParam.safeParse(channelId).success) throw await refused(new AppError('NOT_FOUND', 'No such channel'));
       const db = app.deps.database.db;
       const channel = await loadSmsChannel(db, channelId);
-      if (!channel || channel.provider.kind !== 'twilio') throw new AppError('NOT_FOUND', 'No such channel');
+      if (!channel || channel.provider.kind !== 'twilio') throw await refused(new AppError('NOT_FOUND', 'No such channel'));
       const params = (req.body ?? {}) as Params;
       // The URL the provider signed: the public origin, then the path and query exactly as requested.
       const signed = `${origin}${req.url}`;
       if (!validTwilioSignature(channel.provider.secret, signed, params, req.headers['x-twilio-signature'] as string | undefined)) {
-        throw new AppError('FORBIDDEN', `Missing or wrong X-Twilio-Signature (signed URL expected: ${hookUrl(channelId, kind === 'status')}…)`);
+        throw await refused(new AppError('FORBIDDEN', `Missing or wrong X-Twilio-Signature (signed URL expected: ${hookUrl(channelId, kind === 'status')}…)`));
       }
+      const limited = await limiter.consume(channelId);
+      if (!limited.allowed) throw new AppError('RATE_LIMITED', 'Too many webhooks for this channel; retry later', undefined, limited.retryAfter);
       if (kind === 'inbound') {
         const incoming = parseTwilioInbound(params);
         if (!incoming) throw new AppError('VALIDATION_ERROR', 'The webhook names no MessageSid', { errors: [], properties: { MessageSid: { errors: ['Required'] } } });
@@ -75,9 +87,11 @@ export async function registerSmsHooks(app: FastifyInstance, opts: SmsHooksOptio
           const messageId = typeof query.m === 'string' && ChannelIdParam.safeParse(query.m).success ? query.m : undefined;
           const work = new CommittedWork();
           await db.transaction(async (tx) => {
-            await applyStatus(tx, channel, report, messageId, work);
-            // Twilio's 21610: the number unsubscribed (texted STOP to the carrier); nothing more goes to it.
-            const to = typeof params.To === 'string' ? partyNumber(params.To) : undefined;
+            const matched = await applyStatus(tx, channel, report, messageId, work);
+            // Twilio's 21610: the recipient unsubscribed (texted STOP to the carrier); nothing more goes to it.
+            // The recipient of the channel's outgoing text the report names (never the `To` it states), and only
+            // when the report moves that text forward: a report replayed later opts nobody out again.
+            const to = matched?.forward ? matched.recipient : undefined;
             if (report.errorCode === '21610' && to?.startsWith('+')) {
               const { failed } = await addOptOut(tx, channel.organizationId, channel.id, to, 'provider');
               await announceFailed(tx, channel.organizationId, { type: 'system', id: null, depth: 0 }, failed, work);

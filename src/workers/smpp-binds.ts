@@ -4,6 +4,7 @@ import { inArray } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type smpp from 'smpp';
 import type { Clock } from '../core/clock.js';
+import { createLimiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
 import { channels } from '../db/schema.js';
 import { describeError } from '../modules/channels/channels.connect.js';
@@ -26,16 +27,28 @@ import { createWorkerLoop, type WorkerLoop } from './loop.js';
  * The holder keeps one transceiver bind open: the text sender submits the channel's queued texts over it
  * (`boundSmppChannels`), and what the SMSC delivers (texts, parts of long texts, delivery receipts) is written
  * by `receiveDeliverSm`, each deliver_sm answered only after its write is committed; a database failure is
- * answered ESME_RX_T_APPN (a temporary error: the SMSC delivers it again). A dropped connection is bound
- * again at once; a bind that fails puts the channel in `status` `error` with the reason in `lastError` (it
- * turns `active` again once a bind succeeds) and gives the lease up for a backoff (1 s, 5 s, 15 s, 1 min,
- * 5 min), after which a process's pass binds it again. enquire_link every 30 s finds a dead
+ * answered ESME_RX_T_APPN (a temporary error: the SMSC delivers it again). What one SMSC delivers is bounded
+ * before it reaches the database: at most `deliverWindow` writes at once per bind (past it the bind stops
+ * reading, and TCP holds the SMSC back until a write is answered), and at most `deliverRateLimit` deliver_sm
+ * a minute per channel (past it they are answered ESME_RTHROTTLED: the SMSC delivers them again later). A
+ * dropped connection, or a session that met a PDU it could not read (the `smpp` package stops reading then),
+ * is bound again at once; a bind that fails puts the channel in `status` `error` with the reason in
+ * `lastError` (it turns `active` again once a bind succeeds) and gives the lease up for a backoff (1 s, 5 s,
+ * 15 s, 1 min, 5 min), after which a process's pass binds it again. enquire_link every 30 s finds a dead
  * connection.
  */
 
 export const ENQUIRE_LINK_MS = 30_000;
 /** Receipts' ids remembered per bind from the submits (a receipt may come before the send's answer is committed). */
 const RECENT_IDS = 2000;
+/**
+ * deliver_sm written at once per bind; past it the bind reads no more until one is answered. A few on
+ * PostgreSQL, whose pool serves other requests meanwhile; one on the embedded database, whose one connection
+ * runs on the main thread, so that every write in flight is a wait for everybody else.
+ */
+export const deliverWindowOf = (database: 'pglite' | 'postgres') => (database === 'pglite' ? 1 : 4);
+/** Receipts a bind holds at most while they wait for their submit's answer (outside the window). */
+const MAX_HELD_RECEIPTS = 64;
 
 export interface SmppBindsDeps {
   db: Db;
@@ -47,6 +60,10 @@ export interface SmppBindsDeps {
   allowPrivate: boolean;
   /** The longest a connection, a bind or a submit may take (ms). */
   timeoutMs: number;
+  /** deliver_sm one channel may deliver per minute; past it they are answered ESME_RTHROTTLED (SMPP_DELIVER_RATE_LIMIT). */
+  deliverRateLimit: number;
+  /** deliver_sm written at once per bind (`deliverWindowOf` the database). */
+  deliverWindow: number;
   owner?: string;
   leaseMs?: number;
   maxChannels?: number;
@@ -63,6 +80,8 @@ const refusedBind = (error: string) => /ESME_RINVPASWD|ESME_RINVSYSID|ESME_RBIND
 
 /** A database failure: answered with a temporary error, so that the SMSC delivers again. */
 const TEMPORARY_ERROR = 0x64; // ESME_RX_T_APPN
+/** Past the channel's rate: the SMSC delivers again later. */
+const THROTTLED = 0x58; // ESME_RTHROTTLED
 
 export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
   /** The channels this process holds the lease of. */
@@ -76,6 +95,9 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
   const maxChannels = deps.maxChannels ?? 100;
   const delays = deps.reconnectDelaysMs ?? RECONNECT_DELAYS_MS;
   const random = deps.random ?? Math.random;
+  const deliverWindow = deps.deliverWindow;
+  // In this process's memory: one process holds a channel's bind.
+  const deliverLimiter = createLimiter({ name: 'smpp-deliver', points: deps.deliverRateLimit, durationSeconds: 60 });
 
   const leases = channelLeases(db, 'smpp', owner, leaseMs);
   const { backOff } = leases;
@@ -90,6 +112,11 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
     /** Waits for the pending parts of long texts: they are written one after another. */
     private parts: Promise<unknown> = Promise.resolve();
     private readonly recent = new Map<string, { messageId: string; smscId: string }>();
+    /** Submits sent and not answered yet, and the receipts waiting for their answers. */
+    private submitting = 0;
+    private readonly waiting = new Set<() => void>();
+    /** When the channel was last throttled here (logged once a minute). */
+    private throttledAt = 0;
 
     constructor(
       readonly channelId: string,
@@ -100,7 +127,13 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
 
     async stop() {
       this.abort.abort();
+      this.wake();
       await this.done;
+    }
+
+    /** A submit was answered (or gave up): the receipts waiting for one look again. */
+    private wake() {
+      for (const resume of [...this.waiting]) resume();
     }
 
     private remember(smscId: string, messageId: string) {
@@ -108,13 +141,35 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
       while (this.recent.size > RECENT_IDS * 8) this.recent.delete(this.recent.keys().next().value!);
     }
 
-    private readonly lookup: RecentSubmits = (forms) => {
+    private readonly lookup = (forms: string[]) => {
       for (const f of forms) {
         const hit = this.recent.get(f);
         if (hit) return hit;
       }
       return undefined;
     };
+
+    /**
+     * Waits while submits are unanswered until one names `forms`, at most a third of the submit timeout: an
+     * SMSC that answers nothing else until its receipt is answered then still answers the submit in time.
+     */
+    private async answerOf(forms: string[]) {
+      const end = Date.now() + deps.timeoutMs / 3;
+      while (this.submitting > 0 && !this.abort.signal.aborted && !this.lookup(forms)) {
+        const left = end - Date.now();
+        if (left <= 0) break;
+        await new Promise<void>((resolve) => {
+          const resume = () => {
+            clearTimeout(timer);
+            this.waiting.delete(resume);
+            resolve();
+          };
+          const timer = setTimeout(resume, left);
+          this.waiting.add(resume);
+        });
+      }
+      return this.lookup(forms);
+    }
 
     private async run() {
       const signal = this.abort.signal;
@@ -162,28 +217,90 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
     private async serve(session: smpp.Session, channel: NonNullable<Awaited<ReturnType<typeof loadSmsChannel>>>) {
       const signal = this.abort.signal;
       const link: SmppLink = {
-        submit: (text, timeoutMs) =>
-          submitText(session, text, timeoutMs, (smscId) => {
-            if (text.messageId) this.remember(smscId, text.messageId);
-          }),
+        submit: async (text, timeoutMs) => {
+          this.submitting++;
+          try {
+            return await submitText(session, text, timeoutMs, (smscId) => {
+              if (text.messageId) this.remember(smscId, text.messageId);
+              this.wake();
+            });
+          } finally {
+            this.submitting--;
+            this.wake();
+          }
+        },
       };
       const closed = new Promise<void>((resolve) => session.once('close', () => resolve()));
+      // The package stops reading a session after a PDU it cannot read: the connection is dropped and bound again.
+      session.on('error', (err: Error) => {
+        log.warn({ channelId: this.channelId, error: describeError(err) }, 'SMPP session error; binding again');
+        session.destroy();
+      });
       /** Writes under way: answered before an unbind. */
       const inflight = new Set<Promise<unknown>>();
-      session.on('deliver_sm', (pdu: smpp.PDU) => {
-        const write = () => receiveDeliverSm(deps.run, db, channel, pdu, this.lookup);
+      // The window: deliver_sm being written (receipts held for their submit's answer excepted, so that the
+      // answer can still be read), and whether reading stopped for them. Reading resumes on the next turn of
+      // the event loop, never inside the write that ended: the embedded database answers without one, so
+      // PDUs read there would start their writes before anything else (an HTTP request) gets a turn.
+      let writing = 0;
+      let held = 0;
+      let paused = false;
+      const flow = () => {
+        const full = writing >= deliverWindow;
+        if (full === paused) return;
+        paused = full;
+        if (full) session.pause();
+        else setImmediate(() => void (paused || session.resume()));
+      };
+      const recent: RecentSubmits = {
+        find: this.lookup,
+        awaitAnswers: async (forms) => {
+          if (held >= MAX_HELD_RECEIPTS) return this.lookup(forms);
+          held++;
+          writing--;
+          flow();
+          try {
+            return await this.answerOf(forms);
+          } finally {
+            held--;
+            writing++;
+            flow();
+          }
+        },
+      };
+      const deliver = async (pdu: smpp.PDU): Promise<number> => {
+        if (!(await deliverLimiter.consume(this.channelId)).allowed) {
+          if (Date.now() - this.throttledAt > 60_000) {
+            this.throttledAt = Date.now();
+            log.warn({ channelId: this.channelId }, 'SMPP: the SMSC delivers faster than the channel may (SMPP_DELIVER_RATE_LIMIT); answering ESME_RTHROTTLED');
+          }
+          return THROTTLED;
+        }
+        const write = () => receiveDeliverSm(deps.run, db, channel, pdu, recent);
         // Parts of long texts one after another (the last one joins them); texts and receipts at once.
         const isPart = (Number(pdu.esm_class) & 0x40) !== 0 || pdu.sar_total_segments !== undefined;
-        const done: Promise<unknown> = isPart ? (this.parts = this.parts.then(write, write)) : write();
+        await (isPart ? (this.parts = this.parts.then(write, write)) : write());
+        return 0;
+      };
+      session.on('deliver_sm', (pdu: smpp.PDU) => {
+        writing++;
+        flow();
+        const done = deliver(pdu);
         inflight.add(done);
-        void done.finally(() => inflight.delete(done)).catch(() => {});
-        void done.then(
-          () => session.send(pdu.response()),
-          (err: unknown) => {
-            log.warn({ channelId: this.channelId, error: databaseErrorReason(err) ?? describeError(err) }, 'SMPP: a deliver_sm could not be written; answered with a temporary error');
-            session.send(pdu.response({ command_status: TEMPORARY_ERROR }));
-          },
-        );
+        void done
+          .then(
+            (status) => session.send(pdu.response(status ? { command_status: status } : {})),
+            (err: unknown) => {
+              log.warn({ channelId: this.channelId, error: databaseErrorReason(err) ?? describeError(err) }, 'SMPP: a deliver_sm could not be written; answered with a temporary error');
+              session.send(pdu.response({ command_status: TEMPORARY_ERROR }));
+            },
+          )
+          .finally(() => {
+            inflight.delete(done);
+            writing--;
+            flow();
+          })
+          .catch(() => {});
       });
       session.on('enquire_link', (pdu: smpp.PDU) => void session.send(pdu.response()));
       session.on('unbind', (pdu: smpp.PDU) => {
@@ -191,12 +308,18 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
         session.close();
       });
       // A connection whose SMSC stops answering is dead (no close may ever come): it is dropped and bound again.
+      // One that delivered meanwhile is alive, and while the window is full the answer may be there unread.
+      let lastRead = Date.now();
+      session.on('pdu', () => (lastRead = Date.now()));
       const keepAlive = setInterval(() => {
+        const sent = Date.now();
         void ping(session, deps.timeoutMs).then((alive) => {
-          if (!alive) session.destroy();
+          if (!alive && !paused && lastRead < sent) session.destroy();
         });
       }, deps.enquireLinkMs ?? ENQUIRE_LINK_MS);
       registerSmppLink(this.channelId, link);
+      // Every handler is in place: what the SMSC sent since the bind's answer is read now.
+      session.resume();
       // The text sender may send this channel's texts from now on.
       notifyEventsCommitted();
       // Stopped already (while the bind was being recorded), or later.

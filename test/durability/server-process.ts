@@ -93,6 +93,16 @@ export async function createStore(): Promise<Store> {
   };
 }
 
+/** Another organization with an all-permissions key in `store` (while no server holds it); answers the key. */
+export async function addOrganization(store: Store, name: string): Promise<string> {
+  const database = await openDatabase(store.env.DATABASE_URL ? { url: store.env.DATABASE_URL, poolSize: 1 } : { dataDir: store.dataDir });
+  try {
+    const org = await createOrganization(database.db, { name });
+    return (await createApiKey(database.db, { orgId: org.id })).key;
+  } finally {
+    await database.close();
+  }
+}
 
 const running = new Set<ChildProcess>();
 

@@ -32,8 +32,16 @@ export interface FakeSmsc {
   answerEnquireLink: boolean;
   /** Called after each accepted submit_sm is answered (e.g. to send its receipt at once). */
   afterSubmit: ((submitted: Submitted, session: smpp.Session) => void) | undefined;
+  /** Awaited before an accepted submit_sm is answered (e.g. to send its receipt first). */
+  beforeSubmitAnswer: ((submitted: Submitted, session: smpp.Session) => Promise<void>) | undefined;
   /** Sends a deliver_sm to the bound ESME; resolves with its deliver_sm_resp's command_status. */
   deliver(params: Record<string, unknown>, timeoutMs?: number): Promise<number>;
+  /**
+   * Sends every deliver_sm as fast as TCP allows (waiting only while the socket's buffer is full), without
+   * waiting for answers; resolves with each one's deliver_sm_resp status in order, undefined for those not
+   * answered within `timeoutMs` (or before the connection closed).
+   */
+  flood(list: Record<string, unknown>[], timeoutMs?: number): Promise<(number | undefined)[]>;
   /** Drops every connection (as a network failure would). */
   drop(): void;
   /** Waits until `check` holds (polling), or throws after `timeoutMs`. */
@@ -52,6 +60,7 @@ export async function startSmsc(accounts: Record<string, string>, tls?: { key: s
     refuseNext: [],
     idFormat: 'hex',
     afterSubmit: undefined,
+    beforeSubmitAnswer: undefined,
     afterBind: undefined,
     answerEnquireLink: true,
     deliver(params, timeoutMs = 10_000) {
@@ -64,6 +73,26 @@ export async function startSmsc(accounts: Record<string, string>, tls?: { key: s
           resolve(resp.command_status);
         });
       });
+    },
+    async flood(list, timeoutMs = 120_000) {
+      const session = [...bound][0];
+      if (!session) throw new Error('No ESME is bound');
+      const statuses: (number | undefined)[] = Array.from({ length: list.length }, () => undefined);
+      let answered = 0;
+      let allAnswered!: () => void;
+      const all = new Promise<void>((resolve) => (allAnswered = resolve));
+      const closed = new Promise<void>((resolve) => session.socket.once('close', () => resolve()));
+      for (let i = 0; i < list.length; i++) {
+        session.deliver_sm(list[i]!, (resp) => {
+          statuses[i] = resp.command_status;
+          if (++answered === list.length) allAnswered();
+        });
+        if (session.socket.writableNeedDrain) await Promise.race([new Promise<void>((resolve) => session.socket.once('drain', () => resolve())), closed]);
+      }
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([all, closed, new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+      clearTimeout(timer);
+      return statuses;
     },
     drop() {
       for (const s of server.sessions) s.destroy();
@@ -107,8 +136,12 @@ export async function startSmsc(accounts: Record<string, string>, tls?: { key: s
       const udh = sm.udh?.find((ie) => ie[0] === 0 || ie[0] === 8);
       const submitted = { pdu, messageId, text: typeof sm.message === 'string' ? sm.message : sm.message.toString('latin1'), udh };
       smsc.submits.push(submitted);
-      session.send(pdu.response({ message_id: messageId }));
-      smsc.afterSubmit?.(submitted, session);
+      const answer = () => {
+        session.send(pdu.response({ message_id: messageId }));
+        smsc.afterSubmit?.(submitted, session);
+      };
+      if (smsc.beforeSubmitAnswer) void smsc.beforeSubmitAnswer(submitted, session).then(answer);
+      else answer();
     });
     session.on('enquire_link', (pdu: smpp.PDU) => {
       if (smsc.answerEnquireLink) session.send(pdu.response());

@@ -150,11 +150,12 @@ export async function startFakeTwilio(): Promise<FakeTwilio> {
 }
 
 /** A provider webhook as Twilio sends it: a form post signed with the channel's auth token over TEST_ORIGIN + path. */
-export async function postWebhook(app: FastifyInstance, path: string, params: Record<string, string>, authToken: string, opts: { signature?: string } = {}): Promise<TestResponse> {
+export async function postWebhook(app: FastifyInstance, path: string, params: Record<string, string>, authToken: string, opts: { signature?: string; ip?: string } = {}): Promise<TestResponse> {
   const signature = opts.signature ?? twilioSignature(authToken, `${TEST_ORIGIN}${path}`, params);
   const res = await app.inject({
     method: 'POST',
     url: path,
+    ...(opts.ip ? { remoteAddress: opts.ip } : {}),
     headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': signature },
     payload: new URLSearchParams(params).toString(),
   });

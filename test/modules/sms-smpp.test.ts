@@ -4,10 +4,11 @@ import smpp from 'smpp';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { channels, channelSyncStates, smsOutbox, smsParts } from '../../src/db/schema.js';
 import { boundSmppChannels, messageIdForms, smppProvider } from '../../src/modules/sms/providers/smpp.js';
+import { PART_LIMITS } from '../../src/modules/sms/smpp.receive.js';
 import { runOperation } from '../../src/run-operation.js';
 import { createAutomationEngine } from '../../src/workers/automation-engine.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
-import { createSmppBinds } from '../../src/workers/smpp-binds.js';
+import { createSmppBinds, deliverWindowOf } from '../../src/workers/smpp-binds.js';
 import { createSmsSender } from '../../src/workers/sms-sender.js';
 import { useTestApp } from '../helpers/app.js';
 import { receiptText, startSmsc, type FakeSmsc } from '../helpers/smsc.js';
@@ -32,7 +33,7 @@ const workers: ReturnType<typeof createSmppBinds>[] = [];
 const created: string[] = [];
 
 const binds = (owner?: string, extra: Partial<Parameters<typeof createSmppBinds>[0]> = {}) => {
-  const w = createSmppBinds({ db: t.database.db, clock, log: silent, run: runOperation, allowPrivate: true, timeoutMs: 3000, leaseMs: 3000, reconnectDelaysMs: [100, 200], random: () => 0.5, ...(owner ? { owner } : {}), ...extra });
+  const w = createSmppBinds({ db: t.database.db, clock, log: silent, run: runOperation, allowPrivate: true, timeoutMs: 3000, leaseMs: 3000, reconnectDelaysMs: [100, 200], random: () => 0.5, deliverRateLimit: t.config.sms.smppDeliverRateLimit, deliverWindow: deliverWindowOf(t.database.kind), ...(owner ? { owner } : {}), ...extra });
   workers.push(w);
   return w;
 };
@@ -48,6 +49,7 @@ afterEach(async () => {
   smsc.refuseNext.length = 0;
   smsc.idFormat = 'hex';
   smsc.afterSubmit = undefined;
+  smsc.beforeSubmitAnswer = undefined;
   smsc.afterBind = undefined;
   smsc.answerEnquireLink = true;
   offsetMs = 0;
@@ -293,6 +295,21 @@ describe('SMPP receiving', () => {
     expect(smsc.submits.at(-1)).toMatchObject({ text: 'Acme over SMPP. Reply STOP to stop.', pdu: { destination_addr: from.slice(1) } });
   });
 
+  it('reads what the SMSC delivers right behind its answer to the bind', async () => {
+    const channel = await addChannel();
+    const from = number();
+    const answers: number[] = [];
+    smsc.afterBind = () => {
+      smsc.afterBind = undefined;
+      const session = smsc.bound()[0]!;
+      for (const text of ['Held for you 1', 'Held for you 2']) session.deliver_sm(mo(from, channel.address, { short_message: text }), (resp) => answers.push(resp.command_status));
+    };
+    await bound(channel);
+    await smsc.until(() => answers.length === 2, 5000, 'both answered');
+    expect(answers).toEqual([0, 0]);
+    expect((await received(channel)).map((m) => m.text).sort()).toEqual(['Held for you 1', 'Held for you 2']);
+  });
+
   it('stores the parts of long texts as they arrive and joins them (8-bit and 16-bit references, any order)', async () => {
     const channel = await addChannel();
     await bound(channel);
@@ -436,12 +453,30 @@ describe('SMPP receiving', () => {
     await smsc.until(() => answers.at(-1) === 0, 5000, 'the receipt answered');
   });
 
-  it('unbinds a disabled channel; deletes the parts of a long text that never completed after a day', async () => {
+  it('a receipt the SMSC sends before its submit_sm_resp, in a read of its own, is held and applied when the answer comes', async () => {
+    const channel = await addChannel();
+    await bound(channel);
+    const answers: number[] = [];
+    smsc.beforeSubmitAnswer = async (s, session) => {
+      session.deliver_sm({ ...mo('+14155550100', channel.address, {}), esm_class: 0x04, short_message: receiptText(s.messageId, 'DELIVRD') }, (resp) => answers.push(resp.command_status));
+      // Long enough for the service to read the receipt alone and look its id up before the answer leaves.
+      await new Promise((r) => setTimeout(r, 300));
+    };
+    const m = await send(channel, number(), 'Receipt first');
+    await drain();
+    await until(async () => (await get(m.id)).status === 'delivered', 'the held receipt applied');
+    expect(await get(m.id)).toMatchObject({ status: 'delivered', providerMessageId: smsc.submits.at(-1)!.messageId });
+    expect(await eventsOf('message.delivered', m.id)).toHaveLength(1);
+    await smsc.until(() => answers.length === 1, 5000, 'the receipt answered');
+    expect(answers).toEqual([0]);
+  });
+
+  it('unbinds a disabled channel; deletes the parts of a long text that never completed after 30 minutes', async () => {
     const channel = await addChannel();
     const w = await bound(channel);
     const from = number();
     expect(await smsc.deliver(mo(from, channel.address, { short_message: { udh: Buffer.from([0x05, 0x00, 0x03, 77, 3, 1]), message: 'Lonely part' } }))).toBe(0);
-    await t.database.db.update(smsParts).set({ receivedAt: new Date(Date.now() - 25 * 60 * 60 * 1000) }).where(eq(smsParts.channelId, channel.id));
+    await t.database.db.update(smsParts).set({ receivedAt: new Date(Date.now() - 31 * 60 * 1000) }).where(eq(smsParts.channelId, channel.id));
     await a.request('PATCH', `/v1/channels/${channel.id}`, { status: 'disabled' });
     await w.runOnce();
     await smsc.until(() => smsc.bound().length === 0, 5000, 'the unbind');
@@ -449,6 +484,70 @@ describe('SMPP receiving', () => {
     expect(boundSmppChannels()).not.toContain(channel.id);
     expect(await t.database.db.select().from(smsParts).where(eq(smsParts.channelId, channel.id))).toHaveLength(0);
   });
+});
+
+describe('SMPP from a hostile or careless SMSC', () => {
+  /** A deliver_sm as bytes, its last TLV (message_state, one byte) cut off: the package cannot decode it. */
+  function undecodable(from: string, to: string) {
+    const whole = new smpp.PDU('deliver_sm', { ...mo(from, to, { short_message: 'cut short' }), sequence_number: 424242 }).toBuffer();
+    const bytes = Buffer.concat([whole, Buffer.from([0x04, 0x27, 0x00, 0x00])]);
+    bytes.writeUInt32BE(bytes.length, 0);
+    return bytes;
+  }
+
+  it('binds again at once after a PDU it cannot read (undecodable, or longer than SMPP allows), not at the next enquire_link', async () => {
+    const channel = await addChannel();
+    await bound(channel);
+    const from = number();
+    const oversized = Buffer.alloc(16);
+    oversized.writeUInt32BE(1024 * 1024, 0); // a command_length of 1 MB
+    oversized.writeUInt32BE(0x00000005, 4); // deliver_sm
+    for (const bad of [undecodable(from, channel.address), oversized]) {
+      const accepted = smsc.binds.accepted;
+      smsc.bound()[0]!.socket.write(bad);
+      await smsc.until(() => smsc.binds.accepted > accepted && smsc.bound().length === 1, 2000, 'the bind again within 2 s');
+      await until(async () => boundSmppChannels().includes(channel.id), 'the bind registered', 2000);
+    }
+    expect(await smsc.deliver(mo(from, channel.address, { short_message: 'After the bad PDUs' }), 2000)).toBe(0);
+    expect((await received(channel)).map((m) => m.text)).toEqual(['After the bad PDUs']);
+    await send(channel, number(), 'Still sending');
+    await drain();
+    expect(smsc.submits.at(-1)!.text).toBe('Still sending');
+  });
+
+  it('reads a 20 KB message_payload (SMPP allows 64 KB) and stores the whole text', async () => {
+    const channel = await addChannel();
+    await bound(channel);
+    const from = number();
+    const big = Array.from({ length: 2000 }, (_, i) => `word${String(i).padStart(5, '0')} `).join('');
+    expect(big.length).toBe(20_000);
+    expect(await smsc.deliver(mo(from, channel.address, { short_message: '', message_payload: big }), 5000)).toBe(0);
+    const got = await received(channel);
+    expect(got).toHaveLength(1);
+    expect(got[0]!.text).toBe(big);
+    expect(got[0]!.metadata.sms).toMatchObject({ encoding: 'GSM-7' });
+  });
+
+  it('keeps at most PART_LIMITS of texts that never complete: 20,000 dangling parts from one bind do not pile up, the newest are kept', async () => {
+    const channel = await addChannel();
+    await bound(channel);
+    // Sender, reference and count of parts are free: each part opens a text of its own.
+    const dangling = Array.from({ length: 20_000 }, (_, i) => ({
+      ...mo(`+1415${String(5_000_000 + i).padStart(7, '0')}`, channel.address, {}),
+      short_message: { udh: Buffer.from([0x05, 0x00, 0x03, i % 256, 2 + (i % 200), 1]), message: `part ${i} `.repeat(10) },
+    }));
+    // Past the channel's rate (SMPP_DELIVER_RATE_LIMIT, 6,000 a minute) they are answered ESME_RTHROTTLED; the
+    // others are stored, each answered once stored.
+    const statuses = await smsc.flood(dangling, 240_000);
+    const stored = statuses.flatMap((s, i) => (s === 0 ? [i] : []));
+    expect(stored.length + statuses.filter((s) => s === smpp.ESME_RTHROTTLED).length).toBe(dangling.length);
+    expect(stored.length).toBeGreaterThan(PART_LIMITS.parts * 5);
+    const rows = await t.database.db.select().from(smsParts).where(eq(smsParts.channelId, channel.id));
+    expect(rows.length).toBeLessThanOrEqual(PART_LIMITS.parts);
+    expect(new Set(rows.map((r) => `${r.sender}:${r.ref}:${r.total}`)).size).toBeLessThanOrEqual(PART_LIMITS.texts);
+    // The newest are the ones kept.
+    expect(rows.some((r) => r.text.startsWith(`part ${stored.at(-1)} `))).toBe(true);
+  }, 300_000);
 });
 
 describe('SMPP end to end', () => {

@@ -180,6 +180,19 @@ describe('receiving', () => {
     expect((await postWebhook(t.app, `/hooks/sms/${other.id}/status`, { MessageSid: 'SMy', MessageStatus: 'sent' }, twilio.authToken)).status).toBe(200);
   });
 
+  it("unsigned posts spend neither the channel's rate nor lookups past their address's limit: the provider's signed text is taken", async () => {
+    const channel = await addChannel(a);
+    const statuses: Record<number, number> = {};
+    for (let i = 0; i < 3000; i++) {
+      const res = await postWebhook(t.app, `/hooks/sms/${channel.id}`, { MessageSid: `SMforged${i}`, From: number(), To: channel.address, Body: 'forged' }, 'not-the-token', { ip: '203.0.113.66' });
+      statuses[res.status] = (statuses[res.status] ?? 0) + 1;
+    }
+    // SMS_HOOK_FAILURE_LIMIT (60 a minute) refusals from one address, then 429 before anything is looked up.
+    expect(statuses).toEqual({ 403: 60, 429: 2940 });
+    const sid = await incoming(channel, number(), 'The real one');
+    expect(await messageBy(a, channel.id, sid)).toMatchObject({ text: 'The real one' });
+  });
+
   it('keeps short codes and alphanumeric senders raw', async () => {
     const channel = await addChannel(a);
     const s1 = await incoming(channel, '72345', 'Your code is 1234');
@@ -380,6 +393,50 @@ describe('opt-outs', () => {
     await incoming(channel, from, 'help');
     await drain();
     expect(twilio.sent.filter((s) => s.form.get('To') === from).map((s) => s.form.get('Body'))).toEqual(['Acme: reply STOP to stop']);
+  });
+
+  it("Twilio's 21610 in a status callback opts out only the recipient of the channel's outgoing text it names, never the To it states", async () => {
+    const channel = await addChannel(a);
+    const other = await addChannel(a);
+    const bystander = number();
+    const status = (ch: Json, params: Record<string, string>, query = '') => postWebhook(t.app, `/hooks/sms/${ch.id}/status${query}`, params, twilio.authToken);
+    // Naming no text of the channel: nobody is opted out.
+    expect((await status(channel, { MessageSid: 'SMnothing', MessageStatus: 'undelivered', ErrorCode: '21610', To: bystander })).status).toBe(200);
+    // Naming another channel's text, by its sid and by its id: not this channel's.
+    const elsewhere = await a.request('POST', '/v1/messages/send', { channelId: other.id, to: [bystander], text: 'Elsewhere' });
+    await drain();
+    const theirs = await get(a, elsewhere.json.data.id);
+    expect((await status(channel, { MessageSid: theirs.providerMessageId, MessageStatus: 'undelivered', ErrorCode: '21610', To: bystander }, `?m=${theirs.id}`)).status).toBe(200);
+    expect((await get(a, theirs.id)).status).toBe('sent');
+    expect((await a.request('GET', `/v1/channels/${channel.id}/opt-outs`)).json.data).toEqual([]);
+    expect((await a.request('GET', `/v1/channels/${other.id}/opt-outs`)).json.data).toEqual([]);
+    // Naming the channel's own text: its recipient, whatever To says.
+    const to = number();
+    const res = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [to], text: 'Deal' });
+    await drain();
+    const mine = await get(a, res.json.data.id);
+    expect((await status(channel, { MessageSid: mine.providerMessageId, MessageStatus: 'undelivered', ErrorCode: '21610', To: bystander })).status).toBe(200);
+    expect(await get(a, mine.id)).toMatchObject({ status: 'failed', statusReason: expect.stringContaining('21610') });
+    expect((await a.request('GET', `/v1/channels/${channel.id}/opt-outs`)).json.data).toEqual([expect.objectContaining({ phoneNumber: to, source: 'provider' })]);
+  });
+
+  it('a 21610 status callback replayed after the business removed the opt-out does not bring it back', async () => {
+    const channel = await addChannel(a);
+    const to = number();
+    const res = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [to], text: 'Offer' });
+    await drain();
+    const m = await get(a, res.json.data.id);
+    const callback = { MessageSid: m.providerMessageId, MessageStatus: 'undelivered', ErrorCode: '21610', To: to };
+    const post = (query = '') => postWebhook(t.app, `/hooks/sms/${channel.id}/status${query}`, callback, twilio.authToken);
+    expect((await post(`?m=${m.id}`)).status).toBe(200);
+    expect((await a.request('GET', `/v1/channels/${channel.id}/opt-outs`)).json.data).toEqual([expect.objectContaining({ phoneNumber: to, source: 'provider' })]);
+    expect((await a.request('DELETE', `/v1/channels/${channel.id}/opt-outs/${encodeURIComponent(to)}`)).status).toBe(200);
+    // The same signed callback, captured and posted again (with and without the message id in its URL).
+    expect((await post(`?m=${m.id}`)).status).toBe(200);
+    expect((await post()).status).toBe(200);
+    expect((await a.request('GET', `/v1/channels/${channel.id}/opt-outs`)).json.data).toEqual([]);
+    const again = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [to], text: 'Welcome back' });
+    expect(again.status, again.body).toBe(201);
   });
 
   it('are added, listed and removed through the API, only in the own organization', async () => {

@@ -91,6 +91,9 @@ async function keywordEffects(db: Parameters<typeof recordEvents>[0], channel: C
   }
 }
 
+/** The longest received text kept whole (characters): as much as one SMPP `message_payload` carries. */
+const MAX_TEXT = 65_536;
+
 export interface ReceivedText {
   messageId: string;
   duplicate: boolean;
@@ -103,7 +106,7 @@ export interface ReceivedText {
  */
 export async function receiveText(run: OperationRunner, db: Db, channel: ChannelRow, incoming: IncomingText, opts: { inTransaction?: (tx: DbOrTx) => Promise<void> } = {}): Promise<ReceivedText> {
   const from = partyNumber(incoming.from);
-  const text = cleanText(incoming.text, 10_000);
+  const text = cleanText(incoming.text, MAX_TEXT);
   const size = smsSize(text);
   const media = incoming.media.map((m) => ({ url: cleanText(m.url, 2000), contentType: m.contentType && cleanText(m.contentType, 200) }));
   const metadata = {

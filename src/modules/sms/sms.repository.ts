@@ -382,14 +382,20 @@ const RANK: Record<string, number> = { queued: 0, sent: 1, delivered: 2, failed:
  * Applies a delivery report to the outgoing text it names (by our message id when the callback URL carries
  * it, else by the provider's id on the channel): `status` only moves forward (queued → sent → delivered, or
  * failed; a late "sent" after "delivered" changes nothing), each change with its event. Answers the message
- * id, or undefined when no message matches.
+ * (its id and recipient) and whether the report moved it forward, or undefined when no message matches.
  */
-export async function applyStatus(db: DbOrTx, channel: Pick<ChannelRow, 'id' | 'organizationId'>, report: StatusReport, messageId: string | undefined, work: CommittedWork): Promise<string | undefined> {
+export async function applyStatus(
+  db: DbOrTx,
+  channel: Pick<ChannelRow, 'id' | 'organizationId'>,
+  report: StatusReport,
+  messageId: string | undefined,
+  work: CommittedWork,
+): Promise<{ id: string; recipient: string | undefined; forward: boolean } | undefined> {
   const where = messageId
     ? and(eq(messages.id, messageId), eq(messages.channelId, channel.id))
     : and(eq(messages.organizationId, channel.organizationId), eq(messages.channelId, channel.id), eq(messages.providerMessageId, report.providerMessageId));
   const [row] = await db
-    .select({ id: messages.id, status: messages.status, providerMessageId: messages.providerMessageId })
+    .select({ id: messages.id, status: messages.status, providerMessageId: messages.providerMessageId, recipient: messages.recipient })
     .from(messages)
     .where(and(where, eq(messages.direction, 'outgoing'), isNull(messages.deletedAt)))
     .limit(1)
@@ -405,7 +411,8 @@ export async function applyStatus(db: DbOrTx, channel: Pick<ChannelRow, 'id' | '
     ...(row.providerMessageId ? {} : { providerMessageId: report.providerMessageId }),
   };
   if (Object.keys(set).length > 0) await db.update(messages).set(set).where(eq(messages.id, row.id));
-  if (!forward) return row.id;
+  const matched = { id: row.id, recipient: partyOf(row.recipient), forward };
+  if (!forward) return matched;
   // A report ahead of the send's own answer settles the outbox too: nothing is sent again.
   if (report.status !== 'queued') {
     await db.update(smsOutbox).set({ status: report.status === 'failed' ? 'failed' : 'sent', leaseUntil: null, sentAt: now, updatedAt: now }).where(and(eq(smsOutbox.messageId, row.id), inArray(smsOutbox.status, ['pending', 'sending'])));
@@ -416,7 +423,7 @@ export async function applyStatus(db: DbOrTx, channel: Pick<ChannelRow, 'id' | '
     const recorded = await recordEvents(db, { type: 'system', id: null, depth: 0 }, [{ type, organizationId: channel.organizationId, resourceId: row.id, data }]);
     work.add({ ...recorded, types: [type] });
   }
-  return row.id;
+  return matched;
 }
 
 /** The live message when it is a text that came through (or left by) a text channel; undefined otherwise (an email, a recorded message). */

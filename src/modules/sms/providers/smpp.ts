@@ -12,6 +12,14 @@ import { smsSize, splitText } from '../segments.js';
  * the database); it registers the bind here, and the text sender submits the channel's texts over it.
  */
 
+/**
+ * The largest PDU a session reads: SMPP carries up to 64 KB in a `message_payload` (its TLV length has 16
+ * bits), plus the rest of the PDU. The package's own bound is 16,384 bytes, and a session that meets a PDU
+ * past its bound stops reading (src/workers/smpp-binds.ts then binds again).
+ */
+export const MAX_PDU_BYTES = 0xffff + 1024;
+smpp.PDU.maxLength = MAX_PDU_BYTES;
+
 export interface SmppSettings {
   host: string;
   port: number;
@@ -79,7 +87,9 @@ export class NotSent extends Error {}
 
 /**
  * Connects (TLS when `tls`) to the SMSC, on a public address unless `allowPrivate`, and binds as a
- * transceiver. Rejects with `SmppRefused` when the bind is refused, with the network error otherwise.
+ * transceiver. Rejects with `SmppRefused` when the bind is refused, with the network error otherwise. The
+ * session answered is paused: an SMSC delivers what it holds right after the bind, and nothing of it is read
+ * until the caller has its handlers in place and resumes it.
  */
 export async function openBind(settings: SmppSettings, ctx: ProviderContext): Promise<smpp.Session> {
   let target;
@@ -108,6 +118,8 @@ export async function openBind(settings: SmppSettings, ctx: ProviderContext): Pr
       resolve(s);
     });
   });
+  // Paused as the answer is read, before the PDUs behind it in the same chunk.
+  session.once('bind_transceiver_resp', () => session.pause());
   try {
     const answer = await request(
       session,
@@ -132,6 +144,7 @@ export const ping = (session: smpp.Session, timeoutMs: number): Promise<boolean>
 
 /** Ends a bind politely (unbind, then close), or at once when the SMSC does not answer within `timeoutMs`. */
 export async function closeBind(session: smpp.Session, timeoutMs = 1000): Promise<void> {
+  session.resume();
   await request(session, 'unbind', {}, timeoutMs).catch(() => {});
   await new Promise<void>((resolve) => {
     const timer = setTimeout(() => (session.destroy(), resolve()), timeoutMs);
