@@ -14,12 +14,12 @@ if (!DOVECOT) {
 }
 const dovecot = await startDovecot();
 await dovecot.append([
-  ['From: Ada <ada@customer.example>', 'To: support@acme.example', 'Subject: Hello over IMAP', `Message-ID: <welcome-${Date.now()}@customer.example>`, `Date: ${new Date().toUTCString()}`, '', 'This mail waited in the local Dovecot.', ''].join('\r\n'),
+  ['From: Ada <ada@customer.example>', 'To: mailbox@acme.example', 'Subject: Hello over IMAP', `Message-ID: <welcome-${Date.now()}@customer.example>`, `Date: ${new Date().toUTCString()}`, '', 'This mail waited in the local Dovecot.', ''].join('\r\n'),
 ]);
 const channel = {
   type: 'email',
   name: 'Local IMAP',
-  address: 'support@acme.example',
+  address: 'mailbox@acme.example',
   // This throwaway Dovecot offers no TLS: `tls: "none"`, which the server allows with CHANNELS_ALLOW_PRIVATE=true.
   inbound: { mode: 'imap', host: dovecot.host, port: dovecot.port, secure: false, username: dovecot.user, password: dovecot.password, tls: 'none' },
 };

@@ -13,6 +13,7 @@ import { createApiKeyAuth, type ApiKeyAuth } from './http/api-key-auth.js';
 import { sendError } from './http/errors.js';
 import { registerCors } from './http/cors.js';
 import { registerDocs } from './http/docs.js';
+import { createMetrics } from './http/metrics.js';
 import { buildOpenApi } from './http/openapi.js';
 import { registerRestRoutes } from './http/rest.js';
 import { registerMcp } from './mcp/index.js';
@@ -22,6 +23,7 @@ import { setMailHostname } from './modules/domains/dkim.js';
 import { setChannelPolicy } from './modules/channels/channels.connect.js';
 import { setDnsServers } from './core/dns.js';
 import { configureSecrets } from './core/encryption.js';
+import { recordKeyLocation } from './db/encrypted-columns.js';
 import { setInboundRunner } from './modules/messages/inbound.js';
 import { registerSmsHooks } from './http/sms-hooks.js';
 import { setSmsPublicUrl } from './modules/sms/sms.repository.js';
@@ -75,6 +77,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     dataDir: deps.config.dataDir,
     requireConfiguredKey: deps.database.kind === 'postgres',
     log: (message) => app.log.warn(message),
+    // Remembered in the database, so that a server without this key can later say where it was.
+    onKeyCreated: (key) => void recordKeyLocation(deps.database.db, key).catch((err: unknown) => app.log.warn({ err }, 'could not record where the secrets key lives')),
   });
   const app = Fastify({
     logger: deps.logger ?? false,
@@ -98,6 +102,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });
+  // GET /metrics and the timing of every request, only when a scraper may read them (METRICS_TOKEN).
+  if (deps.config.metricsToken) {
+    createMetrics({ database: deps.database, clock: deps.clock ?? systemClock, readTimeoutMs: deps.config.dbReadTimeoutMs, token: deps.config.metricsToken }).register(app);
+  }
   await registerCors(app);
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`), req, reply));

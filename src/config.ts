@@ -23,7 +23,11 @@ const perHour = z.coerce
  */
 export const Env = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000).describe('Port to listen on (`0` picks a free port).'),
-  HOST: z.string().min(1).default('0.0.0.0').describe('Interface to listen on.'),
+  HOST: z
+    .string()
+    .min(1)
+    .default('127.0.0.1')
+    .describe('Interface to listen on: this machine only by default (a trial on a laptop is not served to the network); `0.0.0.0` (all interfaces) or one address in production, behind the reverse proxy (see [deploy.md](deploy.md)). The SMTP receiver listens on it too unless `SMTP_HOST` says otherwise.'),
   DATA_DIR: z.string().min(1).default('./data').describe('Where the embedded database (and the command line\'s local socket) live; the command line must be given the same one as the server.'),
   DATABASE_URL: z
     .string()
@@ -108,6 +112,17 @@ export const Env = z.object({
     .refine((v) => dnsServersProblem(v) === undefined, { error: (i) => dnsServersProblem(String(i.input)) ?? 'invalid' })
     .meta({ typeText: '`host:port`, comma-separated', defaultText: 'unset (the system\'s)', description: 'DNS servers for domain verification and the authentication of received mail; unset: the system\'s resolver.' }),
   SMS_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(15_000).describe('The longest one request to a text provider (Twilio-compatible API) may take (ms), also each request fetching the media of a received text; a send that left without an answer is an unknown outcome: the text is marked failed, never sent twice.'),
+  METRICS_TOKEN: z
+    .string()
+    .optional()
+    .transform((v) => v?.trim() || undefined)
+    .refine((v) => v === undefined || v.length >= 16, { message: 'must be at least 16 characters (e.g. openssl rand -hex 24)' })
+    .meta({
+      typeText: 'text, at least 16 characters',
+      defaultText: 'unset',
+      description:
+        '`GET /metrics` (Prometheus text format: requests, event-loop lag, queues, channels, mailboxes; see [operating.md](operating.md#what-to-watch)) answers a scraper that sends `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise); unset: `/metrics` does not exist (404).',
+    }),
   SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('Provider webhooks (`/hooks/sms/{channelId}` and `/status`) one text channel may receive per minute; past it 429 with `Retry-After` (the provider retries). Only correctly signed webhooks count.'),
   SMS_HOOK_FAILURE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(60).describe('Refused provider webhooks (a missing or wrong signature, an unknown channel) one client address (an IPv6 /64) may send per minute; past it its webhooks are answered 429 with `Retry-After` before anything is looked up.'),
   SMPP_DELIVER_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('deliver_sm (texts, parts of long texts, delivery receipts) one SMPP channel\'s SMSC may deliver per minute; past it they are answered `ESME_RTHROTTLED` (the SMSC delivers them again later).'),
@@ -192,6 +207,7 @@ function fromEnv(e: z.infer<typeof Env>) {
     smtpAbuse: { rcptPerMinute: e.SMTP_RCPT_RATE_LIMIT, maxErrors: e.SMTP_MAX_ERRORS, dataTimeoutMs: e.SMTP_DATA_TIMEOUT_MS, dataMinRate: e.SMTP_DATA_MIN_RATE },
     dnsServers: parseDnsServers(e.DNS_SERVERS),
     sms: { sendTimeoutMs: e.SMS_SEND_TIMEOUT_MS, hookRateLimit: e.SMS_HOOK_RATE_LIMIT, hookFailureLimit: e.SMS_HOOK_FAILURE_LIMIT, smppDeliverRateLimit: e.SMPP_DELIVER_RATE_LIMIT },
+    metricsToken: e.METRICS_TOKEN,
   };
 }
 

@@ -20,7 +20,8 @@ import { runOperation } from './run-operation.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
 import type { SmtpReceiver } from './workers/smtp-receiver.js';
 import { readFileSync } from 'node:fs';
-import { assertSecretsReadable, reencryptSecrets } from './db/encrypted-columns.js';
+import { assertSecretsReadable, recordKeyLocation, reencryptSecrets } from './db/encrypted-columns.js';
+import { currentKeyId, currentKeyLocation } from './core/encryption.js';
 
 /** The longest a stop takes (SIGTERM to exit). */
 const STOP_MS = 3_000;
@@ -139,6 +140,8 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
   // Every stored secret must be readable (else start-up refuses, saying which key is missing); after a
   // rotation, what the previous keys encrypted is encrypted again under SECRETS_KEY.
   await assertSecretsReadable(database.db);
+  const keyId = currentKeyId();
+  if (keyId) await recordKeyLocation(database.db, { id: keyId, location: currentKeyLocation() });
   if (config.secrets.previousKeys.length > 0) {
     const changed = await reencryptSecrets(database.db);
     app.log.info(`Re-encrypted ${changed} stored secret(s) (passwords, DKIM keys) under the current SECRETS_KEY`);

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { Env } from '../config.js';
 import { AppError, type ErrorTree } from '../core/errors.js';
-import { COMMANDS, findCommand, GROUPS, type Command } from './commands.js';
+import { CLI, COMMANDS, findCommand, GROUPS, type Command } from './commands.js';
 
 /** A command line, understood: help to show, or a command with its validated input. */
 export type Invocation =
@@ -16,7 +16,7 @@ export function usageLine(command: Command): string {
     const text = `--${name} ${f.placeholder}`.trimEnd();
     return f.schema.safeParse(undefined).success ? `[${text}]` : text;
   });
-  return ['switchboard', command.name, ...parts].join(' ');
+  return [CLI, command.name, ...parts].join(' ');
 }
 
 function commandHelp(command: Command): Invocation {
@@ -47,12 +47,12 @@ function commandHelp(command: Command): Invocation {
 function overviewHelp(commands: Command[] = COMMANDS): Invocation {
   const width = Math.max(...commands.map((c) => c.name.length));
   const text = [
-    'Usage: switchboard <command> [options]',
+    `Usage: ${CLI} <command> [options]   (in the repository; installed globally: switchboard <command>)`,
     '',
     'Commands:',
     ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
-    'Run `switchboard <command> --help` for its options.',
+    `Run \`${CLI} <command> --help\` for its options.`,
     '',
     'Environment (the server\'s settings; every one is in docs/configuration.md):',
     ...CLI_SETTINGS.map((name) => `  ${name.padEnd(12)}  ${Env.shape[name].description ?? ''}`),
@@ -60,7 +60,7 @@ function overviewHelp(commands: Command[] = COMMANDS): Invocation {
     'Every command prints one JSON object on stdout (errors as {"error":{"code","message"}}) and messages on stderr.',
     'Exit status: 0 success, 1 the command failed, 2 the command line is invalid.',
   ].join('\n');
-  return { kind: 'help', text, body: { usage: 'switchboard <command> [options]', commands: commands.map((c) => ({ command: c.name, summary: c.summary })) } };
+  return { kind: 'help', text, body: { usage: `${CLI} <command> [options]`, commands: commands.map((c) => ({ command: c.name, summary: c.summary })) } };
 }
 
 /** The settings that choose which database a command works on: the server's own, from its configuration schema. */
@@ -85,7 +85,7 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
     command = findCommand(first);
     rest = argv.slice(1);
   }
-  if (!command) throw usageError(`Unknown command "${first}". Commands: ${[...new Set(COMMANDS.map((c) => c.name.split(' ')[0]))].join(', ')}. See \`switchboard --help\`.`);
+  if (!command) throw usageError(`Unknown command "${first}". Commands: ${[...new Set(COMMANDS.map((c) => c.name.split(' ')[0]))].join(', ')}. See \`${CLI} --help\`.`);
 
   let values: Record<string, string | boolean | undefined>;
   try {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { randomBytes } from 'node:crypto';
-import { open, rename, rm } from 'node:fs/promises';
+import { open, readFile, rename, rm } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { addCredits, createApiKey, createOrganization, getOrganization, createUser, findUserByEmail, revokeApiKey, setUserDisabled, setUserPassword } from '../accounts/accounts.js';
@@ -8,6 +8,9 @@ import { CATEGORY_IDS } from '../core/categories.js';
 import { systemClock } from '../core/clock.js';
 import { AppError, notFound } from '../core/errors.js';
 import { DEFAULT_CREDITS } from '../core/secrets.js';
+import { exportKeys } from '../core/encryption.js';
+import { passphraseFrom, writeBackupFile } from '../db/backup-file.js';
+import { assertSecretsReadable } from '../db/encrypted-columns.js';
 import { oauthGrants } from '../db/schema.js';
 import { listUserGrants, revokeGrant, revokeUserAccess } from '../oauth/grants.js';
 import type { Db } from '../db/client.js';
@@ -56,6 +59,9 @@ export interface Command {
   run(input: Record<string, unknown>, ctx: CommandContext): Promise<Record<string, unknown>>;
 }
 
+/** How a person runs a command, as the README shows it (the `switchboard` binary is on PATH only once installed globally). */
+export const CLI = 'npm run -s cli --';
+
 const flag = (schema: z.ZodType, placeholder: string, description: string): Flag => ({ schema, placeholder, description });
 
 const PASSWORD = z
@@ -96,7 +102,7 @@ export const COMMANDS: Command[] = [
       name: flag(textFlag(), 'NAME', 'Name of the organization'),
       credits: flag(intFlag(0, INT_MAX).optional(), 'N', `Starting credit balance (default ${DEFAULT_CREDITS})`),
     },
-    note: (org) => `Created organization "${String(org.name)}" with ${String(org.credits)} credits. Next: switchboard apikey create --org ${String(org.id)}`,
+    note: (org) => `Created organization "${String(org.name)}" with ${String(org.credits)} credits. Next: ${CLI} apikey create --org ${String(org.id)}`,
     run: (input, ctx) => createOrganization(ctx.db, input as { name: string; credits?: number }),
   },
   {
@@ -210,13 +216,42 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'backup',
-    summary: 'Write a consistent backup of the embedded database to a file, also while the server runs',
-    flags: { out: flag(textFlag(4096), 'FILE', 'Where to write the backup (a gzipped tarball; written with mode 0600)') },
-    note: (r) => `Wrote ${String(r.bytes)} bytes to ${String(r.out)}. Restore with: switchboard restore --in ${String(r.out)} (into an empty DATA_DIR).`,
+    summary: 'Write a backup of the embedded database that a restore brings back whole (secrets key included, encrypted with a passphrase), also while the server runs',
+    flags: {
+      out: flag(textFlag(4096), 'FILE', 'Where to write the backup (written with mode 0600, under a new name, then renamed)'),
+      'passphrase-file': flag(
+        textFlag(4096).optional(),
+        'FILE',
+        'A file whose first line is the passphrase (at least 8 characters) that encrypts the backup, which then holds the secrets key too (channel passwords, tokens, DKIM keys); the same file opens it in `restore`',
+      ),
+      'without-secrets': {
+        schema: z.boolean().optional(),
+        placeholder: '',
+        switch: true,
+        description: "Leave the secrets key out (no passphrase needed): the restored channels' passwords, tokens and DKIM keys then cannot be read until that key is put back",
+      },
+    },
+    note: (r) =>
+      `Wrote ${String(r.bytes)} bytes to ${String(r.out)}${r.encrypted ? ', encrypted with the passphrase' : ''}. ` +
+      (r.secrets === 'included'
+        ? 'It holds the secrets key: keep the passphrase apart from the file. '
+        : 'It does NOT hold the secrets key: the channel passwords, tokens and DKIM keys in it restore only with that key (keep DATA_DIR/secrets.key, or SECRETS_KEY, somewhere safe). ') +
+      `Restore with: DATA_DIR=/path/to/empty/dir ${CLI} restore --in ${String(r.out)}${r.encrypted ? ' --passphrase-file FILE' : ''}`,
     run: async (input, ctx) => {
-      if (!ctx.backup) throw new AppError('BAD_REQUEST', 'With PostgreSQL, back up with pg_dump (see docs/cli.md); backup covers the embedded database');
-      const out = resolvePath((input as { out: string }).out);
-      const bytes = await ctx.backup();
+      if (!ctx.backup) throw new AppError('BAD_REQUEST', 'With PostgreSQL, back up the database with pg_dump and keep SECRETS_KEY with it (see docs/deploy.md, "Backups"); backup covers the embedded database');
+      const { out: given, 'passphrase-file': passphraseFile, 'without-secrets': withoutSecrets } = input as { out: string; 'passphrase-file'?: string; 'without-secrets'?: boolean };
+      if (!passphraseFile && !withoutSecrets) {
+        throw new AppError(
+          'VALIDATION_ERROR',
+          'A backup holds the secrets key (without it the channel passwords, tokens and DKIM keys cannot be read after a restore), so it is encrypted: give --passphrase-file FILE (a file whose first line is a long passphrase, e.g. openssl rand -base64 24 > FILE), or say --without-secrets to leave the key out',
+        );
+      }
+      const out = resolvePath(given);
+      const passphrase = passphraseFile ? passphraseFrom(await readFile(resolvePath(passphraseFile), 'utf8'), passphraseFile) : undefined;
+      // Every stored secret must be readable with the keys carried, or the backup would promise what it cannot restore.
+      if (!withoutSecrets) await assertSecretsReadable(ctx.db);
+      const keys = withoutSecrets ? [] : exportKeys();
+      const bytes = writeBackupFile({ dump: await ctx.backup(), keys }, passphrase);
       // Written next to the target, then renamed: a crash never leaves a half-written backup under its name.
       // The file is new (created exclusively, never through a file or link already there) and 0600 from
       // its first byte.
@@ -233,13 +268,16 @@ export const COMMANDS: Command[] = [
       }
       await file.close();
       await rename(partial, out);
-      return { out, bytes: bytes.byteLength, database: 'embedded' };
+      return { out, bytes: bytes.byteLength, database: 'embedded', encrypted: passphrase !== undefined, secrets: keys.length > 0 ? 'included' : 'omitted' };
     },
   },
   {
     name: 'restore',
-    summary: 'Restore a backup into an empty DATA_DIR (embedded database; no server may run on it)',
-    flags: { in: flag(textFlag(4096), 'FILE', 'The backup file written by `switchboard backup`') },
+    summary: 'Restore a backup into an empty DATA_DIR (embedded database; no server may run on it), secrets key included',
+    flags: {
+      in: flag(textFlag(4096), 'FILE', 'The backup file written by `backup`'),
+      'passphrase-file': flag(textFlag(4096).optional(), 'FILE', 'The file holding the passphrase the backup was written with (needed for an encrypted backup)'),
+    },
     localOnly: true,
     run: async () => {
       throw new Error('restore is run by the entry point');

@@ -29,6 +29,8 @@ export interface SecretsSettings {
   requireConfiguredKey: boolean;
   /** Says once that a key file was generated. */
   log?: (message: string) => void;
+  /** Told when a key file is generated (its id and where it is), so that the database can remember where its key lives. */
+  onKeyCreated?: (key: { id: string; location: string }) => void;
 }
 
 interface Key {
@@ -50,6 +52,9 @@ export function parseKey(text: string): Buffer {
 
 const toKey = (bytes: Buffer): Key => ({ id: createHash('sha256').update(bytes).digest('hex').slice(0, 8), bytes });
 
+/** The id a key goes by in stored values and messages: the first 8 hex digits of its SHA-256. */
+export const keyIdOfKey = (text: string) => toKey(parseKey(text)).id;
+
 /** Sets where keys come from; called once at start-up (and by tests). Nothing is read or generated until needed. */
 export function configureSecrets(next: SecretsSettings): void {
   settings = next;
@@ -60,6 +65,20 @@ export function configureSecrets(next: SecretsSettings): void {
 /** Whether a secret can be stored now: false when the database is shared and `SECRETS_KEY` is unset. */
 export function canStoreSecrets(): boolean {
   return Boolean(settings?.key) || !settings?.requireConfiguredKey;
+}
+
+/** Where the key of stored secrets comes from now, in words for a person: `SECRETS_KEY`, or the key file's path. */
+export function currentKeyLocation(): string {
+  if (!settings) throw new Error('Secrets are not configured (configureSecrets)');
+  return settings.key ? 'SECRETS_KEY' : keyFilePath(settings.dataDir);
+}
+
+export const keyFilePath = (dataDir: string) => join(dataDir, KEY_FILE);
+
+/** Where this server would find its key, for a message saying it has none: "SECRETS_KEY is unset", or the key file too. */
+export function missingKeyPlace(): string {
+  if (!settings) throw new Error('Secrets are not configured (configureSecrets)');
+  return settings.requireConfiguredKey ? 'SECRETS_KEY is unset' : `no SECRETS_KEY, and no key file ${keyFilePath(settings.dataDir)}`;
 }
 
 const MISSING_KEY =
@@ -75,34 +94,59 @@ export function missingKeyError(path: string[]): AppError {
   return new AppError('VALIDATION_ERROR', 'The request is invalid', tree);
 }
 
-function currentKey(): Key {
+/** The key file's content, or undefined when there is none. */
+function readKeyFile(dataDir: string): string | undefined {
+  try {
+    return readFileSync(keyFilePath(dataDir), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    return undefined;
+  }
+}
+
+/** The current key when there is one (SECRETS_KEY, or the key file that exists), never generating one. */
+function existingKey(): Key | undefined {
   if (current) return current;
   if (!settings) throw new Error('Secrets are not configured (configureSecrets)');
   if (settings.key) return (current = toKey(parseKey(settings.key)));
-  if (settings.requireConfiguredKey) throw new Error('SECRETS_KEY is required to store secrets when DATABASE_URL is set');
-  const file = join(settings.dataDir, KEY_FILE);
-  let text: string | undefined;
+  if (settings.requireConfiguredKey) return undefined;
+  const text = readKeyFile(settings.dataDir);
+  return text === undefined ? undefined : (current = toKey(parseKey(text)));
+}
+
+/**
+ * Writes `key` as the key file of `dataDir` (mode 0600, created exclusively: never over a key already there,
+ * which would lose what it encrypted). Answers false when a file is there already.
+ */
+export function writeKeyFile(dataDir: string, key: string): boolean {
+  // Private like the rest of DATA_DIR (start-up refuses a directory that group or others can read).
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const file = keyFilePath(dataDir);
   try {
-    text = readFileSync(file, 'utf8');
+    // `wx`: two processes racing here cannot overwrite each other's key; the loser reads the winner's.
+    writeFileSync(file, `${key.trim()}\n`, { mode: 0o600, flag: 'wx' });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
   }
-  if (text === undefined) {
-    // Private like the rest of DATA_DIR (start-up refuses a directory that group or others can read).
-    mkdirSync(settings.dataDir, { recursive: true, mode: 0o700 });
-    const generated = randomBytes(32).toString('base64');
-    try {
-      // `wx`: two processes racing here cannot overwrite each other's key; the loser reads the winner's.
-      writeFileSync(file, `${generated}\n`, { mode: 0o600, flag: 'wx' });
-      chmodSync(file, 0o600);
-      settings.log?.(`Generated a key for stored secrets in ${file} (mode 0600); keep it with the data, or set SECRETS_KEY to its content`);
-      text = generated;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      text = readFileSync(file, 'utf8');
-    }
+  chmodSync(file, 0o600);
+  return true;
+}
+
+function currentKey(): Key {
+  const found = existingKey();
+  if (found) return found;
+  if (settings!.requireConfiguredKey) throw new Error('SECRETS_KEY is required to store secrets when DATABASE_URL is set');
+  // The first secret stored: a key of its own, in DATA_DIR.
+  const generated = randomBytes(32).toString('base64');
+  if (writeKeyFile(settings!.dataDir, generated)) {
+    const file = keyFilePath(settings!.dataDir);
+    settings!.log?.(`Generated a key for stored secrets in ${file} (mode 0600); keep it with the data, or set SECRETS_KEY to its content`);
+    current = toKey(parseKey(generated));
+    settings!.onKeyCreated?.({ id: current.id, location: file });
+    return current;
   }
-  return (current = toKey(parseKey(text)));
+  return (current = toKey(parseKey(readKeyFile(settings!.dataDir)!)));
 }
 
 const b64 = (b: Buffer) => b.toString('base64url');
@@ -123,14 +167,26 @@ export const keyIdOf = (stored: string) => stored.split('.')[1];
 export const isUnderCurrentKey = (stored: string) => keyIdOf(stored) === currentKey().id;
 
 /**
- * The ids of the keys this server can decrypt with: the current one (generating the key file of the embedded
- * database when it has none) and the previous ones. Without a usable current key (PostgreSQL without
- * SECRETS_KEY) only the previous ones.
+ * The ids of the keys this server can decrypt with: the current one when it exists (SECRETS_KEY, or the key
+ * file of the embedded database; none is generated here) and the previous ones.
  */
 export function knownKeyIds(): string[] {
   const ids = previous.map((k) => k.id);
-  if (canStoreSecrets()) ids.unshift(currentKey().id);
+  const key = existingKey();
+  if (key) ids.unshift(key.id);
   return ids;
+}
+
+/** The id of the current key when there is one (none is generated here). */
+export const currentKeyId = (): string | undefined => existingKey()?.id;
+
+/**
+ * The keys a backup must carry so that its secrets can be read again, as base64 text: the current one first
+ * (when there is one), then the previous ones. Never generates a key.
+ */
+export function exportKeys(): string[] {
+  const key = existingKey();
+  return [...(key ? [key] : []), ...previous].map((k) => k.bytes.toString('base64'));
 }
 
 /** Decrypts a value of `encryptSecret`; throws when its key is unknown or the value was altered. */

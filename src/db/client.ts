@@ -38,6 +38,8 @@ export interface Database {
   close(): Promise<void>;
   /** The embedded database only: a consistent gzipped tarball of its data directory (PGlite's own dump). */
   backup?(): Promise<Uint8Array>;
+  /** PostgreSQL only: the connection pool's use, read without a query (for `/metrics`). */
+  poolStats?(): { total: number; idle: number; waiting: number };
 }
 
 export interface DatabaseOptions {
@@ -101,6 +103,7 @@ function openPostgres(url: string, poolSize: number, statementTimeoutMs: number 
         client.release();
       }
     },
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
       await pool.end();
     },

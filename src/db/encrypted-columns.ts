@@ -1,8 +1,9 @@
-import { eq, isNotNull, sql } from 'drizzle-orm';
+import { hostname } from 'node:os';
+import { eq, inArray, isNotNull, sql } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
-import { decryptSecret, encryptSecret, isUnderCurrentKey, knownKeyIds } from '../core/encryption.js';
+import { currentKeyLocation, decryptSecret, encryptSecret, isUnderCurrentKey, knownKeyIds, missingKeyPlace } from '../core/encryption.js';
 import type { DbOrTx } from './client.js';
-import { channels, domains } from './schema.js';
+import { channels, domains, secretKeys } from './schema.js';
 
 /**
  * Every column that holds a value of `encryptSecret` (`src/core/encryption.ts`), in one list: key rotation
@@ -10,19 +11,15 @@ import { channels, domains } from './schema.js';
  */
 export const ENCRYPTED_COLUMNS: { label: string; table: PgTable; id: PgColumn; column: PgColumn }[] = [
   { label: 'channels.inbound_secret (IMAP passwords)', table: channels, id: channels.id, column: channels.inboundSecret },
-  { label: 'channels.outbound_secret (relay passwords)', table: channels, id: channels.id, column: channels.outboundSecret },
+  { label: 'channels.outbound_secret (relay passwords, text providers\' auth tokens and SMPP passwords)', table: channels, id: channels.id, column: channels.outboundSecret },
   { label: 'domains.dkim_private_key (DKIM signing keys)', table: domains, id: domains.id, column: domains.dkimPrivateKey },
 ];
 
 /** Thrown at start-up when a stored secret is under a key this server does not have. */
 export class UnknownSecretsKeyError extends Error {}
 
-/**
- * Start-up: refuses (throws UnknownSecretsKeyError, with what and how many) when a stored secret was
- * encrypted under a key that is neither SECRETS_KEY nor one of SECRETS_KEY_PREVIOUS: it could not be used,
- * and the mail needing it would fail later, one message at a time. Reads only the key ids (one query per column).
- */
-export async function assertSecretsReadable(db: DbOrTx): Promise<void> {
+/** The key ids of the stored secrets, per column, with how many values each. */
+async function storedKeyIds(db: DbOrTx) {
   const found: { label: string; keyId: string; count: number }[] = [];
   for (const c of ENCRYPTED_COLUMNS) {
     const rows = await db
@@ -32,15 +29,60 @@ export async function assertSecretsReadable(db: DbOrTx): Promise<void> {
       .groupBy(sql`1`);
     for (const r of rows) found.push({ label: c.label, keyId: r.keyId, count: Number(r.count) });
   }
-  if (found.length === 0) return;
+  return found;
+}
+
+/** The key ids stored secrets need that this server does not have (with where each was seen), or none. */
+export async function missingSecretKeys(db: DbOrTx) {
+  const found = await storedKeyIds(db);
+  if (found.length === 0) return [];
   const known = new Set(knownKeyIds());
   const unknown = found.filter((f) => !known.has(f.keyId));
+  if (unknown.length === 0) return [];
+  const seen = await db
+    .select()
+    .from(secretKeys)
+    .where(inArray(secretKeys.keyId, [...new Set(unknown.map((u) => u.keyId))]))
+    .catch(() => []); // a database migrated before the table existed: where the key lived is unknown
+  return unknown.map((u) => ({ ...u, seen: seen.find((s) => s.keyId === u.keyId) }));
+}
+
+/**
+ * Start-up: refuses (throws UnknownSecretsKeyError) when a stored secret was encrypted under a key that is
+ * neither the current key nor one of SECRETS_KEY_PREVIOUS: it could not be used, and the mail or text needing
+ * it would fail later, one message at a time. It says which key is needed, where that key lived when a server
+ * last used it, and what to do; nothing is written (no key file is generated). Reads only the key ids.
+ */
+export async function assertSecretsReadable(db: DbOrTx): Promise<void> {
+  const unknown = await missingSecretKeys(db);
   if (unknown.length === 0) return;
   const list = unknown.map((u) => `${u.count} in ${u.label} under key id ${u.keyId}`).join('; ');
+  const where = [...new Map(unknown.map((u) => [u.keyId, u.seen])).entries()]
+    .map(([id, seen]) =>
+      seen
+        ? `key ${id} was ${seen.location === 'SECRETS_KEY' ? 'the SECRETS_KEY' : `the key file ${seen.location}`} on ${seen.host} when a server last used it (${seen.lastUsedAt.toISOString()})`
+        : `where key ${id} lived is not recorded (it was last used by a version that did not record it): look for the secrets.key file of the data directory these secrets came from, or the SECRETS_KEY the server ran with`,
+    )
+    .join('; ');
+  const have = knownKeyIds();
   throw new UnknownSecretsKeyError(
-    `Stored secrets were encrypted with a key this server does not have: ${list}. Start it with that key as SECRETS_KEY, or as one of SECRETS_KEY_PREVIOUS ` +
-      '(the key id is the first 8 hex digits of the SHA-256 of the key\'s 32 bytes), so they can be read and re-encrypted under the current key.',
+    `Stored secrets (channel passwords and tokens, DKIM keys) were encrypted with a key this server does not have: ${list}. ` +
+      `${where[0]!.toUpperCase()}${where.slice(1)}. ` +
+      `This server has ${have.length ? `key id ${have.join(', ')} (${currentKeyLocation()})` : `no key (${missingKeyPlace()})`}. ` +
+      'Put that key back (copy the file into DATA_DIR with mode 0600, or set SECRETS_KEY to its content), or give it in SECRETS_KEY_PREVIOUS to have the secrets re-encrypted under the current key; ' +
+      'the key id is the first 8 hex digits of the SHA-256 of the key\'s 32 bytes. Nothing was written.',
   );
+}
+
+/**
+ * Remembers where the current key lives (SECRETS_KEY or the key file, and this machine's name), so that a
+ * server that later finds secrets under it without having it can say where to look. One small upsert.
+ */
+export async function recordKeyLocation(db: DbOrTx, key: { id: string; location: string }, at = new Date()): Promise<void> {
+  await db
+    .insert(secretKeys)
+    .values({ keyId: key.id, location: key.location, host: hostname(), lastUsedAt: at })
+    .onConflictDoUpdate({ target: secretKeys.keyId, set: { location: key.location, host: hostname(), lastUsedAt: at } });
 }
 
 /**

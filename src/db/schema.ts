@@ -942,6 +942,22 @@ export const webhookDeliveries = pgTable(
   ],
 );
 
+// ---------------------------------------------------------------- secrets keys
+
+/**
+ * Where each key of stored secrets (`src/core/encryption.ts`) lived when a server last used it: a server that
+ * finds secrets under a key it does not have names the key and where it used to be. The key itself is never
+ * stored here (only its id, the first 8 hex digits of its SHA-256).
+ */
+export const secretKeys = pgTable('secret_keys', {
+  keyId: text('key_id').primaryKey(),
+  /** `SECRETS_KEY`, or the path of the key file (`DATA_DIR/secrets.key`). */
+  location: text('location').notNull(),
+  /** The machine it was on (its host name). */
+  host: text('host').notNull(),
+  lastUsedAt: ts('last_used_at').notNull().defaultNow(),
+});
+
 // ---------------------------------------------------------------- domains
 
 export const domains = pgTable(

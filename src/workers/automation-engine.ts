@@ -9,7 +9,7 @@ import { operationPermission, sendsMessages, type Actor } from '../core/operatio
 import { hasPermission } from '../core/permissions.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { credentialStanding, missingPermissions, type Credential } from '../accounts/credentials.js';
-import { apiKeys, automationExecutions, automations, channels, events, type ExecutionStepRecord } from '../db/schema.js';
+import { apiKeys, automationExecutions, automations, channels, events, users, type ExecutionStepRecord } from '../db/schema.js';
 import { ENGINE_TRANSITIONS, type AutomationStatus } from '../modules/automations/automations.lifecycle.js';
 import { digestSince, planPermissions, recordedCredential, toAutomation, type AutomationRow } from '../modules/automations/automations.repository.js';
 import { channelIdsOf, summarizePlan, type ChannelNaming } from '../modules/automations/plan-summary.js';
@@ -19,7 +19,8 @@ import type { TriggerType } from '../modules/automations/automations.schemas.js'
 import { evaluateCondition } from '../modules/automations/condition.js';
 import { evaluateAutomation, validatePlan } from './evaluator/index.js';
 import { TRIGGER_EVENT_SEPARATOR, triggerMatches, type Condition, type EvaluationOutcome, type Evaluator, type Plan, type PlanStep } from '../modules/automations/plan.js';
-import { renderTemplates, usesDigest, type TemplateContext } from '../modules/automations/template.js';
+import { renderTemplates, usesDigest, usesMailChannel, type TemplateContext } from '../modules/automations/template.js';
+import { noticeChannelOf } from '../modules/channels/channels.repository.js';
 import type { EventRecord } from '../modules/events/events.recorder.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted, type Committed } from '../modules/events/events.signal.js';
@@ -146,6 +147,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
             instructions: row.instructions,
             given: row.explicitTrigger as EvaluationRequestGiven,
             now,
+            creator: { email: await creatorEmail(row) },
           },
           { creatorPermissions: row.creatorPermissions },
         );
@@ -157,6 +159,14 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
       await applyEvaluation(row.id, lease, outcome);
     }
     return claimed.length;
+  }
+
+  /** The sign-in email of the person who created the automation ("me"); null when an API key did. */
+  async function creatorEmail(row: AutomationRow): Promise<string | null> {
+    const via = row.createdVia as { type?: unknown; id?: unknown } | null;
+    if (via?.type !== 'user' || typeof via.id !== 'string') return null;
+    const [user] = await db.select({ email: users.email }).from(users).where(eq(users.id, via.id));
+    return user?.email ?? null;
   }
 
   /**
@@ -416,6 +426,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         timezone: a.timezone,
       };
       if (usesDigest(a.actions)) ctx.digest = await digestSince(sp, a.organizationId, a.lastRunAt ?? new Date(now.getTime() - 24 * 3600_000), now);
+      if (usesMailChannel(a.actions)) ctx.mailChannel = await noticeChannelOf(sp, a.organizationId, event?.type.startsWith('channel.') ? event.resourceId : null);
       // The message that set the run off, when it was one: an automatic message never answers what must stay unanswered.
       let trigger: Awaited<ReturnType<typeof triggeringMessage>> | undefined;
       for (const step of a.actions as PlanStep[]) {

@@ -8,7 +8,7 @@ import { isDatabaseUnavailable } from '../core/errors.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { channels, channelSyncStates } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, imapOptions } from '../modules/channels/channels.connect.js';
-import { ChannelGone, loadChannelCredentials, recordChannelOutcome, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { ChannelGone, CREDENTIALS_FIX, loadChannelCredentials, showChannelOutcome, type ChannelCredentials, type ChannelOutcome } from '../modules/channels/channels.repository.js';
 import { databaseErrorReason, failureReason, MailBusy, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
 import { MAX_ATTEMPTS, recordInboundFailure } from '../modules/messages/inbound-failures.js';
 import { channelLeases, reconcileConnections, stopConnections, wakeOnChannelChanges } from './channel-leases.js';
@@ -85,6 +85,14 @@ const sleep = (ms: number, signal: AbortSignal) =>
     }
     signal.addEventListener('abort', done, { once: true });
   });
+
+/** A sync's failure as the channel shows it: a refused login says which settings to check. */
+const imapFailure = (err: unknown, error: string): ChannelOutcome => ({
+  ok: false,
+  side: 'mailbox',
+  error: `IMAP: ${error}`,
+  ...((err as { authenticationFailed?: unknown })?.authenticationFailed ? { fix: CREDENTIALS_FIX.imap } : {}),
+});
 
 /**
  * The IMAP sync of inbound-IMAP channels. Each channel is synced by exactly one process at a time: a lease
@@ -281,7 +289,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
           // Never a statement or its values in lastError and the log: a database error is named by its SQLSTATE.
           const error = databaseErrorReason(err) ?? describeError(err);
           log.warn({ channelId: this.channelId, error, failures }, 'IMAP sync failed; retrying later');
-          await recordChannelOutcome(db, this.channelId, { ok: false, error: `IMAP: ${error}` }).catch(() => {});
+          await showChannelOutcome(db, this.channelId, imapFailure(err, error)).catch((e: unknown) => log.warn({ err: e, channelId: this.channelId }, 'could not record the IMAP failure on the channel'));
           // A failing channel gives its lease up until its next attempt (after the backoff), so that it holds
           // no slot meanwhile: the next attempt is whichever process claims it then.
           const base = delays[Math.min(failures, delays.length) - 1]!;
@@ -309,7 +317,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
       while (!signal.aborted) {
         pending = false;
         await syncMailbox(client, creds, signal);
-        await recordChannelOutcome(db, creds.id, { ok: true, at: clock() });
+        await showChannelOutcome(db, creds.id, { ok: true, side: 'mailbox', at: clock() });
         connected();
         if (!client.usable) throw new Error('The IMAP connection closed');
         if (pending) continue;
@@ -377,13 +385,13 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
           const creds = await loadChannelCredentials(db, id);
           client = await connect(creds);
           const outcome = await syncMailbox(client, creds, new AbortController().signal);
-          await recordChannelOutcome(db, id, { ok: true, at: clock() });
+          await showChannelOutcome(db, id, { ok: true, side: 'mailbox', at: clock() });
           total.channels++;
           total.received += outcome.received;
           total.duplicates += outcome.duplicates;
         } catch (err) {
           if (err instanceof LeaseLost || err instanceof ChannelGone) continue;
-          await recordChannelOutcome(db, id, { ok: false, error: `IMAP: ${describeError(err)}` });
+          await showChannelOutcome(db, id, imapFailure(err, describeError(err)));
         } finally {
           await client?.logout().catch(() => client?.close());
         }

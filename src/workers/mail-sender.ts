@@ -8,7 +8,7 @@ import { ForbiddenAddressError } from '../core/outbound.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { channels, mailOutbox, messages } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, tlsOptions, tlsRequired, type MailTarget } from '../modules/channels/channels.connect.js';
-import { loadChannelCredentials, RELAY_ERROR_PREFIX, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { CREDENTIALS_FIX, loadChannelCredentials, recordChannelOutcome, showChannelOutcome, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
@@ -77,8 +77,8 @@ type OutboxRow = typeof mailOutbox.$inferSelect;
 /** How an attempt ended. */
 type Outcome =
   | { kind: 'sent'; response: string; rejected: string[] }
-  | { kind: 'retry'; error: string; relay?: boolean }
-  | { kind: 'failed'; error: string; relay?: boolean }
+  | { kind: 'retry'; error: string; relay?: boolean; login?: boolean }
+  | { kind: 'failed'; error: string; relay?: boolean; login?: boolean }
   /** The process is stopping: the attempt gave its claim back before the relay had the whole message. */
   | { kind: 'released' };
 
@@ -156,20 +156,11 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
   async function showOnChannel(channel: ChannelCredentials, outcome: Exclude<Outcome, { kind: 'released' }>) {
     if (outcome.kind !== 'sent' && !outcome.relay) return;
     const now = clock();
-    const relayError = sql`${channels.lastError} LIKE ${RELAY_ERROR_PREFIX + '%'}`;
     if (outcome.kind === 'sent') {
-      await db
-        .update(channels)
-        .set({
-          sendFailures: 0,
-          sendPausedUntil: null,
-          lastError: sql`CASE WHEN ${relayError} THEN NULL ELSE ${channels.lastError} END`,
-          status: sql`CASE WHEN ${channels.status} = 'error' AND ${relayError} THEN 'active' ELSE ${channels.status} END`,
-          updatedAt: now,
-        } as never)
-        .where(and(eq(channels.id, channel.id), sql`(${channels.sendFailures} > 0 OR ${relayError})`));
+      await showChannelOutcome(db, channel.id, { ok: true, side: 'relay', at: now }, { relay: { sendFailures: 0, sendPausedUntil: null }, worthWhen: sql`send_failures > 0` });
       return;
     }
+    const work = new CommittedWork();
     await db.transaction(async (tx) => {
       const [row] = await tx
         .update(channels)
@@ -180,12 +171,10 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       const pauseMs = channelPause(row.failures);
       const until = pauseMs > 0 ? new Date(now.getTime() + pauseMs) : null;
       const note = row.failures > 1 ? ` (${row.failures} attempts in a row failed${until ? `; the next after ${until.toISOString()}` : ''})` : '';
-      const lastError = `${RELAY_ERROR_PREFIX}Sending through ${channel.outbound!.host}: ${outcome.error}`.slice(0, 900) + note;
-      await tx
-        .update(channels)
-        .set({ lastError, sendPausedUntil: until, status: sql`CASE WHEN ${channels.status} = 'disabled' THEN 'disabled' ELSE 'error' END` } as never)
-        .where(eq(channels.id, channel.id));
+      const error = `Sending through ${channel.outbound!.host}: ${outcome.error}`.slice(0, 700) + note;
+      await recordChannelOutcome(tx, channel.id, { ok: false, side: 'relay', error, ...(outcome.login ? { fix: CREDENTIALS_FIX.relay } : {}) }, { relay: { sendPausedUntil: until }, work });
     });
+    work.announce();
   }
 
   /** Attempts whose process died after the data was transmitted: the outcome is unknown, so they are not sent again. */
@@ -372,8 +361,10 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
       const code = responseCodeOf(err);
       const error = code ? `The relay answered ${describeError(err)}` : describeError(err);
       const relay = relayStage;
-      if (code !== undefined && code >= 500) return { kind: 'failed', error, relay };
-      if (code !== undefined) return { kind: 'retry', error, relay };
+      // The relay refused the login (535, or nodemailer's EAUTH): the channel's credentials are what to fix.
+      const login = relay && (code === 535 || (err as { code?: unknown })?.code === 'EAUTH');
+      if (code !== undefined && code >= 500) return { kind: 'failed', error, relay, login };
+      if (code !== undefined) return { kind: 'retry', error, relay, login };
       if (transmitted) return { kind: 'failed', error: `${UNKNOWN_OUTCOME} (${error})` };
       return { kind: 'retry', error, relay };
     } finally {

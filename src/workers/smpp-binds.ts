@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { and, eq, inArray, isNull, sql } from 'drizzle-orm';
+import { inArray } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type smpp from 'smpp';
 import type { Clock } from '../core/clock.js';
@@ -8,7 +8,7 @@ import { createLimiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
 import { channels } from '../db/schema.js';
 import { describeError } from '../modules/channels/channels.connect.js';
-import { recordChannelOutcome } from '../modules/channels/channels.repository.js';
+import { CREDENTIALS_FIX, showChannelOutcome } from '../modules/channels/channels.repository.js';
 import { notifyEventsCommitted } from '../modules/events/events.signal.js';
 import { databaseErrorReason, type OperationRunner } from '../modules/messages/inbound.js';
 import { closeBind, messageIdForms, openBind, ping, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/sms/providers/smpp.js';
@@ -75,6 +75,9 @@ export interface SmppBindsDeps {
 /** What decides a bind: when it changes (host, credentials, …) the bind is made again. */
 const fingerprint = (row: { sms: unknown; outboundSecret: string | null }) => createHash('sha256').update(JSON.stringify([row.sms && (row.sms as { provider: unknown }).provider, row.outboundSecret])).digest('hex');
 
+/** A bind the SMSC refused for its credentials (a wrong system id or password, or a bind refused outright). */
+const refusedBind = (error: string) => /ESME_RINVPASWD|ESME_RINVSYSID|ESME_RBINDFAIL|ESME_RINVSYSTYP/.test(error);
+
 /** A database failure: answered with a temporary error, so that the SMSC delivers again. */
 const TEMPORARY_ERROR = 0x64; // ESME_RX_T_APPN
 /** Past the channel's rate: the SMSC delivers again later. */
@@ -100,14 +103,6 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
   const { backOff } = leases;
   /** Failed binds in a row per channel (in this process), for the backoff. */
   const failuresOf = new Map<string, number>();
-
-  /** The channel in `error` with the bind's failure (a disabled channel stays disabled). */
-  async function recordFailure(channelId: string, error: string) {
-    await db
-      .update(channels)
-      .set({ lastError: `SMPP: ${error}`.slice(0, 1000), status: sql`CASE WHEN ${channels.status} = 'disabled' THEN 'disabled' ELSE 'error' END`, updatedAt: sql`now()` } as never)
-      .where(and(eq(channels.id, channelId), isNull(channels.deletedAt)));
-  }
 
   /** One channel's bind: bind, serve, bind again after a drop (with backoff), until stopped. */
   class Bind {
@@ -191,7 +186,7 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
           }
           this.session = session;
           failuresOf.delete(this.channelId);
-          await recordChannelOutcome(db, this.channelId, { ok: true, at: clock() });
+          await showChannelOutcome(db, this.channelId, { ok: true, side: 'provider' });
           log.info({ channelId: this.channelId }, 'SMPP bound');
           await this.serve(session, channel);
           // A dropped connection is bound again at once; a bind that then fails backs off below.
@@ -202,7 +197,9 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
           failuresOf.set(this.channelId, failures);
           const error = databaseErrorReason(err) ?? describeError(err);
           log.warn({ channelId: this.channelId, error, failures }, 'SMPP bind failed; retrying later');
-          await recordFailure(this.channelId, error).catch(() => {});
+          await showChannelOutcome(db, this.channelId, { ok: false, side: 'provider', error: `SMPP: ${error}`, ...(refusedBind(error) ? { fix: CREDENTIALS_FIX.smpp } : {}) }).catch((e: unknown) =>
+            log.warn({ err: e, channelId: this.channelId }, 'could not record the SMPP failure on the channel'),
+          );
           // As the IMAP sync does: a failing channel gives its lease up until its next attempt (after the
           // backoff), so that it holds no slot meanwhile; whichever process claims it then binds it.
           const base = delays[Math.min(failures, delays.length) - 1]!;

@@ -12,6 +12,7 @@ import { sendingOperations } from '../modules/messages/sending.operations.js';
 import type { SendOutcome } from '../modules/sms/provider.js';
 import { providerFor } from '../modules/sms/providers/index.js';
 import { boundSmppChannels } from '../modules/sms/providers/smpp.js';
+import { CREDENTIALS_FIX, showChannelOutcome } from '../modules/channels/channels.repository.js';
 import { addOptOut, announceFailed, hookUrl, isOptedOut, loadSmsChannel, OPTED_OUT_REASON } from '../modules/sms/sms.repository.js';
 import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
 
@@ -181,6 +182,13 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
       );
     } catch (err) {
       outcome = { kind: 'unknown', error: err instanceof Error ? err.message : String(err) };
+    }
+    // The channel's health (its provider side): in error when the provider refuses its credentials, active
+    // again at the next text it takes. A channel that is fine costs nothing here.
+    if (outcome.kind === 'failed' && outcome.credentials) {
+      await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: `${provider.name === 'smpp' ? 'SMPP' : 'The text API'}: ${outcome.error}`, fix: CREDENTIALS_FIX.twilio });
+    } else if (outcome.kind === 'sent' && (channel.status === 'error' || channel.lastError !== null)) {
+      await showChannelOutcome(db, channel.id, { ok: true, side: 'provider' });
     }
     if (outcome.kind === 'sent') {
       const providerMessageId = outcome.providerMessageId;

@@ -38,7 +38,7 @@ describe('parseCommandLine', () => {
   ])('%j is refused', (argv, message) => {
     const err = usageError(argv);
     expect(err.message).toMatch(message);
-    expect(err.message).toMatch(/Usage: switchboard|Commands|needs a command|org commands/);
+    expect(err.message).toMatch(/Usage: npm run -s cli -- |Commands|needs a command|org commands/);
   });
 
   test('a negative number after a flag is its value', () => {
@@ -60,6 +60,6 @@ describe('parseCommandLine', () => {
     expect(parseCommandLine(['help'])).toMatchObject({ kind: 'help' });
     expect(parseCommandLine(['apikey', '--help'])).toMatchObject({ kind: 'help', body: { commands: [{ command: 'apikey create' }, { command: 'apikey revoke' }] } });
     const one = parseCommandLine(['user', 'create', '-h']);
-    expect(one).toMatchObject({ kind: 'help', body: { usage: 'switchboard user create --org ID --email EMAIL --password PASSWORD [--name NAME]' } });
+    expect(one).toMatchObject({ kind: 'help', body: { usage: 'npm run -s cli -- user create --org ID --email EMAIL --password PASSWORD [--name NAME]' } });
   });
 });

@@ -97,14 +97,20 @@ describe.runIf(testDbKind === 'pglite')('command line on the embedded database',
     const [all, seed] = await Promise.all([cli(['--help'], env), cli(['seed', '--help'], env)]);
     expect(all.code).toBe(0);
     expect(all.json.commands.map((c: { command: string }) => c.command)).toEqual(['serve', 'migrate', 'org create', 'org credits', 'user create', 'user grants', 'user revoke-grant', 'user disable', 'user enable', 'user password', 'apikey create', 'apikey revoke', 'backup', 'restore', 'domain verify', 'seed']);
-    expect(all.stderr).toMatch(/Usage: switchboard <command>/);
+    expect(all.stderr).toMatch(/Usage: npm run -s cli -- <command>/);
     expect(seed.code).toBe(0);
-    expect(seed.json.usage).toMatch(/^switchboard seed --org ID \[--contacts N\]/);
+    expect(seed.json.usage).toMatch(/^npm run -s cli -- seed --org ID \[--contacts N\]/);
     expect(seed.stderr).toMatch(/--messages N/);
   });
 
   test('without a server the CLI opens DATA_DIR itself, then releases it; seed creates what was asked', async () => {
-    const org = await cli(['org', 'create', '--name', 'Direct Org'], env);
+    // An empty DATA_DIR: a new database only with --create-database.
+    const refused = await cli(['org', 'create', '--name', 'Direct Org'], env);
+    expect(refused.code).toBe(1);
+    expect(refused.json.error.code).toBe('NOT_FOUND');
+    expect(refused.stderr).toMatch(/holds no database, so the command did nothing.*--create-database/s);
+    expect(existsSync(join(dataDir, 'pgdata'))).toBe(false);
+    const org = await cli(['org', 'create', '--name', 'Direct Org', '--create-database'], env);
     expect(org.code, org.stderr).toBe(0);
     expect(org.json).toEqual({ id: expect.any(String), name: 'Direct Org', credits: 100 });
     expect(org.stderr).not.toMatch(/running server/);

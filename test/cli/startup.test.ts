@@ -1,10 +1,11 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { dataDirHolder } from '../../src/db/lock.js';
-import { cli, spawnServer } from '../helpers/cli.js';
+import { baseEnv, cli, root, spawnServer } from '../helpers/cli.js';
 import { openTestDatabase, testDbKind } from '../helpers/database.js';
 import { freePort } from '../helpers/listen.js';
 
@@ -46,19 +47,37 @@ afterAll(async () => {
 });
 
 describe('every command says which database it used', () => {
-  test.runIf(testDbKind === 'pglite')('a directory without a database: the command says it created one, and how to reach the server\'s data', async () => {
+  test.runIf(testDbKind === 'pglite')('a directory without a database: the command does nothing unless told to create one, and says where the server\'s data is', async () => {
     const dir = join(dataDir, 'fresh');
-    const first = await cli(['org', 'create', '--name', 'Acme'], { DATA_DIR: dir });
+    const refused = await cli(['org', 'create', '--name', 'Acme'], { DATA_DIR: dir });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`${dir} holds no database, so the command did nothing`);
+    expect(refused.stderr).toMatch(/DATA_DIR=\/path\/to\/data npm run -s cli -- .*DATABASE_URL.*--create-database/s);
+    expect(existsSync(join(dir, 'pgdata'))).toBe(false);
+
+    const first = await cli(['org', 'create', '--name', 'Acme', '--create-database'], { DATA_DIR: dir });
     expect(first.code, first.stderr).toBe(0);
     expect(first.stderr).toContain(`switchboard: database: the embedded database in ${dir}, opened by this command (no server holds it)`);
-    expect(first.stderr).toMatch(/held no database, so this command created a new, empty one there/);
-    expect(first.stderr).toMatch(/DATA_DIR=.*DATABASE_URL/s);
+    expect(first.stderr).toMatch(/held no database: created a new, empty one there \(--create-database\)/);
 
     const second = await cli(['org', 'create', '--name', 'Acme 2'], { DATA_DIR: dir });
     expect(second.code, second.stderr).toBe(0);
     expect(second.stderr).toContain(`database: the embedded database in ${dir}, opened by this command`);
     expect(second.stderr).not.toMatch(/created a new/);
   }, 180_000);
+
+  test.runIf(testDbKind === 'pglite')('outside the repository, without DATA_DIR: it says to run it in the repository, and names it', async () => {
+    const elsewhere = join(dataDir, 'elsewhere');
+    mkdirSync(elsewhere);
+    const env = baseEnv({});
+    delete env.DATA_DIR;
+    // The CLI from its sources (as bin/switchboard.js runs its build), in a directory outside the repository.
+    const r = spawnSync(process.execPath, ['--import', import.meta.resolve('tsx'), join(root, 'src/cli.ts'), 'org', 'create', '--name', 'Acme'], { cwd: elsewhere, env, encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(`It was run in ${elsewhere}, outside the repository`);
+    expect(r.stderr).toContain(`cd ${root} && npm run -s cli -- …`);
+    expect(existsSync(join(elsewhere, 'data', 'pgdata'))).toBe(false);
+  }, 60_000);
 
   test.runIf(testDbKind === 'postgres')('PostgreSQL: host and database name, never the password', async () => {
     const r = await cli(['org', 'create', '--name', 'Acme'], dbEnv());
@@ -144,7 +163,7 @@ describe('start-up', () => {
       const dir = readdirSync(env.DATA_DIR!);
       expect(dir.includes('pgdata') ? existsSync(join(env.DATA_DIR!, 'pgdata', 'PG_VERSION')) : true).toBe(true);
     }
-    const after = await cli(['migrate'], env);
+    const after = await cli(['migrate', '--create-database'], env);
     expect(after.code, after.stderr).toBe(0);
   }, 180_000);
 });

@@ -33,17 +33,54 @@ export interface DocWalk {
   origin(): string;
 }
 
-const listening = (port: number) =>
+export const listening = (port: number) =>
   new Promise<boolean>((resolve) => {
     const socket = connect(port, '127.0.0.1');
     socket.once('connect', () => (socket.destroy(), resolve(true)));
     socket.once('error', () => resolve(false));
   });
 
-export function useDocWalk(opts: DocWalkOptions): DocWalk {
+/** The shell blocks of a page between `from` and `until`. */
+export function walkBlocks(opts: Pick<DocWalkOptions, 'page' | 'from' | 'until'>): string[] {
   const text = readFileSync(packagePath(opts.page), 'utf8');
   const walk = text.slice(opts.from ? text.indexOf(opts.from) : 0, text.indexOf(opts.until));
-  const blocks = [...walk.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+  return [...walk.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+}
+
+/** The settings of a terminal-1 line `VAR=value … npm start`. */
+export function startLineSettings(line: string): Record<string, string> {
+  expect(line.trim()).toMatch(/(^| )npm start$/);
+  const pairs = line.trim().replace(/ ?npm start$/, '');
+  return Object.fromEntries(pairs ? pairs.split(/\s+/).map((pair) => pair.split('=') as [string, string]) : []);
+}
+
+/** Runs terminal 3's script with bash (`set -eo pipefail`) in the repository; answers what it printed (or fails the test with it). */
+export async function runTerminal(script: string, env: Record<string, string>, log: () => string): Promise<string> {
+  const out = await new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
+    const bash = spawn('bash', ['-c', `set -eo pipefail\n${script}`], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    bash.stdout.on('data', (d) => (stdout += d));
+    bash.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => bash.kill('SIGKILL'), 150_000);
+    bash.on('close', (code) => {
+      clearTimeout(timer);
+      done({ code, stdout, stderr });
+    });
+  });
+  expect(out.code, `${out.stdout}\n${out.stderr}\n${log()}`).toBe(0);
+  return out.stdout;
+}
+
+/** The comment lines of blocks that show an exact answer (`# …` without "…"): what must be printed. */
+export const exactLines = (blocks: string[]) =>
+  blocks
+    .flatMap((b) => b.split('\n'))
+    .filter((l) => l.startsWith('# ') && !l.includes('…'))
+    .map((l) => l.slice(2));
+
+export function useDocWalk(opts: DocWalkOptions): DocWalk {
+  const blocks = walkBlocks(opts);
   let database: Awaited<ReturnType<typeof openTestDatabase>> | undefined;
   let dataDir: string;
   let server: Awaited<ReturnType<typeof startServer>>;
@@ -61,10 +98,7 @@ export function useDocWalk(opts: DocWalkOptions): DocWalk {
     env = database ? { DATABASE_URL: database.url!, DATA_DIR: dataDir, SECRETS_KEY: randomBytes(32).toString('base64') } : { DATA_DIR: dataDir };
 
     // Terminal 1: `VAR=value … npm start`.
-    const start = ported(blocks[0]!.trim());
-    expect(start).toMatch(/ npm start$/);
-    const settings = Object.fromEntries(start.replace(/ npm start$/, '').split(/\s+/).map((pair) => pair.split('=') as [string, string]));
-    server = await startServer({ ...env, ...settings });
+    server = await startServer({ ...env, ...startLineSettings(ported(blocks[0]!)) });
 
     // Terminal 2, in a process group of its own so that it can be stopped with its children.
     const helper = spawn('bash', ['-c', ported(blocks[1]!)], { cwd: root, detached: true, stdio: 'ignore' });
@@ -87,29 +121,11 @@ export function useDocWalk(opts: DocWalkOptions): DocWalk {
       const key = await cli(['apikey', 'create', '--org', org.json.id, '--name', 'demo'], env);
       expect(key.code, key.stderr).toBe(0);
 
-      const script = ['set -eo pipefail', ...blocks.slice(2).map(ported)].join('\n');
-      const out = await new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
-        const bash = spawn('bash', ['-c', script], { cwd: root, env: { ...process.env, ...env, BASE: server.origin, ORG: org.json.id, KEY: key.json.key }, stdio: ['ignore', 'pipe', 'pipe'] });
-        let stdout = '';
-        let stderr = '';
-        bash.stdout.on('data', (d) => (stdout += d));
-        bash.stderr.on('data', (d) => (stderr += d));
-        const timer = setTimeout(() => bash.kill('SIGKILL'), 150_000);
-        bash.on('close', (code) => {
-          clearTimeout(timer);
-          done({ code, stdout, stderr });
-        });
-      });
-      expect(out.code, `${out.stdout}\n${out.stderr}\n${server.log()}`).toBe(0);
-
-      const exact = blocks
-        .slice(2)
-        .flatMap((b) => b.split('\n'))
-        .filter((l) => l.startsWith('# ') && !l.includes('…'))
-        .map((l) => l.slice(2));
+      const stdout = await runTerminal(blocks.slice(2).map(ported).join('\n'), { ...env, BASE: server.origin, ORG: org.json.id, KEY: key.json.key }, server.log);
+      const exact = exactLines(blocks.slice(2));
       // curl's answers end without a newline, so a line may follow one on the same line.
-      for (const line of exact) expect(out.stdout, `${out.stdout}\n${server.log()}`).toContain(line);
-      return { stdout: out.stdout, exact };
+      for (const line of exact) expect(stdout, `${stdout}\n${server.log()}`).toContain(line);
+      return { stdout, exact };
     },
   };
 }

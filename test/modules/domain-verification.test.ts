@@ -231,7 +231,7 @@ describe.runIf(testDbKind === 'pglite')('domain verify on the command line, with
     });
 
   it('prints the verified domain as JSON', async () => {
-    const org = await cli(['org', 'create', '--name', 'Solo']);
+    const org = await cli(['org', 'create', '--name', 'Solo', '--create-database']);
     expect(org.code, org.stderr).toBe(0);
     const res = await cli(['domain', 'verify', '--org', org.json.id, '--domain', 'solo.example', '--force']);
     expect(res.code, res.stderr).toBe(0);

@@ -383,7 +383,7 @@ describe('SMPP receiving', () => {
     w.start();
     await until(async () => (await a.request('GET', `/v1/channels/${channel.id}`)).json.data.status === 'error', 'the channel in error');
     const got = (await a.request('GET', `/v1/channels/${channel.id}`)).json.data;
-    expect(got.lastError).toMatch(/^SMPP: The SMSC refused the bind: ESME_RINVPASWD/);
+    expect(got.lastError).toMatch(/^provider: SMPP: The SMSC refused the bind: ESME_RINVPASWD.*check provider\.systemId, provider\.password/);
     expect(smsc.bound()).toHaveLength(0);
     // Texts to it wait in the queue: no other process sends them.
     const m = await send(channel, number(), 'Waiting');

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { canStoreSecrets, configureSecrets, decryptSecret, encryptSecret, isUnderCurrentKey, KEY_FILE } from '../../src/core/encryption.js';
+import { canStoreSecrets, configureSecrets, decryptSecret, encryptSecret, exportKeys, isUnderCurrentKey, KEY_FILE, knownKeyIds } from '../../src/core/encryption.js';
 
 const dirs: string[] = [];
 const tempDir = () => {
@@ -68,5 +68,18 @@ describe('stored secrets (AES-256-GCM)', () => {
     expect(canStoreSecrets()).toBe(false);
     expect(() => encryptSecret('x')).toThrow(/SECRETS_KEY/);
     expect(() => statSync(join(dataDir, KEY_FILE))).toThrow();
+  });
+
+  it('looking at the keys it has (the start-up check, a backup) never generates one', () => {
+    const dataDir = tempDir();
+    const previous = randomBytes(32).toString('base64');
+    configureSecrets({ previousKeys: [previous], dataDir, requireConfiguredKey: false });
+    expect(knownKeyIds()).toHaveLength(1);
+    expect(exportKeys()).toEqual([previous]);
+    expect(() => statSync(join(dataDir, KEY_FILE))).toThrow();
+    // The first secret stored makes it; from then on it is the current key, first in a backup.
+    encryptSecret('x');
+    expect(knownKeyIds()).toHaveLength(2);
+    expect(exportKeys()[0]).toBe(readFileSync(join(dataDir, KEY_FILE), 'utf8').trim());
   });
 });

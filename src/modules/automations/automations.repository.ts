@@ -17,7 +17,8 @@ import { activatesDirectly, approvalUrl, whoIs, type Who } from './approvals.js'
 import { eventReadPermission, SCHEDULE_TRIGGER } from '../events/events.catalog.js';
 import { evaluateCondition } from './condition.js';
 import { triggerEventTypes, type Condition, type PlanStep } from './plan.js';
-import { renderTemplates, usesDigest, type TemplateContext } from './template.js';
+import { renderTemplates, usesDigest, usesMailChannel, type TemplateContext } from './template.js';
+import { noticeChannelOf } from '../channels/channels.repository.js';
 import {
   DEFAULT_STATUS,
   PLACEHOLDER_TRIGGER_EVENT,
@@ -445,6 +446,7 @@ export async function previewAutomation(ctx: OperationContext, id: string, event
     timezone: row.timezone,
   };
   if (usesDigest(row.actions)) tctx.digest = await digestSince(ctx.db, ctx.orgId, row.lastRunAt ?? new Date(now.getTime() - 24 * 3600_000), now);
+  if (usesMailChannel(row.actions)) tctx.mailChannel = await noticeChannelOf(ctx.db, ctx.orgId, event?.type.startsWith('channel.') ? event.resourceId : null);
   let conditionHolds = true;
   if (row.condition) {
     try {

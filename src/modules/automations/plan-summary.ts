@@ -78,10 +78,17 @@ export function describeCron(cron: string): string | null {
 }
 
 /** "a message is received", "a customer is created or updated". */
+/** Events said in words of their own rather than "a <resource> is <action>". */
+const EVENT_WORDS: Record<string, string> = {
+  'message.received': 'a message is received',
+  'message.sent': 'a message is sent',
+  'channel.error': 'a channel stops working (event channel.error)',
+  'channel.recovered': 'a channel works again (event channel.recovered)',
+};
+
 function describeEvents(triggerEvent: string): string {
   const types = triggerEventTypes(triggerEvent);
-  if (types.length === 1 && types[0] === 'message.received') return 'a message is received';
-  if (types.length === 1 && types[0] === 'message.sent') return 'a message is sent';
+  if (types.length > 0 && types.every((t) => EVENT_WORDS[t])) return list(types.map((t) => EVENT_WORDS[t]!), 'or');
   const byResource = new Map<string, string[]>();
   for (const type of types) {
     const dot = type.lastIndexOf('.');
@@ -236,6 +243,7 @@ const named = (c: ChannelNaming) => `the channel ${quote(c.name)} (${c.address})
 /** Through which channel a step sends, in words: the one it names, the triggering message's, or (a text) the organization's only text channel. */
 function through(channelId: unknown, text: boolean, context: SummaryContext): string {
   if (channelId === '{{event.data.channelId}}') return `through the channel the message came through`;
+  if (channelId === '{{mailChannel}}') return "through one of the organization's email channels that can send (another than the channel the event is about, when there is one)";
   const channels = context.channels ?? [];
   if (channelId === undefined && text) {
     const lines = channels.filter((c) => c.type === 'sms' && c.status === 'active');

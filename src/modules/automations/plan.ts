@@ -105,6 +105,8 @@ export interface EvaluationRequest {
     condition?: Record<string, unknown> | undefined;
   };
   now: Date;
+  /** Who created it, for "me" in the instructions: a person's sign-in email; null for an API key (no person). */
+  creator?: { email: string | null } | undefined;
 }
 
 export type EvaluationOutcome =

@@ -12,6 +12,8 @@ import { partyOf, valueAtPath } from './condition.js';
  * - `sender.address`, `sender.name`: taken from the event's `data.sender` as conditions read it;
  *   `sender.phoneNumber`: its phone number (a text's sender), missing when it has none
  * - `digest`: a text summary of the messages recorded since the last run (computed by the engine)
+ * - `mailChannel`: the id of an email channel of the organization that can send (an active one with a relay,
+ *   other than the channel of a `channel.*` event when there is another; computed by the engine), for notices
  *
  * A string that is exactly one template takes the value's own type (an object, a number, null when the
  * value is missing); elsewhere templates are replaced by text (empty for a missing value).
@@ -25,6 +27,8 @@ export interface TemplateContext {
   steps: unknown[];
   timezone: string | null;
   digest?: string;
+  /** `{{mailChannel}}`: computed by the engine when the plan uses it (null when the organization has none). */
+  mailChannel?: string | null;
 }
 
 /** When there was no run yet, `lastRunAt` is this long before now. */
@@ -43,7 +47,8 @@ type Parsed =
   | { kind: 'lastRunAt' }
   | { kind: 'step'; index: number; path: string[] }
   | { kind: 'sender'; part: 'address' | 'name' | 'phoneNumber' }
-  | { kind: 'digest' };
+  | { kind: 'digest' }
+  | { kind: 'mailChannel' };
 
 /** Parses one expression (the text between the braces); a string says why it is not one. */
 export function parseExpression(expr: string): Parsed | string {
@@ -63,6 +68,7 @@ export function parseExpression(expr: string): Parsed | string {
   }
   if (expr === 'lastRunAt') return { kind: 'lastRunAt' };
   if (expr === 'digest') return { kind: 'digest' };
+  if (expr === 'mailChannel') return { kind: 'mailChannel' };
   if (expr === 'sender.address' || expr === 'sender.name' || expr === 'sender.phoneNumber') return { kind: 'sender', part: expr.slice('sender.'.length) as 'address' | 'name' | 'phoneNumber' };
   if (PATH.test(expr)) {
     const path = expr.split('.');
@@ -97,6 +103,8 @@ function evaluate(parsed: Parsed, ctx: TemplateContext): unknown {
     }
     case 'digest':
       return ctx.digest;
+    case 'mailChannel':
+      return ctx.mailChannel;
   }
 }
 
@@ -146,4 +154,9 @@ export function templateIssues(value: unknown): string[] {
 /** Whether the value uses `{{digest}}` (the engine computes the digest only then). */
 export function usesDigest(value: unknown): boolean {
   return templateExpressions(value).some(({ expr }) => expr === 'digest');
+}
+
+/** Whether the value uses `{{mailChannel}}` (the engine looks the channel up only then). */
+export function usesMailChannel(value: unknown): boolean {
+  return templateExpressions(value).some(({ expr }) => expr === 'mailChannel');
 }

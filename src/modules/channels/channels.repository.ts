@@ -1,10 +1,12 @@
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../core/encryption.js';
 import { AppError, fieldError, notFound, pgErrorCode } from '../../core/errors.js';
 import { assertMayReceiveAt, assertMaySendAs } from '../domains/verification.js';
 import { channelPolicy } from './channels.connect.js';
 import type { Page, PageInput } from '../../core/pagination.js';
-import type { DbOrTx } from '../../db/client.js';
+import type { Db, DbOrTx } from '../../db/client.js';
+import { recordEvents } from '../events/events.recorder.js';
+import { CommittedWork } from '../events/events.signal.js';
 import { channels, type ChannelInboundSettings, type ChannelOutboundSettings } from '../../db/schema.js';
 import { definedOnly, scopedRepository } from '../../db/scoped.js';
 import type { ChannelCreate, ChannelUpdate } from './channels.schemas.js';
@@ -251,6 +253,25 @@ export async function sendingChannelOf(
 }
 
 /**
+ * The email channel an automation's notice goes through (`{{mailChannel}}`): a live email channel of the
+ * organization with a relay, active ones first, one other than `except` (the channel a `channel.error` is
+ * about) when there is another, the oldest first; null when the organization has none.
+ */
+export async function noticeChannelOf(db: DbOrTx, orgId: string, except: string | null): Promise<string | null> {
+  const [row] = await db
+    .select({ id: channels.id })
+    .from(channels)
+    .where(and(eq(channels.organizationId, orgId), isNull(channels.deletedAt), eq(channels.type, 'email'), sql`${channels.outbound} IS NOT NULL`, sql`${channels.status} <> 'disabled'`))
+    .orderBy(
+      sql`${except ? sql`${channels.id} = ${except}` : sql`false`}`,
+      sql`${channels.status} <> 'active'`,
+      channels.createdAt,
+    )
+    .limit(1);
+  return row?.id ?? null;
+}
+
+/**
  * A live channel with its decrypted passwords, for the workers that connect with them (IMAP sync, the
  * sender, the connection test). Not organization-scoped: callers hold the id from a claimed row. 404 when
  * the channel is deleted or missing.
@@ -278,10 +299,28 @@ export function withSecrets(row: ChannelRow): ChannelCredentials {
   };
 }
 
+/**
+ * The sides of a channel that can fail, each with what its `lastError` starts with: the mailbox (receiving,
+ * IMAP sync), the relay (sending email) and the provider (a text channel's API or SMSC: sending, binding).
+ * A failure of one side puts the channel in `error`; a success of the same side (never of another) brings it
+ * back to `active`.
+ */
+export type ChannelSide = 'mailbox' | 'relay' | 'provider';
 /** What a failure of the sending side starts `lastError` with ("relay: Sending through …"). */
 export const RELAY_ERROR_PREFIX = 'relay: ';
 /** What a failure of the receiving side (IMAP mailbox, receiving) starts `lastError` with. */
 export const MAILBOX_ERROR_PREFIX = 'mailbox: ';
+/** What a failure of a text channel's provider (its API refused the credentials, the SMSC refused the bind) starts `lastError` with. */
+export const PROVIDER_ERROR_PREFIX = 'provider: ';
+const SIDE_PREFIX: Record<ChannelSide, string> = { mailbox: MAILBOX_ERROR_PREFIX, relay: RELAY_ERROR_PREFIX, provider: PROVIDER_ERROR_PREFIX };
+
+/** What to change when a side refuses the channel's credentials, for `lastError`'s `fix`. */
+export const CREDENTIALS_FIX = {
+  imap: 'the IMAP server refused the login: check inbound.username and inbound.password (PATCH /v1/channels/{id})',
+  relay: 'the relay refused the login: check outbound.username and outbound.password (PATCH /v1/channels/{id})',
+  twilio: "the provider refused the credentials: check provider.accountSid and provider.authToken (PATCH /v1/channels/{id}), or the account's status in the provider's console",
+  smpp: 'the SMSC refused the bind: check provider.systemId, provider.password and provider.systemType (PATCH /v1/channels/{id})',
+} as const;
 
 /** A channel that cannot take mail now (in `error` on its mailbox side): the SMTP receiver answers 451 with the message. */
 export class ChannelUnavailable extends Error {}
@@ -318,28 +357,122 @@ export async function assertChannelLive(db: DbOrTx, channelId: string): Promise<
   if (live.length === 0) throw new ChannelGone();
 }
 
+/** How one attempt of one side of a channel ended. `fix` says what to change (see `CREDENTIALS_FIX`). */
+export type ChannelOutcome = { ok: true; side: ChannelSide; at?: Date } | { ok: false; side: ChannelSide; error: string; fix?: string };
+
+/** What the sender changes on the channel beside its status: its relay's failure count and pause. */
+interface RelayState {
+  sendFailures?: number;
+  sendPausedUntil?: Date | null;
+}
+
 /**
- * Records the outcome of receiving or syncing (the mailbox side): `lastSyncAt` on success, `status` error with
- * `lastError` "mailbox: …" on failure. A success ends a mailbox error, never a relay error (see the sender).
+ * The health of a channel, in one place for every kind and side: records the outcome of an attempt (a sync,
+ * a received message, a send, a bind) on the channel. A failure sets `status` `error` (a disabled channel
+ * stays disabled) and `lastError` (the side's prefix, what failed and what to fix); a success of the same
+ * side clears that error and makes the channel `active` again (the mailbox side also keeps `lastSyncAt`).
+ * A change of status is an event, in the same transaction: `channel.error` when an active channel fails,
+ * `channel.recovered` when a channel in error works again (webhooks and automations see both); `work`
+ * collects them for the caller to announce after its commit. Run it in a transaction (it sends a second
+ * statement only when the status changed).
+ *
+ * A success that changes nothing (the channel fine, `lastSyncAt` recent) writes nothing: no row lock held to
+ * the end of every receiving transaction, which would serialise a busy channel's deliveries.
  */
-export async function recordChannelOutcome(db: DbOrTx, channelId: string, outcome: { ok: true; at?: Date } | { ok: false; error: string }) {
-  const relayError = sql`coalesce(${channels.lastError} LIKE ${RELAY_ERROR_PREFIX + '%'}, false)`;
-  const set = outcome.ok
-    ? {
-        lastSyncAt: outcome.at ?? new Date(),
-        lastError: sql`CASE WHEN ${relayError} THEN ${channels.lastError} ELSE NULL END`,
-        status: sql`CASE WHEN ${channels.status} = 'error' AND NOT ${relayError} THEN 'active' ELSE ${channels.status} END`,
-      }
-    : { lastError: `${MAILBOX_ERROR_PREFIX}${outcome.error}`.slice(0, 1000), status: sql`CASE WHEN ${channels.status} = 'disabled' THEN 'disabled' ELSE 'error' END` };
-  // A success changes nothing worth a write (and a row lock held to the end of every receiving transaction,
-  // which would serialise a busy channel's deliveries) while the channel is fine and `lastSyncAt` is recent.
-  const worthWriting = outcome.ok
-    ? sql`((${channels.status} = 'error' AND NOT ${relayError}) OR (${channels.lastError} IS NOT NULL AND NOT ${relayError}) OR ${channels.lastSyncAt} IS NULL OR ${channels.lastSyncAt} < ${(outcome.at ?? new Date()).toISOString()}::timestamptz - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds')`
-    : undefined;
-  await db
-    .update(channels)
-    .set({ ...set, updatedAt: sql`now()` } as never)
-    .where(and(eq(channels.id, channelId), isNull(channels.deletedAt), worthWriting));
+export async function recordChannelOutcome(
+  tx: DbOrTx,
+  channelId: string,
+  outcome: ChannelOutcome,
+  opts: { work?: CommittedWork; relay?: RelayState; worthWhen?: SQL } = {},
+): Promise<'error' | 'recovered' | undefined> {
+  const { prefix, sideError, live } = outcomeSql(channelId, outcome);
+  const relay = opts.relay ?? {};
+  const relaySets = sql.join(
+    [
+      ...(relay.sendFailures !== undefined ? [sql`send_failures = ${relay.sendFailures}`] : []),
+      ...(relay.sendPausedUntil !== undefined ? [sql`send_paused_until = ${relay.sendPausedUntil?.toISOString() ?? null}::timestamptz`] : []),
+      sql`updated_at = now()`,
+    ],
+    sql`, `,
+  );
+  let changed: { id: string }[];
+  if (outcome.ok) {
+    const at = (outcome.at ?? new Date()).toISOString();
+    const synced = outcome.side === 'mailbox' ? sql`last_sync_at = ${at}::timestamptz, ` : sql``;
+    changed = rowsOf(
+      await tx.execute(sql`WITH recovered AS (
+          UPDATE channels SET ${synced}status = 'active', last_error = NULL, ${relaySets}
+           WHERE ${live} AND status = 'error' AND ${sideError}
+          RETURNING id
+        ), touched AS (
+          UPDATE channels SET ${synced}last_error = CASE WHEN ${sideError} THEN NULL ELSE last_error END, ${relaySets}
+           WHERE ${live} AND NOT (status = 'error' AND coalesce(${sideError}, false)) AND (${successWorthWriting(outcome, sideError, opts.worthWhen)})
+          RETURNING id
+        )
+        SELECT id FROM recovered`),
+    );
+  } else {
+    const lastError = `${prefix}${outcome.error}${outcome.fix ? ` (${outcome.fix.replace('{id}', channelId)})` : ''}`.slice(0, 1000);
+    changed = rowsOf(
+      await tx.execute(sql`WITH failed AS (
+          UPDATE channels SET status = 'error', last_error = ${lastError}, ${relaySets}
+           WHERE ${live} AND status = 'active'
+          RETURNING id
+        ), still AS (
+          UPDATE channels SET last_error = ${lastError}, ${relaySets}
+           WHERE ${live} AND status <> 'active'
+          RETURNING id
+        )
+        SELECT id FROM failed`),
+    );
+  }
+  if (changed.length === 0) return undefined;
+  const type = outcome.ok ? 'channel.recovered' : 'channel.error';
+  const [row] = await tx.select().from(channels).where(eq(channels.id, channelId));
+  const recorded = await recordEvents(tx, { type: 'system', id: null, depth: 0 }, [{ type, organizationId: row!.organizationId, resourceId: channelId, data: toChannel(row!) }]);
+  opts.work?.add({ ...recorded, types: [type] });
+  return outcome.ok ? 'recovered' : 'error';
+}
+
+/** The SQL an outcome reads the channel with: its side's `lastError` prefix, and the live channel. */
+function outcomeSql(channelId: string, outcome: ChannelOutcome) {
+  const prefix = SIDE_PREFIX[outcome.side];
+  // A text channel's SMPP errors were written as "SMPP: …" before the sides had prefixes.
+  const sideError = outcome.side === 'provider' ? sql`(last_error LIKE ${prefix + '%'} OR last_error LIKE 'SMPP: %')` : sql`last_error LIKE ${prefix + '%'}`;
+  return { prefix, sideError, live: sql`id = ${channelId} AND deleted_at IS NULL` };
+}
+
+/** When a success is worth a write: the side's error to clear, a stale `lastSyncAt` (mailbox), or what the caller says. */
+function successWorthWriting(outcome: Extract<ChannelOutcome, { ok: true }>, sideError: SQL, worthWhen: SQL | undefined): SQL {
+  const at = (outcome.at ?? new Date()).toISOString();
+  return sql.join(
+    [
+      sideError,
+      ...(outcome.side === 'mailbox' ? [sql`last_sync_at IS NULL`, sql`last_sync_at < ${at}::timestamptz - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds'`] : []),
+      ...(worthWhen ? [worthWhen] : []),
+    ],
+    sql` OR `,
+  );
+}
+
+const rowsOf = (result: unknown) => (result as { rows: { id: string }[] }).rows;
+
+/**
+ * `recordChannelOutcome` for a worker that holds no transaction: in one of its own, its events announced after
+ * the commit. A failure to record is logged by the caller (it never stops the worker).
+ */
+export async function showChannelOutcome(db: Db, channelId: string, outcome: ChannelOutcome, opts: { relay?: RelayState; worthWhen?: SQL } = {}) {
+  // The common case, a success on a channel that is fine, costs one read and no transaction (a worker's next
+  // step, e.g. serving a new SMPP bind, waits for this).
+  if (outcome.ok) {
+    const { sideError, live } = outcomeSql(channelId, outcome);
+    const found = await db.execute(sql`SELECT 1 FROM channels WHERE ${live} AND (${successWorthWriting(outcome, sideError, opts.worthWhen)})`);
+    if (rowsOf(found).length === 0) return undefined;
+  }
+  const work = new CommittedWork();
+  const changed = await db.transaction((tx) => recordChannelOutcome(tx, channelId, outcome, { ...opts, work }));
+  work.announce();
+  return changed;
 }
 
 /** `lastSyncAt` is exact to this many seconds. */

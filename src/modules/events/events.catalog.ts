@@ -30,9 +30,20 @@ const CRUD = RESOURCES.flatMap((r) => (['created', 'updated', 'deleted'] as cons
 /**
  * Every event type, in catalog order. `message.received` accompanies `message.created`; `message.sent` too
  * for a message recorded as sent (POST /messages), or follows when the relay accepted an email the service
- * sent; `message.failed` when it could not be sent.
+ * sent; `message.failed` when it could not be sent. `channel.error` when a working channel's mailbox, relay or provider
+ * fails, `channel.recovered` when it works again.
  */
-export const EVENT_TYPES = [...CRUD, 'message.received', 'message.sent', 'message.failed', 'message.delivered', 'channel.opt_out.created', 'channel.opt_out.deleted'] as const;
+export const EVENT_TYPES = [
+  ...CRUD,
+  'message.received',
+  'message.sent',
+  'message.failed',
+  'message.delivered',
+  'channel.opt_out.created',
+  'channel.opt_out.deleted',
+  'channel.error',
+  'channel.recovered',
+] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 export const isEventType = (value: string): value is EventType => (EVENT_TYPES as readonly string[]).includes(value);
@@ -69,6 +80,8 @@ export function describeEventType(type: EventType): string {
   if (type === 'message.sent') return 'An outgoing message was sent: recorded as sent (alongside message.created), or an email accepted by its channel\'s relay';
   if (type === 'message.failed') return 'An outgoing email or text could not be sent or delivered (its statusReason says why)';
   if (type === 'message.delivered') return "An outgoing text was delivered to the phone (its provider's delivery report)";
+  if (type === 'channel.error') return 'A channel stopped working: its mailbox, relay or provider failed or refused its credentials (its lastError says what to fix); once per outage';
+  if (type === 'channel.recovered') return 'A channel in error works again (the side that failed succeeded)';
   const dot = type.lastIndexOf('.');
   const resource = type.slice(0, dot).replace('.', ' ').replace('_', ' ');
   return `A ${resource} was ${type.slice(dot + 1)}`;

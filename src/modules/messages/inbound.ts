@@ -170,7 +170,7 @@ function receiveOperation(attachments: NewAttachment[], at: Date, inTransaction?
       });
       if (!row) throw new DuplicateEmail((await receivedOnChannel(ctx.db, ctx.orgId, input.channelId, providerMessageId))?.id);
       await insertAttachments(ctx.db, ctx.orgId, row.id, attachments);
-      await recordChannelOutcome(ctx.db, input.channelId, { ok: true, at });
+      await recordChannelOutcome(ctx.db, input.channelId, { ok: true, side: 'mailbox', at });
       // A channel deleted meanwhile (by any process) stores nothing: checked, and held, until the commit.
       await assertChannelLive(ctx.db, input.channelId);
       await inTransaction?.(ctx.db);

@@ -23,7 +23,8 @@ export interface OutgoingText {
 export type SendOutcome =
   | { kind: 'sent'; providerMessageId: string }
   | { kind: 'retry'; error: string; retryAfterMs?: number | undefined }
-  | { kind: 'failed'; error: string; code?: string | undefined }
+  /** `credentials`: the provider refused the channel's credentials (the channel is what to fix, not the text). */
+  | { kind: 'failed'; error: string; code?: string | undefined; credentials?: boolean }
   | { kind: 'unknown'; error: string };
 
 /** A text the provider delivered to the channel. */

@@ -64,7 +64,7 @@ function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTrans
       if (!row) throw new DuplicateText();
       await queueMedia(ctx.db, ctx.orgId, row.id, input.channelId, media);
       await inTransaction?.(ctx.db);
-      await recordChannelOutcome(ctx.db, input.channelId, { ok: true });
+      await recordChannelOutcome(ctx.db, input.channelId, { ok: true, side: 'mailbox' });
       // A channel deleted meanwhile (by any process) stores nothing: checked, and held, until the commit.
       await assertChannelLive(ctx.db, input.channelId);
       await keywordEffects(ctx.db, channel, input.from, input.text);

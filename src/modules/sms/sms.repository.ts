@@ -111,6 +111,12 @@ export async function updateSmsChannel(db: DbOrTx, orgId: string, current: Chann
     const provider = providerSettings(patch.provider);
     values.outboundSecret = seal(provider.secret, provider.field);
     settings.provider = provider.settings;
+    // New provider settings start afresh, as new relay settings do for email: the provider's error ends (the
+    // next failure sets it again).
+    if (current.lastError !== null && /^(provider|SMPP): /.test(current.lastError)) {
+      values.lastError = null;
+      if (current.status === 'error') values.status = 'active';
+    }
   }
   if (patch.rate !== undefined) settings.rate = patch.rate;
   if (patch.helpText !== undefined) settings.helpText = patch.helpText;

@@ -33,7 +33,25 @@ const MESSAGE_EVENTS = new Set(['message.received', 'message.sent', 'message.cre
 
 const updateMessage = (patch: Record<string, unknown>): PlanStep => ({ operation: 'messages.update', input: { id: '{{event.resourceId}}', ...patch } });
 
-function stepsOf(action: ActionSpec, index: number, types: string[]): PlanStep[] {
+/** The events a notice by email is about: a channel's health. */
+const CHANNEL_HEALTH = new Set(['channel.error', 'channel.recovered']);
+
+/** A notice's subject and text, written from the channel event's record (its name, address and lastError). */
+function notice(eventTypes: string[]): { subject: string; text: string } {
+  const about = 'The channel "{{event.data.name}}" ({{event.data.address}})';
+  if (eventTypes.length === 1 && eventTypes[0] === 'channel.error') {
+    return {
+      subject: 'Channel "{{event.data.name}}" stopped working',
+      text: `${about} stopped working at {{event.occurredAt}}.\n\nWhat failed: {{event.data.lastError}}\n\nIts messages wait (or fail) until it works again; a message says so when it does. GET /v1/channels/{{event.resourceId}} shows its status.`,
+    };
+  }
+  if (eventTypes.length === 1 && eventTypes[0] === 'channel.recovered') {
+    return { subject: 'Channel "{{event.data.name}}" works again', text: `${about} works again since {{event.occurredAt}}.` };
+  }
+  return { subject: 'Channel "{{event.data.name}}" is {{event.data.status}}', text: `${about} is {{event.data.status}} since {{event.occurredAt}} ({{event.type}}). {{event.data.lastError}}` };
+}
+
+function stepsOf(action: ActionSpec, index: number, types: string[], eventTypes: string[], me: string | null): PlanStep[] {
   switch (action.kind) {
     case 'read':
       return [updateMessage({ readAt: '{{now}}' })];
@@ -63,6 +81,9 @@ function stepsOf(action: ActionSpec, index: number, types: string[]): PlanStep[]
     case 'text':
       // No channel named: the organization's text channel (messages.send picks it when there is exactly one).
       return [{ operation: 'messages.send', input: { to: action.to, text: action.text } }];
+    case 'notify':
+      // Through an email channel that works (not the one the event is about, when there is another).
+      return [{ operation: 'messages.send', input: { channelId: '{{mailChannel}}', to: action.to.map((a) => (a === 'me' ? me! : a)), ...notice(eventTypes) } }];
     case 'digest':
       return [
         {
@@ -89,6 +110,8 @@ function hasCadence(cron: string, cadence: 'daily' | 'weekly' | 'monthly'): bool
   return dom !== '*' && dow === '*';
 }
 
+const test = (field: string, operator: 'equals', value: unknown): Condition => ({ field, operator, value });
+
 const fail = (status: 'evaluation_failed' | 'code_generation_failed', reason: string): EvaluationOutcome => ({ status, reason });
 
 /** Joins tests into one condition: none → null, one → itself, more → `all`. */
@@ -100,7 +123,7 @@ const WORKS: Record<'scheduled' | 'message' | 'record', string> = {
   message:
     'Phrasings that work: "When a new email arrives from ada@example.com after 6pm, snooze it until tomorrow 9am", "When an email from anyone at acme.com except boss@acme.com arrives outside business hours, mark it as urgent", "When an email from billing@acme.com arrives, reply \'Thanks, we received your invoice\'" (see docs/automations-vocabulary.md).',
   record:
-    'Phrasings that work: "When a customer whose type is VIP is created or updated, write a digest", "When a transaction over 1000 EUR is added, write a digest" (see docs/automations-vocabulary.md).',
+    'Phrasings that work: "When a customer whose type is VIP is created or updated, write a digest", "When a transaction over 1000 EUR is added, write a digest", "When a channel stops working, email ops@example.com" (see docs/automations-vocabulary.md).',
 };
 
 /** The refusal for words left unread: quotes them, and shows phrasings that work. */
@@ -192,6 +215,9 @@ export function planFromInstructions(request: EvaluationRequest): EvaluationOutc
   if (onMessage) tests.push(...takeMessageConditions(s, trigger && MESSAGE_EVENTS.has(trigger.event) ? types : [], levels));
   else if (levels.length) return fail('evaluation_failed', `Importance and urgency belong to messages, and ${triggerType === 'scheduled' ? 'a scheduled automation has no message' : `the trigger "${triggerEvent}" is not a message event`}. E.g. "When an urgent email arrives, …".`);
   const resource = triggerType === 'event' && !onMessage ? resourceOfEvents(eventTypes) : null;
+  // "When an email channel stops working": the channel's kind.
+  const onChannelHealth = eventTypes.length > 0 && eventTypes.every((t) => CHANNEL_HEALTH.has(t));
+  if (onChannelHealth && trigger && CHANNEL_HEALTH.has(triggerEventTypes(trigger.event)[0]!) && trigger.types.length === 1) tests.push(test('type', 'equals', trigger.types[0]));
   if (amount) {
     if (resource !== 'customer.transaction') return fail('evaluation_failed', `"${amount.phrase}": an amount applies to transactions only, e.g. "When a transaction over 1000 EUR is added, …".`);
     tests.push(...amount.tests);
@@ -225,8 +251,23 @@ export function planFromInstructions(request: EvaluationRequest): EvaluationOutc
     );
   }
 
+  const notifying = actions.find((a) => a.kind === 'notify');
+  if (notifying && !onChannelHealth) {
+    return fail(
+      'code_generation_failed',
+      `"${notifying.phrase}" sends a notice about a channel that stopped working or works again, but ${triggerType === 'scheduled' ? 'a scheduled automation has no such event' : `its trigger "${triggerEvent}" is not one`}. E.g. "When a channel stops working, email me"; to pass a message on, say "forward it to ops@example.com".`,
+    );
+  }
+  const me = request.creator?.email ?? null;
+  if (notifying && notifying.kind === 'notify' && notifying.to.includes('me') && !me) {
+    return fail(
+      'evaluation_failed',
+      `"${notifying.phrase}": the automation was created with an API key, which has no person to write to. Name the address, e.g. "When a channel stops working, email ops@example.com".`,
+    );
+  }
+
   const steps: PlanStep[] = [];
-  for (const action of actions) steps.push(...stepsOf(action, steps.length, types));
+  for (const action of actions) steps.push(...stepsOf(action, steps.length, types, eventTypes, me));
   const plan: Plan = {
     triggerType,
     triggerEvent,

@@ -98,6 +98,7 @@ function userPrompt(request: EvaluationRequest): string {
     `Instructions: ${request.instructions}`,
     given.length ? `Fixed by the user (keep as they are): ${JSON.stringify(Object.fromEntries(given))}` : null,
     `Current time: ${request.now.toISOString()}`,
+    request.creator?.email ? `The person who wrote the instructions ("me"): ${request.creator.email}` : null,
   ]
     .filter(Boolean)
     .join('\n');

@@ -455,8 +455,29 @@ function typesOf(phrase: string): string[] {
   return types;
 }
 
+/** "A channel stops working" (`channel.error`) and "works again" (`channel.recovered`): the channel's health. */
+const CHANNEL_NOUN = '(?:an?\\s+|any\\s+|the\\s+|one\\s+of\\s+the\\s+|one\\s+of\\s+my\\s+|my\\s+|our\\s+)?(?:(email|e-mail|mail|text|sms|smpp|imap)\\s+)?channels?';
+/** A channel's kind as its qualifier names it ("an email channel", "a text channel"). */
+const channelTypes = (qualifier: string | undefined) => (!qualifier ? [] : /mail|imap/.test(qualifier) ? ['email'] : ['sms']);
+const CHANNEL_DOWN =
+  "(?:stops?\\s+working|stopped\\s+working|fails?|failed|goes\\s+down|went\\s+down|breaks?|broke|(?:has|gets|hits|had|got)\\s+(?:an?\\s+)?(?:error|problem)s?|turns?\\s+(?:to\\s+)?(?:error|red)|(?:is|are)\\s+(?:in\\s+error|down|broken|failing)|can(?:no|')t\\s+(?:send|receive|connect))";
+const CHANNEL_UP = '(?:works?\\s+again|worked\\s+again|is\\s+working\\s+again|starts?\\s+working\\s+again|recovers?|recovered|comes?\\s+back|came\\s+back|is\\s+back(?:\\s+up)?)';
+
+/** A channel trigger; its `types` are the channel kinds the text names ("an email channel": email). */
+function takeChannelTrigger(s: Scanner): Trigger | null {
+  const both = s.take(new RegExp(`\\b${CHANNEL_NOUN}\\s+(?:${CHANNEL_DOWN}\\s+or\\s+${CHANNEL_UP}|${CHANNEL_UP}\\s+or\\s+${CHANNEL_DOWN})(?=\\W|$)`));
+  if (both) return { event: joinTriggerEvents(['channel.error', 'channel.recovered']), types: channelTypes(both[1]) };
+  const down = s.take(new RegExp(`\\b${CHANNEL_NOUN}\\s+${CHANNEL_DOWN}(?=\\W|$)`));
+  if (down) return { event: 'channel.error', types: channelTypes(down[1]) };
+  const up = s.take(new RegExp(`\\b${CHANNEL_NOUN}\\s+${CHANNEL_UP}(?=\\W|$)`));
+  if (up) return { event: 'channel.recovered', types: channelTypes(up[1]) };
+  return null;
+}
+
 /** The event the text names, and the message types it restricts to. */
 export function takeTrigger(s: Scanner): Trigger | null {
+  const channel = takeChannelTrigger(s);
+  if (channel) return channel;
   const past = s.take(new RegExp(`\\b${RESOURCE}s?\\s+(?:is\\s+|are\\s+|gets\\s+|get\\s+|was\\s+|were\\s+|has\\s+been\\s+|have\\s+been\\s+)?${PAST}\\b`));
   const fresh = past ? null : s.take(new RegExp(`\\bnew(?: or (updated|changed|modified|edited))?\\s+${RESOURCE}s?\\b(?!\\s+(?:is|are)\\s+(?:updated|changed|deleted|removed))`));
   const present = past || fresh ? null : s.take(new RegExp(`\\b${PRESENT}s?\\s+(?:a|an|any|the|some)\\s+(?:new\\s+)?${RESOURCE}\\b`));
@@ -779,7 +800,9 @@ export type ActionSpec =
   | { kind: 'forward'; at: number; phrase: string; to: string[]; text?: string }
   | { kind: 'send'; at: number; phrase: string; to: string[]; subject: string; text: string }
   /** A new text message (SMS) to numbers, through the organization's text channel. */
-  | { kind: 'text'; at: number; phrase: string; to: string[]; text: string };
+  | { kind: 'text'; at: number; phrase: string; to: string[]; text: string }
+  /** A notice by email about the event (a channel that stopped working): to addresses, or `me` (the creator). */
+  | { kind: 'notify'; at: number; phrase: string; to: string[] };
 
 const IT = "(?:\\s+(?:it|them|this|these|that|the\\s+(?:message|email|mail|sms|text)s?|each\\s+(?:one|message|email)|all))?";
 
@@ -831,6 +854,18 @@ export function takeEmailActions(s: Scanner): ActionSpec[] {
   const send = new RegExp(`\\b(?:send|write) (?:an? )?(?:new )?(?:e-?mail|mail|message) to (${EMAILS})(?:,? with the subject:? ${text}(?: and)?)?,? (?:saying|that says|with the text|with the message|reading):? ${text}`, 'd');
   for (const m of s.takeAll(send)) {
     out.push({ kind: 'send', at: m.index, phrase: s.plainGroup(m, 0).trim(), to: addresses(m[1]!), subject: m[2] ? unquote(s.writtenGroup(m, 2)) : '', text: unquote(s.writtenGroup(m, 3)) });
+  }
+  // "email me", "notify ops@example.com by email", "send me an email": a notice written from the event (no
+  // text given; an email with its text is the `send` above).
+  const whom = `(me|us|${EMAILS})`;
+  // "Email" is a verb only with its object right after it, never after an article ("an email to x@…" is a message).
+  const notify = new RegExp(
+    `(?<!\\b(?:an?|any|the|new|every|each|incoming|outgoing) )\\b(?:(?:e-?mail|notify|alert|warn|tell|write to) ${whom}(?: (?:by|via|with an?|in an?) e-?mail)?|send ${whom} an? (?:e-?mail|notice|notification|alert|message))(?![\\w@.])`,
+    'd',
+  );
+  for (const m of s.takeAll(notify)) {
+    const list = m[1] ?? m[2]!;
+    out.push({ kind: 'notify', at: m.index, phrase: s.plainGroup(m, 0).trim(), to: /^(?:me|us)$/.test(list) ? ['me'] : addresses(list) });
   }
   // "text +1 212 555 0100 'Big payment'", "send a text (message) / an SMS to +1… saying '…'".
   const sendText = new RegExp(`\\b(?:text|sms|(?:send|write) (?:an? )?(?:text(?: message)?|sms) to) (${PHONES}),?(?: (?:saying|that says|with the text|with the message|reading))?:? ${text}`, 'd');

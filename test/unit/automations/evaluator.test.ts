@@ -114,7 +114,7 @@ describe('the built-in evaluator: failures', () => {
   const FAILED: [string, 'evaluation_failed' | 'code_generation_failed', RegExp][] = [
     ['Colorless green ideas sleep furiously', 'evaluation_failed', /No trigger or schedule.*e\.g\./],
     ['When an email arrives, do something nice', 'evaluation_failed', /No action.*mark it as read/],
-    ['Every time a message arrives from a VIP, notify me', 'evaluation_failed', /No action/],
+    ['Every time a message arrives from a VIP, notify me', 'evaluation_failed', /did not understand "from a vip"/],
     ['Mark it as read', 'evaluation_failed', /No trigger/],
     ['Every day at 9 in Europe/Atlantis time, write a digest', 'evaluation_failed', /europe\/atlantis.*time zone/],
     ['Every Friday at 5pm, mark it as read', 'code_generation_failed', /mark it as read.*scheduled automation has no message/],

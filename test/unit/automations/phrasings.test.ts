@@ -135,7 +135,7 @@ const REFUSED: [string, RegExp][] = [
   ['Every day at 9 local time, write a digest', /did not understand "local time".*"Every Sunday at 9pm New York time, write a digest"/],
   ['Every weekday and weekend at 9, write a digest', /did not understand "weekend"/],
   ['Every day at 9am Paris time and 5pm London time, write a digest', /did not understand "5pm london time"/],
-  ['Every day at 9, write a digest and also notify me', /did not understand "notify me"/],
+  ['Every day at 9, write a digest and also notify me', /"notify me" sends a notice about a channel.*When a channel stops working, email me/],
   ['When a new email arrives, archive it quickly', /did not understand "quickly"/],
   // Ambiguous times, schedules and zones.
   ['Every day at 5, write a digest', /"at 5" could be morning or evening.*"5am" or "5pm"/],

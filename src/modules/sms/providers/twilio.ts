@@ -131,7 +131,8 @@ export function twilioProvider(settings: TwilioSettings): SmsProvider {
       const code = json?.code !== undefined && json.code !== null ? String(json.code) : undefined;
       const detail = `The provider answered ${answer.status}${code ? ` (error ${code})` : ''}${typeof json?.message === 'string' ? `: ${json.message.slice(0, 300)}` : ''}`;
       if (answer.status === 429 || answer.status >= 500) return { kind: 'retry', error: detail, retryAfterMs: retryAfterMs(answer.headers['retry-after']) };
-      return { kind: 'failed', error: detail, code };
+      // 401, or Twilio's 20003 ("Authenticate"): the account sid or auth token is wrong (or the account suspended).
+      return { kind: 'failed', error: detail, code, ...(answer.status === 401 || code === '20003' ? { credentials: true } : {}) };
     },
     // Media URLs are on the API host (a 307 to Twilio's CDN follows): credentials for that origin only.
     fetchMedia: (url, ctx) =>
