@@ -6,7 +6,14 @@ import { withDatabase } from './postgres-setup.js';
 
 export const testDbKind = (process.env.SB_TEST_DB ?? 'pglite') as 'pglite' | 'postgres';
 
-let pgliteTemplate: Uint8Array | undefined;
+let template: Uint8Array | undefined;
+
+/** The migrated embedded database that test/helpers/global-setup.ts dumped for this run (a `backup()` tarball). */
+export function pgliteTemplate(): Uint8Array {
+  const path = process.env.SB_TEST_PGLITE_TEMPLATE;
+  if (!path) throw new Error('SB_TEST_PGLITE_TEMPLATE is not set: run the tests through vitest (vitest.config.ts sets it)');
+  return (template ??= readFileSync(path));
+}
 
 /**
  * A fresh, migrated database for one test file: an in-memory PGlite loaded from the migrated template
@@ -15,10 +22,7 @@ let pgliteTemplate: Uint8Array | undefined;
  */
 export async function openTestDatabase(): Promise<Database & { url?: string }> {
   if (testDbKind === 'pglite') {
-    const path = process.env.SB_TEST_PGLITE_TEMPLATE;
-    if (!path) throw new Error('SB_TEST_PGLITE_TEMPLATE is not set: run the tests through vitest (vitest.config.ts sets it)');
-    pgliteTemplate ??= readFileSync(path);
-    const database = await openDatabase({ initialData: pgliteTemplate });
+    const database = await openDatabase({ initialData: pgliteTemplate() });
     // Nothing to apply; it checks that the template holds every migration of this checkout.
     await database.migrate();
     return database;
