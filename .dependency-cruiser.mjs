@@ -2,7 +2,7 @@
  * Import rules checked by `npm run lint` (dependency-cruiser): no file imports itself back through a circle
  * of others, type-only imports included (a type-only circle still ties the files together).
  */
-module.exports = {
+export default {
   forbidden: [
     {
       name: 'no-circular',
