@@ -166,13 +166,17 @@ function outputSchema(ops: readonly Operation[]): JsonSchema & { type: 'object' 
 }
 
 /** Which tool of its category an operation belongs to. */
-export function toolKind(op: Pick<Operation, 'method' | 'effects'>): ToolKind {
+export function toolKind(op: Pick<Operation, 'method' | 'effects' | 'tool'>): ToolKind {
   if (op.method === 'GET') return 'read';
-  return op.method === 'DELETE' || op.effects?.destructive ? 'delete' : 'write';
+  if (op.tool) return op.tool;
+  return destroys(op) ? 'delete' : 'write';
 }
 
+/** Whether an operation deletes or destroys (a soft delete is still gone for the client). */
+const destroys = (op: Pick<Operation, 'method' | 'effects'>) => op.method === 'DELETE' || op.effects?.destructive === true;
+
 /** The (tool, method) an operation is reached through on MCP: `contacts.create_email` is `contacts_write` with method `create_email`. */
-export function toolMethodOf(op: Pick<Operation, 'id' | 'method' | 'effects'>): { tool: string; method: string } {
+export function toolMethodOf(op: Pick<Operation, 'id' | 'method' | 'effects' | 'tool'>): { tool: string; method: string } {
   const category = operationCategory(op);
   return { tool: `${category}_${toolKind(op)}`, method: op.id.slice(category.length + 1) };
 }
@@ -188,7 +192,7 @@ export function toolAnnotations(ops: readonly Pick<Operation, 'method' | 'effect
   if (ops.every((op) => op.method === 'GET')) return { readOnlyHint: true, openWorldHint };
   return {
     readOnlyHint: false,
-    destructiveHint: ops.some((op) => toolKind(op) === 'delete'),
+    destructiveHint: ops.some(destroys),
     idempotentHint: ops.every((op) => op.method !== 'POST'),
     openWorldHint,
   };
