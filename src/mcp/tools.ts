@@ -159,7 +159,8 @@ function outputSchema(ops: readonly Operation[]): JsonSchema & { type: 'object' 
     ...(shared ? { $defs: { record } } : {}),
     properties: {
       data: variants.length === 1 ? variants[0]! : { anyOf: variants },
-      ...(ops.some((op) => op.kind === 'list') ? { meta: { type: 'object', properties: { pagination: { type: 'object' } } } } : {}),
+      // A list's `meta.pagination` (`limit`, `offset`, `hasMore`, `total`?), the same for every list.
+      ...(ops.some((op) => op.kind === 'list') ? { meta: { type: 'object' } } : {}),
     },
     required: ['data'],
   };
@@ -223,6 +224,15 @@ function argumentList(op: Operation, withIdempotency: boolean): string {
 }
 
 /**
+ * The page arguments of list methods: their keywords say what they take (bounds, default, values) and the
+ * method's summary says its order, so their prose is left out, once per read tool.
+ */
+const PAGE_ARGUMENTS = new Set(['limit', 'offset', 'sortOrder']);
+const withoutDescription = ({ description: _d, ...rest }: JsonSchema): JsonSchema => rest;
+/** A record's id described as only that ("Id of the message"): its name, its format and its method's summary say it already. */
+const namesItself = (schema: JsonSchema) => schema.format === 'uuid' && typeof schema.description === 'string' && /^Id of the [a-z ]+$/.test(schema.description);
+
+/**
  * The input schema of a tool: `method` (required, one of the tool's methods) and every argument of its
  * methods, once each. Which arguments a method takes, and which it requires, is in the tool description;
  * the method's own Zod schema checks the call and names any field it does not take.
@@ -234,7 +244,8 @@ function inputSchema(methods: ReadonlyMap<string, Operation>): ToolDefinition['i
   const variants = new Map<string, Map<string, JsonSchema>>();
   for (const op of methods.values()) {
     const own = (slimInput(jsonSchema(op.input, 'input')) as JsonSchema).properties as Record<string, JsonSchema> | undefined;
-    for (const [name, schema] of Object.entries(own ?? {})) {
+    for (const [name, given] of Object.entries(own ?? {})) {
+      const schema = PAGE_ARGUMENTS.has(name) || namesItself(given) ? withoutDescription(given) : given;
       const seen = variants.get(name) ?? new Map<string, JsonSchema>();
       seen.set(JSON.stringify(schema), schema);
       variants.set(name, seen);

@@ -46,6 +46,7 @@ export const EVENT_TYPES = [
   'thread.updated',
   'thread.reopened',
   'thread.note_added',
+  'thread.note_deleted',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
@@ -88,6 +89,7 @@ export function describeEventType(type: EventType): string {
   if (type === 'thread.updated') return "A thread's status, snooze, assignee or tags changed (its `changes` hold the fields before and after)";
   if (type === 'thread.reopened') return 'A pending, snoozed or closed thread opened again (its `reason`: `message`, an incoming message; `snooze_ended`)';
   if (type === 'thread.note_added') return 'An internal note was added to a thread';
+  if (type === 'thread.note_deleted') return 'An internal note was deleted';
   if (type === 'channel.recovered') return 'A channel in error works again (the side that failed succeeded)';
   const dot = type.lastIndexOf('.');
   const resource = type.slice(0, dot).replace('.', ' ').replace('_', ' ');

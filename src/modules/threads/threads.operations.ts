@@ -15,7 +15,7 @@ export const threadsOperations: Operation[] = [
     kind: 'list',
     method: 'GET',
     path: '/threads',
-    summary: 'List threads',
+    summary: 'List threads, newest message first',
     description: `The conversations of the organization, newest \`lastMessageAt\` first, filtered by status, assignee, tag, channel or contact. ${STATUS_RULES}`,
     input: ThreadListInput,
     output: Thread,
@@ -36,9 +36,9 @@ export const threadsOperations: Operation[] = [
     method: 'PATCH',
     path: '/threads/{id}',
     summary: 'Change a thread',
-    description: `Sets the status, the snooze, the assignee or the tags; records \`thread.updated\` with the fields before and after when something changed. ${STATUS_RULES}`,
-    event: (data) => (Object.keys(changesOf.get(data) ?? {}).length > 0 ? ['thread.updated'] : []),
-    eventData: (data) => ({ ...data, changes: changesOf.get(data) }),
+    description: `Sets the status, the snooze, the assignee or the tags; records \`thread.updated\` with the fields before and after (\`changes\`, empty when nothing changed). ${STATUS_RULES}`,
+    event: 'thread.updated',
+    eventData: (data) => ({ ...data, changes: changesOf.get(data) ?? {} }),
     input: ThreadUpdateInput,
     output: Thread,
     handler: async ({ id, ...patch }, ctx) => {
@@ -69,7 +69,7 @@ export const threadsOperations: Operation[] = [
     handler: (input, ctx) => listNotes(ctx.db, ctx.orgId, input.id, input),
   }),
   defineOperation({
-    id: 'threads.add_note',
+    id: 'threads.create_note',
     method: 'POST',
     path: '/threads/{id}/notes',
     summary: 'Add an internal note',
@@ -88,6 +88,7 @@ export const threadsOperations: Operation[] = [
     output: Note,
     // The category keeps two tools (CONTRACT §11): this one is a method of `threads_write`, whose hints then say destructive.
     tool: 'write',
+    event: 'thread.note_deleted',
     handler: (input, ctx) => deleteNote(ctx.db, ctx.orgId, input.id, input.noteId),
   }),
 ];

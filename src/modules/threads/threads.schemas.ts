@@ -41,11 +41,11 @@ components.add(Thread, { id: 'Thread' });
 
 export const ThreadListInput = Pagination.extend({
   sortOrder: z.enum(['asc', 'desc']).default('desc').describe('By `lastMessageAt` (ties by id): newest first by default'),
-  status: z.enum(THREAD_STATUSES).optional().describe('Only threads with this status'),
-  assigneeId: z.union([Uuid, z.literal('none')]).optional().describe('Only threads assigned to this member, or `none` for unassigned ones'),
-  tag: Tag.optional().describe('Only threads with this tag'),
-  channelId: Uuid.optional().describe('Only threads of this channel'),
-  contactId: Uuid.optional().describe('Only threads with this contact'),
+  status: z.enum(THREAD_STATUSES).optional().describe('Filter by status'),
+  assigneeId: z.union([Uuid, z.literal('none')]).optional().describe('Filter by assignee (`none`: unassigned)'),
+  tag: Tag.optional().describe('Filter by tag'),
+  channelId: Uuid.optional().describe('Filter by channel'),
+  contactId: Uuid.optional().describe('Filter by contact'),
 }).strict();
 
 export const ThreadId = z.strictObject({ id: ThreadIdParam });
