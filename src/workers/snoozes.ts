@@ -6,7 +6,7 @@ import type { Db } from '../db/client.js';
 import { committedColumns, committedOf } from '../modules/events/events.recorder.js';
 import { eventCtes } from '../modules/events/events.recorder.js';
 import { notifyEventsCommitted } from '../modules/events/events.signal.js';
-import { reopenCte, reopenEventsSource } from '../modules/threads/threads.repository.js';
+import { REOPEN_EVENTS, reopenCte } from '../modules/threads/threads.repository.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /** A pass every 15 s: a snooze ends within 60 s of its time, with room for a busy database. */
@@ -37,7 +37,7 @@ export function createSnoozeWorker(deps: SnoozeDeps): WorkerLoop & { runOnce(): 
           SELECT organization_id, id, status, snoozed_until FROM threads
            WHERE status = 'snoozed' AND snoozed_until <= ${now.toISOString()}::timestamptz
            ORDER BY snoozed_until LIMIT ${BATCH} FOR UPDATE SKIP LOCKED
-        ), ${reopenCte()}, ${sql.join(eventCtes(reopenEventsSource('snooze_ended'), SYSTEM), sql`, `)}
+        ), ${reopenCte('snooze_ended')}, ${sql.join(eventCtes(REOPEN_EVENTS, SYSTEM), sql`, `)}
         SELECT (SELECT count(*) FROM r)::int AS reopened, ${sql.join(committedColumns, sql`, `)}`);
       const row = result.rows[0] as Record<string, unknown> | undefined;
       const reopened = Number(row?.reopened ?? 0);
