@@ -249,9 +249,12 @@ class EventWriter {
   }
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 function eventsOf(op: Operation, orgId: string, data: unknown): NewEvent[] {
   const record = data as { id?: unknown };
-  const resourceId = typeof record?.id === 'string' ? record.id : null;
+  // A record whose id is no UUID (a thread of a recorded message may carry any id) has none in the event's column.
+  const resourceId = typeof record?.id === 'string' && UUID.test(record.id) ? record.id : null;
   // Plain JSON, as REST answers it: Dates become ISO strings.
   const json = JSON.parse(JSON.stringify(op.eventData ? op.eventData(data as Record<string, unknown>) : data)) as unknown;
   return eventTypesOf(op, data)

@@ -87,6 +87,11 @@ interface OperationBase<I extends z.ZodObject> {
    * then needs the sending consent (`messages:send`, checked by `runOperation`). Unset: derived from the method.
    */
   effects?: { destructive?: boolean; openWorld?: boolean; sends?: boolean };
+  /**
+   * The MCP tool of its category that reaches it, when not the one its method implies: a category kept to a
+   * read and a write tool puts its delete in `_write` (whose hints then say destructive).
+   */
+  tool?: 'write';
 }
 
 export interface ItemOperation<I extends z.ZodObject = z.ZodObject, O extends z.ZodType = z.ZodType> extends OperationBase<I> {

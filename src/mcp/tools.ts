@@ -159,20 +159,25 @@ function outputSchema(ops: readonly Operation[]): JsonSchema & { type: 'object' 
     ...(shared ? { $defs: { record } } : {}),
     properties: {
       data: variants.length === 1 ? variants[0]! : { anyOf: variants },
-      ...(ops.some((op) => op.kind === 'list') ? { meta: { type: 'object', properties: { pagination: { type: 'object' } } } } : {}),
+      // A list's `meta.pagination` (`limit`, `offset`, `hasMore`, `total`?), the same for every list.
+      ...(ops.some((op) => op.kind === 'list') ? { meta: { type: 'object' } } : {}),
     },
     required: ['data'],
   };
 }
 
 /** Which tool of its category an operation belongs to. */
-export function toolKind(op: Pick<Operation, 'method' | 'effects'>): ToolKind {
+export function toolKind(op: Pick<Operation, 'method' | 'effects' | 'tool'>): ToolKind {
   if (op.method === 'GET') return 'read';
-  return op.method === 'DELETE' || op.effects?.destructive ? 'delete' : 'write';
+  if (op.tool) return op.tool;
+  return destroys(op) ? 'delete' : 'write';
 }
 
+/** Whether an operation deletes or destroys (a soft delete is still gone for the client). */
+const destroys = (op: Pick<Operation, 'method' | 'effects'>) => op.method === 'DELETE' || op.effects?.destructive === true;
+
 /** The (tool, method) an operation is reached through on MCP: `contacts.create_email` is `contacts_write` with method `create_email`. */
-export function toolMethodOf(op: Pick<Operation, 'id' | 'method' | 'effects'>): { tool: string; method: string } {
+export function toolMethodOf(op: Pick<Operation, 'id' | 'method' | 'effects' | 'tool'>): { tool: string; method: string } {
   const category = operationCategory(op);
   return { tool: `${category}_${toolKind(op)}`, method: op.id.slice(category.length + 1) };
 }
@@ -188,7 +193,7 @@ export function toolAnnotations(ops: readonly Pick<Operation, 'method' | 'effect
   if (ops.every((op) => op.method === 'GET')) return { readOnlyHint: true, openWorldHint };
   return {
     readOnlyHint: false,
-    destructiveHint: ops.some((op) => toolKind(op) === 'delete'),
+    destructiveHint: ops.some(destroys),
     idempotentHint: ops.every((op) => op.method !== 'POST'),
     openWorldHint,
   };
@@ -219,6 +224,15 @@ function argumentList(op: Operation, withIdempotency: boolean): string {
 }
 
 /**
+ * The page arguments of list methods: their keywords say what they take (bounds, default, values) and the
+ * method's summary says its order, so their prose is left out, once per read tool.
+ */
+const PAGE_ARGUMENTS = new Set(['limit', 'offset', 'sortOrder']);
+const withoutDescription = ({ description: _d, ...rest }: JsonSchema): JsonSchema => rest;
+/** A record's id described as only that ("Id of the message"): its name, its format and its method's summary say it already. */
+const namesItself = (schema: JsonSchema) => schema.format === 'uuid' && typeof schema.description === 'string' && /^Id of the [a-z ]+$/.test(schema.description);
+
+/**
  * The input schema of a tool: `method` (required, one of the tool's methods) and every argument of its
  * methods, once each. Which arguments a method takes, and which it requires, is in the tool description;
  * the method's own Zod schema checks the call and names any field it does not take.
@@ -230,7 +244,8 @@ function inputSchema(methods: ReadonlyMap<string, Operation>): ToolDefinition['i
   const variants = new Map<string, Map<string, JsonSchema>>();
   for (const op of methods.values()) {
     const own = (slimInput(jsonSchema(op.input, 'input')) as JsonSchema).properties as Record<string, JsonSchema> | undefined;
-    for (const [name, schema] of Object.entries(own ?? {})) {
+    for (const [name, given] of Object.entries(own ?? {})) {
+      const schema = PAGE_ARGUMENTS.has(name) || namesItself(given) ? withoutDescription(given) : given;
       const seen = variants.get(name) ?? new Map<string, JsonSchema>();
       seen.set(JSON.stringify(schema), schema);
       variants.set(name, seen);
