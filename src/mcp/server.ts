@@ -5,7 +5,8 @@ import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@
 import type { FastifyBaseLogger } from 'fastify';
 import { fieldError, logServerError, toAppError } from '../core/errors.js';
 import { withDeadline } from '../core/deadline.js';
-import { operationPermission, readsOnly, successStatus, type Operation } from '../core/operation.js';
+import { operationPermission, readsOnly, successStatus, type Envelope, type Operation } from '../core/operation.js';
+import { envelopeJson } from '../core/json-text.js';
 import { categoryPermissions, hasPermission } from '../core/permissions.js';
 import type { Db } from '../db/client.js';
 import type { Grant } from '../oauth/grants.js';
@@ -128,19 +129,20 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
       // `idempotencyKey` is an argument of creating methods only; elsewhere it is an unknown field like any other.
       const { idempotencyKey, ...args } = input;
       const key = op.method === 'POST' ? idempotencyArgument(idempotencyKey) : undefined;
-      let envelope: unknown;
+      let envelope: Envelope;
       if (key === undefined) {
-        const running = runOperation(op, op.method === 'POST' ? args : input, caller);
+        const running = runOperation(op, op.method === 'POST' ? args : input, { ...caller, jsonText: true });
         envelope = await (readsOnly(op) ? withDeadline(running, deps.readTimeoutMs) : running);
       } else {
         const scope = { callerId: g.id, orgId: g.organizationId, key, hash: requestHash('TOOL', `${name}.${String(method)}`, args) };
         const committed = new CommittedWork();
-        envelope = (await runIdempotent(deps.db, scope, successStatus(op), (tx) => runOperation(op, args, caller, tx, committed))).body;
+        envelope = (await runIdempotent(deps.db, scope, successStatus(op), (tx) => runOperation(op, args, caller, tx, committed))).body as Envelope;
         committed.announce();
       }
-      // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST).
+      // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST);
+      // a record the database wrote as JSON is spliced in as it is.
       const link = approvalLinkOf(envelope);
-      return { ok: true, text: JSON.stringify(envelope), notice: link && approvalNotice(link) };
+      return { ok: true, text: envelopeJson(envelope), notice: link && approvalNotice(link) };
     } catch (err) {
       const appError = toAppError(err);
       logServerError(deps.log, appError, err, { tool: name });
