@@ -106,7 +106,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (deps.config.metricsToken) {
     createMetrics({ database: deps.database, clock: deps.clock ?? systemClock, readTimeoutMs: deps.config.dbReadTimeoutMs, token: deps.config.metricsToken }).register(app);
   }
-  await registerCors(app);
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`), req, reply));
 
@@ -132,8 +131,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   );
 
   await registerSmsHooks(app, { run: runOperation, publicUrl: deps.config.publicUrl, rateLimit: deps.config.sms.hookRateLimit, failureLimit: deps.config.sms.hookFailureLimit });
-  await app.register(registerOAuth);
-  await app.register(registerMcp);
+  // The only endpoints a browser calls (OAuth's documents and endpoints, the MCP transports) in one context
+  // with the CORS hook: no other request runs it (`http/cors.ts`).
+  await app.register(async (browserFacing) => {
+    await registerCors(browserFacing);
+    await browserFacing.register(registerOAuth);
+    await browserFacing.register(registerMcp);
+  });
   return app;
 }
 
