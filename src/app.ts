@@ -12,6 +12,7 @@ import type { Database } from './db/client.js';
 import { createApiKeyAuth, type ApiKeyAuth } from './http/api-key-auth.js';
 import { sendError } from './http/errors.js';
 import { registerCors } from './http/cors.js';
+import { lazyRequestLogger } from './http/request-logger.js';
 import { registerDocs } from './http/docs.js';
 import { createMetrics } from './http/metrics.js';
 import { buildOpenApi } from './http/openapi.js';
@@ -90,6 +91,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     // Errors are logged by the error handler; per-request access logs are left to the proxy in front.
     logController: new LogController({ disableRequestLogging: true }),
+    // So a request's child logger is made only when the request logs something.
+    childLoggerFactory: lazyRequestLogger,
     routerOptions: { maxParamLength: 200 },
     // Errors Fastify raises before routing (an undecodable URL) get the API's error shape too.
     frameworkErrors: (err, req, reply) => sendError(err, req, reply),
