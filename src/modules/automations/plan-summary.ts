@@ -277,6 +277,8 @@ function describeStep(step: PlanStep, index: number, context: StepContext): stri
     return parts.length ? list(parts, 'and') : 'updates the message with nothing';
   }
   if (step.operation === 'messages.create' && input.type === 'note' && input.text === '{{digest}}') return 'creates a digest note of the messages since the last run';
+  if (step.operation === 'messages.create' && input.type === 'note' && input.text === '{{digest.unread}}') return 'creates a digest note of the unread incoming messages';
+  if (step.operation === 'messages.create' && input.type === 'note' && input.text === '{{digest.unreadEmails}}') return 'creates a digest note of the unread emails';
   if (step.operation === 'contacts.create' && input.name === '{{sender.name}}' && Object.keys(input).length === 1) return 'creates a contact named after the sender';
   const prior = /^\{\{steps\.(\d+)\.id\}\}$/.exec(typeof input.id === 'string' ? input.id : '');
   const priorIsContact = prior && steps[Number(prior[1])]?.operation === 'contacts.create' && Number(prior[1]) < index;

@@ -19,6 +19,9 @@ import {
   type ActionSpec,
 } from './vocabulary.js';
 
+/** What an unread digest lists. */
+const UNREAD_WORDS = { unread: 'unread messages', unreadEmails: 'unread emails' } as const;
+
 /** The sender of the messages the digest action writes. */
 export const DIGEST_SENDER = 'Switchboard automations';
 
@@ -88,7 +91,9 @@ function stepsOf(action: ActionSpec, index: number, types: string[], eventTypes:
       return [
         {
           operation: 'messages.create',
-          input: { direction: 'incoming', type: 'note', sender: DIGEST_SENDER, summary: 'Digest of the messages since {{lastRunAt}}', text: '{{digest}}' },
+          input: action.unread
+            ? { direction: 'incoming', type: 'note', sender: DIGEST_SENDER, summary: `Digest of the ${UNREAD_WORDS[action.unread]}`, text: `{{digest.${action.unread}}}` }
+            : { direction: 'incoming', type: 'note', sender: DIGEST_SENDER, summary: 'Digest of the messages since {{lastRunAt}}', text: '{{digest}}' },
         },
       ];
   }

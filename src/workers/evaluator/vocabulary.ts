@@ -793,7 +793,8 @@ export const isNegation = (span: string): boolean => NEGATIONS.test(span);
 export type ActionSpec =
   | { kind: 'read' | 'unread' | 'archive' | 'contact'; at: number; phrase: string }
   /** `cadence`: "a daily / weekly / monthly digest", which the schedule must agree with. */
-  | { kind: 'digest'; at: number; phrase: string; cadence?: 'daily' | 'weekly' | 'monthly' }
+  /** `unread`: a digest of the messages (or only the emails) not read yet, rather than of those since the last run. */
+  | { kind: 'digest'; at: number; phrase: string; cadence?: 'daily' | 'weekly' | 'monthly'; unread?: 'unread' | 'unreadEmails' }
   | { kind: 'snooze'; at: number; phrase: string; until: string; error?: string }
   | { kind: 'set'; at: number; phrase: string; field: 'importance' | 'urgency' | 'status'; value: string }
   | { kind: 'reply'; at: number; phrase: string; text: string; replyAll: boolean }
@@ -879,10 +880,12 @@ export function takeEmailActions(s: Scanner): ActionSpec[] {
 export function takeActions(s: Scanner): ActionSpec[] {
   const out: ActionSpec[] = [];
   const push = (m: RegExpExecArray[], spec: (m: RegExpExecArray) => ActionSpec) => out.push(...m.map(spec));
-  const simple = (kind: 'read' | 'unread' | 'archive' | 'contact' | 'digest') => (m: RegExpExecArray): ActionSpec => ({ kind, at: m.index, phrase: s.plainGroup(m, 0).trim() });
+  const simple = (kind: 'read' | 'unread' | 'archive' | 'contact') => (m: RegExpExecArray): ActionSpec => ({ kind, at: m.index, phrase: s.plainGroup(m, 0).trim() });
   const cadenced = (m: RegExpExecArray): ActionSpec => {
     const cadence = /\b(daily|weekly|monthly)\b/.exec(m[0])?.[1] as 'daily' | 'weekly' | 'monthly' | undefined;
-    return cadence ? { kind: 'digest', at: m.index, phrase: s.plainGroup(m, 0).trim(), cadence } : { kind: 'digest', at: m.index, phrase: s.plainGroup(m, 0).trim() };
+    // "a summary of unread emails": the emails not read yet (whenever they came), not the messages since the last run.
+    const unread = /\bunread\b/.test(m[0]) ? (/\b(?:emails|mails?)\b/.test(m[0]) ? 'unreadEmails' : 'unread') : undefined;
+    return { kind: 'digest', at: m.index, phrase: s.plainGroup(m, 0).trim(), ...(cadence ? { cadence } : {}), ...(unread ? { unread } : {}) };
   };
 
   push(
@@ -891,7 +894,7 @@ export function takeActions(s: Scanner): ActionSpec[] {
     ),
     cadenced,
   );
-  push(s.takeAll(/\bsummari[sz]e(?:\s+(?:the|all|my))?(?:\s+(?:new|unread|recent|latest))?(?:\s+(?:messages|emails|mails?|inbox))?(?:\s+since\s+(?:the\s+)?last\s+(?:run|time))?/), simple('digest'));
+  push(s.takeAll(/\bsummari[sz]e(?:\s+(?:the|all|my))?(?:\s+(?:new|unread|recent|latest))?(?:\s+(?:messages|emails|mails?|inbox))?(?:\s+since\s+(?:the\s+)?last\s+(?:run|time))?/), cadenced);
   push(
     s.takeAll(/\b(?:create|add|save|make)\s+(?:a\s+|the\s+)?(?:new\s+)?contact\s+(?:for|from|of|with)\s+(?:the\s+|its\s+|each\s+|their\s+)?sender\b|\b(?:add|save)\s+(?:the\s+|its\s+)?sender\s+(?:as\s+a\s+(?:new\s+)?contact|to\s+(?:my\s+|the\s+)?contacts)\b/),
     simple('contact'),
