@@ -12,6 +12,10 @@ const evaluate = (instructions: string, given: EvaluationRequest['given'] = {}, 
   evaluateAutomation(builtinEvaluator, request(instructions, given), { creatorPermissions });
 
 // Building blocks of the expected plans.
+const unreadDigest = (which: string, what: string): PlanStep => ({
+  operation: 'messages.create',
+  input: { direction: 'incoming', type: 'note', sender: 'Switchboard automations', summary: `Digest of the ${what}`, text: `{{digest.${which}}}` },
+});
 const contactEmail = (index: number): PlanStep[] => [
   { operation: 'contacts.create', input: { name: '{{sender.name}}' } },
   { operation: 'contacts.create_email', input: { id: `{{steps.${index}.id}}`, email: '{{sender.address}}' } },
@@ -80,6 +84,9 @@ const PLANNED: [string, Plan][] = [
   ['Every hour, write a recap', scheduled('0 * * * *')],
   ['Every day at noon, send me a digest', scheduled('0 12 * * *')],
   ['Every weekday at 8am, write a summary of the messages since the last run', scheduled('0 8 * * 1-5')],
+  // "unread" is kept: the digest lists the emails not read yet, not the messages since the last run.
+  ['Every weekday at 8am, send me a summary of unread emails', scheduled('0 8 * * 1-5', [unreadDigest('unreadEmails', 'unread emails')])],
+  ['Every day at 9, summarize unread messages', scheduled('0 9 * * *', [unreadDigest('unread', 'unread messages')])],
   ['Every 15 minutes, write a digest', scheduled('*/15 * * * *')],
   ['Every minute, write a summary of the messages since the last run', scheduled('* * * * *')],
   ['On the first of every month at 9, write a summary', scheduled('0 9 1 * *')],
