@@ -85,7 +85,7 @@ type Patch = Omit<z.output<typeof ThreadUpdateInput>, 'id'>;
  * The rules of a PATCH: `snoozed` needs a future `snoozedUntil`; a `snoozedUntil` alone snoozes (null alone
  * ends a snooze); any other status clears it. The assignee must be a member of the organization.
  */
-function nextState(current: ThreadRow, patch: Patch, now: Date): Partial<ThreadRow> {
+function nextState(current: ThreadRow, patch: Omit<Patch, 'assigneeEmail'>, now: Date): Partial<ThreadRow> {
   const next: Partial<ThreadRow> = {};
   let status: ThreadStatus | undefined = patch.status;
   if (status === undefined && patch.snoozedUntil !== undefined) status = patch.snoozedUntil === null ? (current.status === 'snoozed' ? 'open' : undefined) : 'snoozed';
@@ -110,8 +110,14 @@ const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
  * Applies a PATCH in the caller's transaction: the thread is read under a row lock, the rules applied, and
  * only the fields that change are written. Answers the thread and its changes (before and after).
  */
-export async function updateThread(db: DbOrTx, orgId: string, id: string, patch: Patch, now = new Date()): Promise<{ thread: ThreadRow; changes: Changes }> {
-  if (patch.assigneeId) {
+export async function updateThread(db: DbOrTx, orgId: string, id: string, given: Patch, now = new Date()): Promise<{ thread: ThreadRow; changes: Changes }> {
+  const { assigneeEmail, ...patch } = given;
+  if (assigneeEmail !== undefined) {
+    if (patch.assigneeId !== undefined) throw fieldError('assigneeEmail', 'Give assigneeId or assigneeEmail, not both');
+    const [member] = await db.select({ id: users.id }).from(users).where(memberWhere(orgId, eq(sql`lower(${users.email})`, assigneeEmail.toLowerCase()))).limit(1);
+    if (!member) throw fieldError('assigneeEmail', 'Not a member of the organization (see GET /members)');
+    patch.assigneeId = member.id;
+  } else if (patch.assigneeId) {
     const [member] = await db.select({ id: users.id }).from(users).where(memberWhere(orgId, eq(users.id, patch.assigneeId))).limit(1);
     if (!member) throw fieldError('assigneeId', 'Not a member of the organization (see GET /members)');
   }
