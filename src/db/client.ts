@@ -5,6 +5,7 @@ import { drizzle as drizzlePg, type NodePgDatabase } from 'drizzle-orm/node-post
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { packagePath } from '../core/paths.js';
+import { shareEventLoop } from './pglite-turns.js';
 import { acquireDataDirLock, preparePrivateDataDir, tightenPermissions, withPrivateUmask, type DataDirLock } from './lock.js';
 import * as schema from './schema.js';
 import type { OperationContext } from '../core/operation.js';
@@ -47,6 +48,11 @@ export interface DatabaseOptions {
   url?: string | undefined;
   /** Directory of the embedded database; `undefined` keeps it in memory (tests). */
   dataDir?: string | undefined;
+  /**
+   * The in-memory embedded database only: its starting contents, a dump of a data directory (`backup()`'s
+   * tarball) instead of a new empty database. Tests start each file from a migrated template this way.
+   */
+  initialData?: Uint8Array | undefined;
   /** Largest number of pooled PostgreSQL connections. */
   poolSize?: number;
   /**
@@ -62,7 +68,7 @@ const migrationsFolder = packagePath('drizzle');
 const MIGRATION_LOCK = 7_345_001;
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
-  return options.url ? openPostgres(options.url, options.poolSize ?? 20, options.statementTimeoutMs) : openPglite(options.dataDir);
+  return options.url ? openPostgres(options.url, options.poolSize ?? 20, options.statementTimeoutMs) : openPglite(options.dataDir, options.initialData);
 }
 
 function openPostgres(url: string, poolSize: number, statementTimeoutMs: number | undefined): Database {
@@ -164,14 +170,18 @@ export async function restorePglite(dataDir: string, backup: Uint8Array) {
 
 /**
  * bytea on the embedded database, which runs on the main thread: its default serializer and parser convert
- * one byte at a time in JavaScript (4 MB took 1.8 s to write and 0.8 s to read, holding every request), so
- * both go through Node's native hex coding instead (about a tenth of that).
+ * one byte at a time in JavaScript (4 MB took 1.8 s to write and 0.8 s to read, holding every request).
+ * Written, the bytes go as they are: PGlite sends a parameter that is a byte array in the binary format,
+ * which for bytea is the bytes themselves (no hex text of twice the size for JavaScript to measure, encode
+ * and PostgreSQL to decode: a 4 MB HTML part took about 450 ms of the main thread as hex). Read, the hex
+ * text goes through Node's native hex coding.
  */
 const BYTEA_OID = 17;
-const serializeByteaHex = (value: Uint8Array) => `\\x${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}`;
+// PGlite's types say a serializer answers text; its Bind writer takes a byte array as well (binary format).
+const serializeByteaBinary = ((value: Uint8Array) => value) as unknown as (value: unknown) => string;
 const parseByteaHex = (text: string) => Buffer.from(text.slice(2), 'hex');
 
-async function openPglite(dataDir: string | undefined): Promise<Database> {
+async function openPglite(dataDir: string | undefined, initialData: Uint8Array | undefined): Promise<Database> {
   // Loaded here, not at the top: a process on PostgreSQL never loads the embedded database's code.
   const [{ PGlite }, { drizzle: drizzlePglite }, { migrate: migratePglite }, extensions] = await Promise.all([
     import('@electric-sql/pglite'),
@@ -181,9 +191,9 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   ]);
   let lock: DataDirLock | undefined;
   const startParams = [...PGlite.defaultStartParams, ...Object.entries(PGLITE_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
-  const options = { relaxedDurability: false, startParams, extensions, serializers: { [BYTEA_OID]: serializeByteaHex }, parsers: { [BYTEA_OID]: parseByteaHex } };
+  const options = { relaxedDurability: false, startParams, extensions, serializers: { [BYTEA_OID]: serializeByteaBinary }, parsers: { [BYTEA_OID]: parseByteaHex } };
   const start = async () => {
-    if (!dataDir) return PGlite.create('memory://', options);
+    if (!dataDir) return PGlite.create('memory://', initialData ? { ...options, loadDataDir: new Blob([initialData]) } : options);
     // DATA_DIR is private (0700, checked like PostgreSQL checks its own), and what start-up and the
     // initialization child create in it is too.
     preparePrivateDataDir(dataDir);
@@ -201,6 +211,8 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
     lock?.release();
     throw err;
   }
+  // Its statements share the event loop with requests (`pglite-turns.ts`).
+  shareEventLoop(client);
   const db = drizzlePglite(client, { schema }) as unknown as Db;
   return {
     db,

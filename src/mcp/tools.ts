@@ -2,7 +2,8 @@ import { IDEMPOTENCY_ARGUMENT_SCHEMA } from '../idempotency.js';
 import type { z } from 'zod';
 import { CATEGORIES, type Category } from '../core/categories.js';
 import { toJsonSchema, type JsonSchema } from '../core/json-schema.js';
-import { envelopeSchema, operationCategory, type Operation } from '../core/operation.js';
+import { envelopeSchema, operationCategory, operationPermission, type Operation } from '../core/operation.js';
+import type { Permission } from '../core/permissions.js';
 
 /** MCP tool annotations: hints for clients, derived from what the tool's methods do. */
 export interface ToolAnnotations {
@@ -37,6 +38,8 @@ export interface ToolEntry {
   kind: ToolKind;
   /** The tool's methods: the operation's id without its category (`list`, `create_email`), to the operation. */
   methods: ReadonlyMap<string, Operation>;
+  /** The permissions its methods need (one: reading, or writing, in its category); a grant is offered the tool when it holds them all. */
+  permissions: readonly Permission[];
   definition: ToolDefinition;
 }
 
@@ -311,7 +314,8 @@ export function buildToolCatalog(operations: readonly Operation[]): ToolCatalog 
   if (placed !== operations.length) throw new Error('An operation belongs to no category of CATEGORIES: it would have no tool');
   const catalog = new Map<string, ToolEntry>();
   for (const [name, { category, kind, methods }] of grouped) {
-    catalog.set(name, { name, category, kind, methods, definition: toolDefinition(name, category, kind, methods) });
+    const permissions = [...new Set([...methods.values()].map(operationPermission))];
+    catalog.set(name, { name, category, kind, methods, permissions, definition: toolDefinition(name, category, kind, methods) });
   }
   return catalog;
 }
