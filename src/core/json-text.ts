@@ -1,5 +1,3 @@
-import type { Envelope } from './operation.js';
-
 /**
  * A record's JSON as the database wrote it (`json_build_object(…)::text`), carried to the answer as it is:
  * REST writes it into the body and MCP into the tool result without a parse and a second serialization
@@ -16,6 +14,12 @@ export class JsonText {
 }
 
 const isText = (value: unknown): value is JsonText => value instanceof JsonText;
+
+/** An operation's envelope (`core/operation.ts`), as far as it matters here. */
+interface Envelope {
+  data: unknown;
+  meta?: unknown;
+}
 
 /** Whether an envelope carries database JSON (its `data`, or the items of a list page). */
 export function carriesJsonText(envelope: Envelope): boolean {
