@@ -1,3 +1,4 @@
+
 /**
  * A record's JSON as the database wrote it (`json_build_object(…)::text`), carried to the answer as it is:
  * REST writes it into the body and MCP into the tool result without a parse and a second serialization
@@ -5,6 +6,12 @@
  * schema describes (the statement builds it with `jsonRow`, timestamps as ISO 8601 UTC), written with the
  * spaces PostgreSQL puts after its colons and commas. A caller that needs the values reads `value()`.
  */
+/** The shape of an answer's envelope as these functions read it (the `Envelope` of `operation.ts`). */
+interface Envelope {
+  data: unknown;
+  meta?: unknown;
+}
+
 export class JsonText {
   constructor(readonly text: string) {}
 
@@ -14,12 +21,6 @@ export class JsonText {
 }
 
 const isText = (value: unknown): value is JsonText => value instanceof JsonText;
-
-/** An operation's envelope (`core/operation.ts`), as far as it matters here. */
-interface Envelope {
-  data: unknown;
-  meta?: unknown;
-}
 
 /** Whether an envelope carries database JSON (its `data`, or the items of a list page). */
 export function carriesJsonText(envelope: Envelope): boolean {
