@@ -8,13 +8,14 @@ import { ForbiddenAddressError } from '../core/outbound.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { channels, mailOutbox, messages } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, tlsOptions, tlsRequired, type MailTarget } from '../modules/channels/channels.connect.js';
-import { CREDENTIALS_FIX, loadChannelCredentials, recordChannelOutcome, showChannelOutcome, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { CREDENTIALS_FIX, loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { recordChannelOutcome, showChannelOutcome } from '../modules/channels/channel-health.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
 import { attachmentBytes, getMessage } from '../modules/messages/messages.repository.js';
-import { composeMail, envelopeRecipients } from '../modules/messages/outgoing-mail.js';
-import { sendingOperations } from '../modules/messages/sending.operations.js';
+import { composeMail, envelopeRecipients } from '../modules/channels/email/outgoing-mail.js';
+import { sendingOperations } from '../modules/channels/sending.operations.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /** The operations that queue mail: a commit of one wakes the sender (other writes leave it to its polling). */
