@@ -1,5 +1,4 @@
 import closeWithGrace from 'close-with-grace';
-import { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import { loadConfig, type Config } from './config.js';
 import { startCommandSocket, type CommandSocket } from './cli/command-socket.js';
@@ -15,6 +14,7 @@ import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
 import { createSmsMediaFetcher } from './workers/sms-media.js';
 import { createSmsSender } from './workers/sms-sender.js';
+import { createSnoozeWorker } from './workers/snoozes.js';
 import { createSmppBinds, deliverWindowOf } from './workers/smpp-binds.js';
 import { runOperation } from './run-operation.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
@@ -64,7 +64,8 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
   signals.check();
   await database.migrate();
   signals.check();
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
+  // Loaded only when configured: a process without Redis does not hold its client.
+  const redis = config.redisUrl ? new (await import('ioredis')).Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
   redis?.on('error', () => {}); // rate limits fall back to memory while Redis is away
   if (redis) opened.push(() => redis.disconnect());
   const app = await buildApp({ config, database, redis, logger: { level: config.logLevel } });
@@ -95,6 +96,7 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
   const workers: { start(): void; stop(): Promise<void> }[] = [
     createCleanup({ db: database.db, clock: app.deps.clock, log: app.log, eventRetentionDays: config.eventRetentionDays }),
     createWebhookDelivery({ db: database.db, clock: app.deps.clock, log: app.log, allowInsecure: config.webhookAllowInsecure }),
+    createSnoozeWorker({ db: database.db, clock: app.deps.clock, log: app.log }),
     createMailSender({
       db: database.db,
       clock: app.deps.clock,
