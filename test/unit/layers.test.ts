@@ -24,7 +24,7 @@ const SRC = join(dirname(fileURLToPath(import.meta.url)), '../../src');
  * the channel kinds (`channels/<kind>/`) and what they share; automations send through channels. A new
  * folder must take its place here.
  */
-const MODULE_FOLDERS = ['businesses', 'contacts', 'customers', 'folders', 'messages', 'events', 'domains', 'channels', 'automations', 'webhooks'];
+const MODULE_FOLDERS = ['businesses', 'contacts', 'customers', 'folders', 'events', 'threads', 'messages', 'domains', 'channels', 'automations', 'webhooks'];
 /** The imports against that order allowed, at most two (ARCHITECTURE.md, "Layers"): each named here with why. */
 const MODULE_BACK_IMPORTS = [
   // A verified domain releases the inbound-SMTP addresses other organizations squatted: their `channel.deleted` events carry the email channel's JSON.
