@@ -24,7 +24,7 @@ import { setChannelPolicy } from './modules/channels/channels.connect.js';
 import { setDnsServers } from './core/dns.js';
 import { configureSecrets } from './core/encryption.js';
 import { recordKeyLocation } from './db/encrypted-columns.js';
-import { setInboundRunner } from './modules/channels/email/inbound.js';
+import { setInboundRunner } from './modules/channels/runner.js';
 import { registerSmsHooks } from './http/sms-hooks.js';
 import { setSmsPublicUrl } from './modules/channels/sms/sms.repository.js';
 import { runOperation } from './run-operation.js';

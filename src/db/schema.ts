@@ -442,10 +442,11 @@ export const channelSyncStates = pgTable(
 
 );
 
-/** A text channel's provider (Twilio-compatible or SMPP), without the secret; see src/modules/channels/sms. */
-export type SmsProviderSettings =
-  | { kind: 'twilio'; accountSid: string; apiBaseUrl: string; messagingServiceSid: string | null }
-  | { kind: 'smpp'; host: string; port: number; tls: boolean; systemId: string; systemType: string | null };
+/**
+ * A text channel's provider, without its secret: its `kind` and its own settings, which its file in
+ * src/modules/channels/sms/providers/ defines (a new provider adds no type here).
+ */
+export type SmsProviderSettings = { kind: string } & Record<string, unknown>;
 
 export interface SmsChannelSettings {
   provider: SmsProviderSettings;

@@ -3,27 +3,26 @@ import { z } from 'zod';
 import { AppError } from '../core/errors.js';
 import { createLimiter, createOutcomeLimiter } from '../core/rate-limit.js';
 import { sendError } from './errors.js';
-import { CommittedWork } from '../modules/events/events.signal.js';
-import type { OperationRunner } from '../modules/channels/email/inbound.js';
-import { applyStatus, addOptOut, announceFailed, hookUrl, loadSmsChannel } from '../modules/channels/sms/sms.repository.js';
-import { parseTwilioInbound, parseTwilioStatus, validTwilioSignature } from '../modules/channels/sms/providers/twilio.js';
-import { receiveText } from '../modules/channels/sms/sms.inbound.js';
+import type { OperationRunner } from '../modules/channels/runner.js';
+import { hookUrl, loadSmsChannel } from '../modules/channels/sms/sms.repository.js';
+import { applyHookResults } from '../modules/channels/sms/sms.hooks.js';
+import { providerDefinition } from '../modules/channels/sms/providers/index.js';
 import { ipKey } from '../workers/smtp-addresses.js';
 
 /**
- * The provider webhooks of Twilio-compatible text channels: `POST /hooks/sms/{channelId}` (a text arrived)
- * and `POST /hooks/sms/{channelId}/status` (a delivery report). No API key: the channel comes from the path
- * and the request must carry a valid `X-Twilio-Signature` (HMAC-SHA1 with the channel's auth token over
- * PUBLIC_URL + path + query and the sorted parameters); anything else is a 403 that writes nothing. The
- * answer (an empty TwiML `<Response/>`) comes only once the message and its events are committed, so a
- * provider that got no 200 delivers again, and the same MessageSid is one message.
+ * The provider webhooks of text channels, one route for every provider: `POST /hooks/sms/{channelId}` (a
+ * text arrived) and `POST /hooks/sms/{channelId}/status` (a delivery report). No API key: the channel comes
+ * from the path, and its provider's file (channels/sms/providers/) verifies the call's signature (Twilio:
+ * `X-Twilio-Signature` with the auth token; SignalWire: `X-SignalWire-Signature` with the signing key) and
+ * parses it into typed results, which `applyHookResults` writes through the operation runner. A call that is
+ * not the provider's is a 403 that writes nothing. The provider's answer (Twilio's empty TwiML) comes only
+ * once everything is committed, so a provider that got no 200 delivers again, and the same id is one message.
  *
  * Limits: only signed webhooks spend the channel's rate (`rateLimit` a minute), so that nobody else can use
  * it up; refused ones (no such channel, a missing or wrong signature) count per client address on their own
  * (`failureLimit` a minute), past which that address is answered 429 before anything is looked up.
  */
 
-const TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>';
 const BODY_LIMIT = 64 * 1024;
 const ChannelIdParam = z.uuid();
 
@@ -66,41 +65,26 @@ export async function registerSmsHooks(app: FastifyInstance, opts: SmsHooksOptio
       if (!ChannelIdParam.safeParse(channelId).success) throw await refused(new AppError('NOT_FOUND', 'No such channel'));
       const db = app.deps.database.db;
       const channel = await loadSmsChannel(db, channelId);
-      if (!channel || channel.provider.kind !== 'twilio') throw await refused(new AppError('NOT_FOUND', 'No such channel'));
-      const params = (req.body ?? {}) as Params;
-      // The URL the provider signed: the public origin, then the path and query exactly as requested.
-      const signed = `${origin}${req.url}`;
-      if (!validTwilioSignature(channel.provider.secret, signed, params, req.headers['x-twilio-signature'] as string | undefined)) {
-        throw await refused(new AppError('FORBIDDEN', `Missing or wrong X-Twilio-Signature (signed URL expected: ${hookUrl(channelId, kind === 'status')}…)`));
+      const webhook = channel && providerDefinition(channel.provider.kind).webhook;
+      if (!channel || !webhook) throw await refused(new AppError('NOT_FOUND', 'No such channel'));
+      const query = req.query as { m?: unknown };
+      const call = {
+        hook: kind === 'inbound' ? ('message' as const) : ('status' as const),
+        // The URL the provider signed: the public origin, then the path and query exactly as requested.
+        url: `${origin}${req.url}`,
+        headers: req.headers,
+        params: (req.body ?? {}) as Params,
+        messageId: typeof query.m === 'string' && ChannelIdParam.safeParse(query.m).success ? query.m : undefined,
+      };
+      if (!webhook.verify(call, channel.provider.secret)) {
+        throw await refused(new AppError('FORBIDDEN', `Missing or wrong ${webhook.signatureHeader} (signed URL expected: ${hookUrl(channelId, kind === 'status')}…)`));
       }
       const limited = await limiter.consume(channelId);
       if (!limited.allowed) throw new AppError('RATE_LIMITED', 'Too many webhooks for this channel; retry later', undefined, limited.retryAfter);
-      if (kind === 'inbound') {
-        const incoming = parseTwilioInbound(params);
-        if (!incoming) throw new AppError('VALIDATION_ERROR', 'The webhook names no MessageSid', { errors: [], properties: { MessageSid: { errors: ['Required'] } } });
-        // A disabled channel receives nothing: the text is acknowledged and dropped (the provider keeps its log).
-        if (channel.status !== 'disabled') await receiveText(opts.run, db, channel, incoming);
-      } else {
-        const report = parseTwilioStatus(params);
-        if (report) {
-          const query = req.query as { m?: unknown };
-          const messageId = typeof query.m === 'string' && ChannelIdParam.safeParse(query.m).success ? query.m : undefined;
-          const work = new CommittedWork();
-          await db.transaction(async (tx) => {
-            const matched = await applyStatus(tx, channel, report, messageId, work);
-            // Twilio's 21610: the recipient unsubscribed (texted STOP to the carrier); nothing more goes to it.
-            // The recipient of the channel's outgoing text the report names (never the `To` it states), and only
-            // when the report moves that text forward: a report replayed later opts nobody out again.
-            const to = matched?.forward ? matched.recipient : undefined;
-            if (report.errorCode === '21610' && to?.startsWith('+')) {
-              const { failed } = await addOptOut(tx, channel.organizationId, channel.id, to, 'provider');
-              await announceFailed(tx, channel.organizationId, { type: 'system', id: null, depth: 0 }, failed, work);
-            }
-          });
-          work.announce();
-        }
-      }
-      return reply.code(200).type('text/xml; charset=utf-8').send(TWIML);
+      const results = webhook.parse(call);
+      if (!Array.isArray(results)) throw new AppError('VALIDATION_ERROR', results.error, { errors: [], properties: { [results.field]: { errors: ['Required'] } } });
+      await applyHookResults(opts.run, db, channel, results);
+      return reply.code(200).type(webhook.answer.contentType).send(webhook.answer.body);
     };
 
     const errors = (err: unknown, req: FastifyRequest, reply: FastifyReply) => sendError(err, req, reply);

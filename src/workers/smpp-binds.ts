@@ -11,8 +11,9 @@ import { describeError } from '../modules/channels/channels.connect.js';
 import { CREDENTIALS_FIX } from '../modules/channels/channels.repository.js';
 import { showChannelOutcome } from '../modules/channels/channel-health.js';
 import { notifyEventsCommitted } from '../modules/events/events.signal.js';
-import { databaseErrorReason, type OperationRunner } from '../modules/channels/email/inbound.js';
-import { closeBind, messageIdForms, openBind, ping, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/channels/sms/providers/smpp.js';
+import { databaseErrorReason } from '../modules/channels/email/inbound.js';
+import type { OperationRunner } from '../modules/channels/runner.js';
+import { closeBind, messageIdForms, openBind, smppSettingsOf, ping, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/channels/sms/providers/smpp.js';
 import { deleteStaleParts, PART_TTL_MS, receiveDeliverSm, type RecentSubmits } from '../modules/channels/sms/smpp.receive.js';
 import { loadSmsChannel } from '../modules/channels/sms/sms.repository.js';
 import { channelLeases, reconcileConnections, stopConnections, wakeOnChannelChanges } from './channel-leases.js';
@@ -179,8 +180,7 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
         try {
           const channel = await loadSmsChannel(db, this.channelId);
           if (!channel || channel.provider.kind !== 'smpp') break;
-          const p = channel.provider;
-          session = await openBind({ host: p.host, port: p.port, tls: p.tls, systemId: p.systemId, password: p.secret, systemType: p.systemType }, { allowPrivate: deps.allowPrivate, timeoutMs: deps.timeoutMs });
+          session = await openBind(smppSettingsOf(channel.provider), { allowPrivate: deps.allowPrivate, timeoutMs: deps.timeoutMs });
           if (signal.aborted) {
             await closeBind(session);
             break;

@@ -456,3 +456,60 @@ describe('opt-outs', () => {
     expect((await a.request('DELETE', `/v1/channels/${channel.id}/opt-outs/${encodeURIComponent(n)}`)).status).toBe(404);
   });
 });
+
+describe('SignalWire', () => {
+  const signingKey = `PSK_${randomBytes(12).toString('hex')}`;
+  /** A call signed as SignalWire signs it: Twilio's algorithm, keyed with the project's signing key, in X-SignalWire-Signature. */
+  const signalwireHook = (path: string, params: Record<string, string>, key = signingKey, header = 'x-signalwire-signature') =>
+    t.app.inject({
+      method: 'POST',
+      url: path,
+      headers: { 'content-type': 'application/x-www-form-urlencoded', [header]: twilioSignature(key, `${TEST_ORIGIN}${path}`, params) },
+      payload: new URLSearchParams(params).toString(),
+    });
+
+  it('takes webhooks signed with the signing key (X-SignalWire-Signature), sends with the API token, and its status callbacks reach delivered', async () => {
+    const res = await a.request('POST', '/v1/channels', {
+      type: 'sms',
+      name: 'SignalWire line',
+      address: number(),
+      provider: { kind: 'signalwire', accountSid: twilio.accountSid, apiBaseUrl: twilio.url, authToken: twilio.authToken, signingKey },
+    });
+    expect(res.status, res.body).toBe(201);
+    const channel = res.json.data as Json;
+    expect(channel.provider).toMatchObject({ kind: 'signalwire', accountSid: twilio.accountSid, authTokenSet: true, signingKeySet: true });
+    expect(JSON.stringify(channel)).not.toContain(signingKey);
+    expect(JSON.stringify(channel)).not.toContain(twilio.authToken);
+    expect(channel.inbound.webhookUrl).toBe(`${TEST_ORIGIN}/hooks/sms/${channel.id}`);
+
+    const from = number();
+    const params = { MessageSid: sid(), From: from, To: channel.address, Body: 'Hello from SignalWire', NumMedia: '0' };
+    // Signed with the API token (as Twilio would), or in Twilio's header: not SignalWire's, refused.
+    expect((await signalwireHook(`/hooks/sms/${channel.id}`, params, twilio.authToken)).statusCode).toBe(403);
+    expect((await signalwireHook(`/hooks/sms/${channel.id}`, params, signingKey, 'x-twilio-signature')).statusCode).toBe(403);
+    expect(await messageBy(a, channel.id, params.MessageSid)).toBeUndefined();
+    const received = await signalwireHook(`/hooks/sms/${channel.id}`, params);
+    expect(received.statusCode, received.body).toBe(200);
+    expect(await messageBy(a, channel.id, params.MessageSid)).toMatchObject({ direction: 'incoming', text: 'Hello from SignalWire', providerName: 'signalwire' });
+
+    const queued = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [from], text: 'Thanks' });
+    expect(queued.status, queued.body).toBe(201);
+    const before = twilio.sent.length;
+    await drain();
+    const request = twilio.sent[before]!;
+    expect(request.auth).toBe(`Basic ${Buffer.from(`${twilio.accountSid}:${twilio.authToken}`).toString('base64')}`);
+    expect(await get(a, queued.json.data.id)).toMatchObject({ status: 'sent', providerName: 'signalwire' });
+    const statusPath = `/hooks/sms/${channel.id}/status?m=${queued.json.data.id}`;
+    const report = { MessageSid: request.sid!, MessageStatus: 'delivered', To: from, From: channel.address };
+    expect((await signalwireHook(statusPath, report, twilio.authToken)).statusCode).toBe(403);
+    expect((await signalwireHook(statusPath, report)).statusCode).toBe(200);
+    expect(await get(a, queued.json.data.id)).toMatchObject({ status: 'delivered' });
+    expect(await eventsOf(a, 'message.delivered', queued.json.data.id)).toHaveLength(1);
+  });
+
+  it('needs the signing key and the API base URL of the space, each at its field', async () => {
+    const res = await a.request('POST', '/v1/channels', { type: 'sms', name: 'x', address: number(), provider: { kind: 'signalwire', accountSid: 'p', authToken: 't' } });
+    expect(res.status).toBe(400);
+    expect(Object.keys(res.json.error.details.properties.provider.properties).sort()).toEqual(['apiBaseUrl', 'signingKey']);
+  });
+});

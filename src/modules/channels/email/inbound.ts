@@ -6,7 +6,8 @@ import { z } from 'zod';
 import type { Clock } from '../../../core/clock.js';
 import { systemClock } from '../../../core/clock.js';
 import { isUniqueViolation, pgErrorCode } from '../../../core/errors.js';
-import { defineOperation, type Actor, type Envelope, type Operation } from '../../../core/operation.js';
+import { defineOperation, type Actor, type Operation } from '../../../core/operation.js';
+import { maybeInboundRunner, type OperationRunner } from '../runner.js';
 import { JsonObject, Uuid } from '../../../core/schemas.js';
 import type { Db, DbOrTx } from '../../../db/client.js';
 import { assertChannelLive } from '../channels.repository.js';
@@ -28,13 +29,6 @@ export { MailBusy, MailRefused } from './parse-pool.js';
  * Hostile input is ordinary input: whatever cannot be parsed is stored as well as it can be (the raw text,
  * with `metadata.email.parseError`); what cannot be read in time is refused (`MailRefused`).
  */
-
-/** The runner of the operation table (`runOperation`), handed in by the layer that owns it. */
-export type OperationRunner = (op: Operation, raw: unknown, caller: { orgId: string; actor: Actor; permissions: readonly string[]; db: Db }) => Promise<Envelope>;
-
-let registeredRunner: OperationRunner | undefined;
-/** Set once by the application (`buildApp`): the runner `receiveEmail` uses when its deps name none. */
-export const setInboundRunner = (run: OperationRunner) => void (registeredRunner = run);
 
 export interface InboundDeps {
   db: Db;
@@ -219,7 +213,7 @@ function forChannel(read: AnalyzedEmail, channel: InboundChannel): { message: Re
  * the database fails.
  */
 export async function writeReceivedEmail(deps: InboundDeps, channel: InboundChannel, read: AnalyzedEmail, provider: 'smtp' | 'imap', opts: ReceiveOptions = {}): Promise<ReceiveResult> {
-  const run = deps.run ?? registeredRunner;
+  const run = deps.run ?? maybeInboundRunner();
   if (!run) throw new Error('receiveEmail: no operation runner (setInboundRunner)');
   const { message, attachments } = forChannel(read, channel);
   const input = { channelId: channel.id, provider, message, thread: read.thread, senderEmail: read.senderEmail, contentHash: read.contentHash };

@@ -5,7 +5,7 @@ import type { Db } from '../../../db/client.js';
 import { messages, smsParts } from '../../../db/schema.js';
 import { CommittedWork } from '../../events/events.signal.js';
 import type { ChannelRow } from '../channels.repository.js';
-import type { OperationRunner } from '../email/inbound.js';
+import type { OperationRunner } from '../runner.js';
 import { isReceipt, messageIdForms, parseIncoming, parseReceipt } from './providers/smpp.js';
 import { receiveText } from './sms.inbound.js';
 import { applyStatus, loadSmsChannel } from './sms.repository.js';

@@ -7,13 +7,15 @@ import { recordEvents } from '../../events/events.recorder.js';
 import { notifyEventsCommitted } from '../../events/events.signal.js';
 import { assertChannelLive, type ChannelRow } from '../channels.repository.js';
 import { recordChannelOutcome } from '../channel-health.js';
-import { cleanText, type OperationRunner } from '../email/inbound.js';
+import { cleanText } from '../email/inbound.js';
+import type { OperationRunner } from '../runner.js';
 import { getMessage, insertReceivedMessage, receivedOnChannel } from '../../messages/messages.repository.js';
 import { Message } from '../../messages/messages.schemas.js';
 import { partyNumber } from './numbers.js';
 import { announceMediaQueued, pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
 import type { IncomingText } from './provider.js';
-import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, providerNameOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
+import { providerNameOf } from './providers/index.js';
+import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
 import { smsSize } from './segments.js';
 
 /**
@@ -29,7 +31,7 @@ class DuplicateText extends Error {}
 
 const ReceiveTextInput = z.strictObject({
   channelId: Uuid,
-  providerName: z.enum(['twilio', 'signalwire', 'smpp']),
+  providerName: z.string().min(1).max(64),
   providerMessageId: z.string().min(1).max(200),
   from: z.string().max(64),
   to: z.string().max(64),

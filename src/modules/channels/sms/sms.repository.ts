@@ -1,19 +1,19 @@
 import { createHash } from 'node:crypto';
 import { and, asc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
-import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../../core/encryption.js';
+import { decryptSecret } from '../../../core/encryption.js';
 import { AppError, fieldError } from '../../../core/errors.js';
 import type { Actor, OperationContext } from '../../../core/operation.js';
 import type { Page, PageInput } from '../../../core/pagination.js';
 import type { DbOrTx } from '../../../db/client.js';
-import { channels, contactPhoneNumbers, messages, smsOptOuts, smsOutbox, type SmsChannelSettings, type SmsProviderSettings } from '../../../db/schema.js';
+import { channels, contactPhoneNumbers, messages, smsOptOuts, smsOutbox, type SmsChannelSettings } from '../../../db/schema.js';
 import { recordEvents } from '../../events/events.recorder.js';
 import type { CommittedWork } from '../../events/events.signal.js';
-import { channelRows, sendingChannelOf, type ChannelRow } from '../channels.repository.js';
+import { channelRows, sealSecret, sendingChannelOf, type ChannelRow } from '../channels.repository.js';
 import { createMessage, getMessage, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
 import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../automatic-messages.js';
 import { isAlphanumericSender, isShortCode } from './numbers.js';
 import type { ProviderWithSecret, StatusReport } from './provider.js';
-import { twilioFlavour } from './providers/twilio.js';
+import { providerDefinition, providerNameOf } from './providers/index.js';
 import type { SmsChannelCreate, SmsSendValues } from './sms.schemas.js';
 import { smsSize } from './segments.js';
 import type { SmsProviderUpdate } from './sms.schemas.js';
@@ -26,45 +26,28 @@ export const hookUrl = (channelId: string, status = false) => `${publicUrl}/hook
 
 // ------------------------------------------------------------------ channels
 
-/** A text channel as the API answers it: the provider without its secret, the URLs to paste into its console. */
+/** A text channel as the API answers it: the provider without its secrets, the URLs to paste into its console (a provider with a webhook). */
 export function toSmsChannel(row: ChannelRow) {
   const { inboundSecret: _i, outboundSecret, inbound: _in, outbound: _out, sms, sendFailures: _failures, sendPausedUntil: _paused, ...rest } = row;
   const settings = sms!;
-  const provider = settings.provider;
-  const twilio = provider.kind === 'twilio';
+  const provider = providerDefinition(settings.provider.kind);
+  const hooks = provider.webhook !== undefined;
   return {
     ...rest,
-    inbound: { mode: 'sms' as const, webhookUrl: twilio ? hookUrl(row.id) : null, statusUrl: twilio ? hookUrl(row.id, true) : null },
+    inbound: { mode: 'sms' as const, webhookUrl: hooks ? hookUrl(row.id) : null, statusUrl: hooks ? hookUrl(row.id, true) : null },
     outbound: null,
-    provider: twilio ? { ...provider, authTokenSet: outboundSecret !== null } : { ...provider, passwordSet: outboundSecret !== null },
+    provider: provider.json(settings.provider, outboundSecret !== null),
     rate: settings.rate,
     helpText: settings.helpText,
     warnings: [] as string[],
   };
 }
 
-function seal(secret: string, field: string): string {
-  if (!canStoreSecrets()) throw missingKeyError(['provider', field]);
-  return encryptSecret(secret);
-}
-
 type ProviderInput = z.output<typeof SmsProviderUpdate>;
 
-/** The provider's stored settings (without its secret) and its secret with the field it came in. */
-function providerSettings(provider: ProviderInput): { settings: SmsProviderSettings; secret: string; field: string } {
-  if (provider.kind === 'smpp') {
-    return {
-      settings: { kind: 'smpp', host: provider.host, port: provider.port, tls: provider.tls, systemId: provider.systemId, systemType: provider.systemType ?? null },
-      secret: provider.password,
-      field: 'password',
-    };
-  }
-  return {
-    settings: { kind: 'twilio', accountSid: provider.accountSid, apiBaseUrl: provider.apiBaseUrl.replace(/(?<!\/)\/+$/, ''), messagingServiceSid: provider.messagingServiceSid ?? null },
-    secret: provider.authToken,
-    field: 'authToken',
-  };
-}
+/** The provider's stored settings (without its secrets) and its secret with the field it came in. */
+const providerSettings = (provider: ProviderInput) => providerDefinition((provider as { kind: string }).kind).store(provider as Record<string, unknown>);
+const seal = (secret: string, field: string) => sealSecret(secret, ['provider', field]);
 
 export async function createSmsChannel(db: DbOrTx, orgId: string, input: SmsChannelCreate) {
   const provider = providerSettings(input.provider);
@@ -134,7 +117,6 @@ export async function loadSmsChannel(db: DbOrTx, channelId: string): Promise<(Ch
   return { ...row, provider: { ...row.sms.provider, secret: decryptSecret(row.outboundSecret) } };
 }
 
-export const providerNameOf = (provider: SmsProviderSettings): 'twilio' | 'signalwire' | 'smpp' => (provider.kind === 'smpp' ? 'smpp' : twilioFlavour(provider.apiBaseUrl));
 
 // ------------------------------------------------------------------ threads and contacts
 

@@ -1,8 +1,7 @@
-import { isIP } from 'node:net';
 import { z } from 'zod';
 import { IdParam, LongText, Timestamp, Uuid } from '../../../core/schemas.js';
-import { canonicalDomain } from '../../domains/domains.schemas.js';
 import { CheckResult } from '../channels.schemas.js';
+import { SMS_PROVIDERS } from './providers/index.js';
 import { e164, isAlphanumericSender } from './numbers.js';
 import { MAX_SEGMENTS, smsSize } from './segments.js';
 
@@ -33,54 +32,11 @@ const SmsAddress = z
   })
   .describe('The number, E.164, or an alphanumeric sender id (send only)');
 
-const ProviderHost = z
-  .string()
-  .trim()
-  .min(1)
-  .max(253)
-  .refine((v) => isIP(v) !== 0 || canonicalDomain(v) !== undefined || v === 'localhost', { message: 'Must be a host name or an IP address' })
-  .describe('Host name or IP address of the SMSC');
-
-const HttpUrl = z
-  .url({ protocol: /^https?$/, error: 'Must be an http(s) URL' })
-  .max(500)
-  .refine((v) => !new URL(v).search && !new URL(v).hash, { message: 'Must be a base URL without query or fragment' });
-
-const twilioFields = {
-  kind: z.literal('twilio').describe('Twilio or a compatible API (SignalWire)'),
-  accountSid: z.string().trim().min(1).max(64).describe('Account (project) id'),
-  apiBaseUrl: HttpUrl.default('https://api.twilio.com').describe('Default "https://api.twilio.com"'),
-  messagingServiceSid: z.string().trim().min(1).max(64).optional().describe('Send through this messaging service'),
-};
-const AuthToken = z.string().min(1).max(500).describe('Write-only, encrypted');
-const smppFields = {
-  kind: z.literal('smpp').describe('SMPP 3.4 bind (docs/sms.md)'),
-  host: ProviderHost,
-  port: z.number().int().min(1).max(65535).default(2775).describe('SMPP port; default 2775'),
-  tls: z.boolean().default(true).describe('TLS to the SMSC; default true'),
-  systemId: z.string().min(1).max(15),
-  systemType: z.string().max(12).optional(),
-};
-const SmppPassword = z.string().min(1).max(8).describe('Write-only, encrypted');
-
-/**
- * SMPP (`{"kind": "smpp", "host", "port", "tls", "systemId", "password", "systemType"?}`, CONTRACT §9): the
- * documents show only its `kind`, to keep the tool list small (docs/sms.md has the rest); the request is
- * checked against `SmppProviderSettings`, its errors standing at their own fields under `provider`.
- */
-export const SmppProviderSettings = z.strictObject({ ...smppFields, password: SmppPassword });
-
-const SmppProvider = z.looseObject({ kind: smppFields.kind }).transform((value, ctx) => {
-  const parsed = SmppProviderSettings.safeParse(value);
-  if (parsed.success) return parsed.data;
-  for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path, input: undefined });
-  return z.NEVER;
-});
-
+/** `provider` of a new text channel: the shape of the provider its `kind` names (providers/index.ts). */
 export const SmsProviderCreate = z
-  .discriminatedUnion('kind', [z.strictObject({ ...twilioFields, authToken: AuthToken }), SmppProvider])
+  .discriminatedUnion('kind', SMS_PROVIDERS.map((p) => p.schema) as unknown as [z.ZodObject, z.ZodObject, ...z.ZodObject[]])
   .describe('Text channels: the provider (docs/sms.md)');
-/** On update the provider is replaced whole, its secret included. */
+/** On update the provider is replaced whole, its secrets included. */
 export const SmsProviderUpdate = SmsProviderCreate;
 
 const Rate = z.number().min(0.1).max(1000).describe('Segments per second at most; default 1');
@@ -104,19 +60,7 @@ export const SmsChannelUpdateFields = {
 };
 
 export const ProviderOut = z
-  .object({
-    kind: z.enum(['twilio', 'smpp']),
-    accountSid: z.string().optional(),
-    apiBaseUrl: z.string().optional(),
-    messagingServiceSid: z.string().nullable().optional(),
-    authTokenSet: z.boolean().optional().describe('Twilio: whether an auth token is stored (never returned)'),
-    host: z.string().optional(),
-    port: z.number().int().optional(),
-    tls: z.boolean().optional(),
-    systemId: z.string().optional(),
-    systemType: z.string().nullable().optional(),
-    passwordSet: z.boolean().optional().describe('SMPP: whether a password is stored (never returned)'),
-  })
+  .object({ kind: z.enum(SMS_PROVIDERS.map((p) => p.kind) as [string, ...string[]]), ...(Object.assign({}, ...SMS_PROVIDERS.map((p) => p.output)) as Record<string, z.ZodType>) })
   .describe('How a text channel reaches the phone network; secrets are never returned');
 
 export const SmsInboundOut = z

@@ -1,13 +1,28 @@
-import type { ProviderWithSecret, SmsProvider } from '../provider.js';
-import { smppProvider } from './smpp.js';
-import { twilioProvider } from './twilio.js';
+import type { SmsProviderSettings } from '../../../../db/schema.js';
+import type { ProviderWithSecret, SmsProvider, SmsProviderDefinition } from '../provider.js';
+import { signalwire } from './signalwire.js';
+import { smppDefinition } from './smpp.js';
+import { twilio } from './twilio.js';
 
-/** The provider module of a channel's settings: one file per provider (a third is one more case here). `channelId` names the channel whose bind SMPP sends over. */
-export function providerFor(settings: ProviderWithSecret, channelId?: string): SmsProvider {
-  switch (settings.kind) {
-    case 'twilio':
-      return twilioProvider({ accountSid: settings.accountSid, authToken: settings.secret, apiBaseUrl: settings.apiBaseUrl, messagingServiceSid: settings.messagingServiceSid });
-    case 'smpp':
-      return smppProvider({ host: settings.host, port: settings.port, tls: settings.tls, systemId: settings.systemId, password: settings.secret, systemType: settings.systemType }, channelId);
-  }
+/**
+ * The providers of text channels, one line each; everything a provider is lives in its file (settings,
+ * sending, checking, its webhook). CONTRIBUTING.md, "Add a text provider".
+ */
+export const SMS_PROVIDERS: readonly SmsProviderDefinition[] = [
+  twilio,
+  smppDefinition,
+  signalwire,
+];
+
+/** The definition of a stored or requested provider kind; throws for a kind no file defines (a row written by a newer version). */
+export function providerDefinition(kind: string): SmsProviderDefinition {
+  const found = SMS_PROVIDERS.find((p) => p.kind === kind);
+  if (!found) throw new Error(`No text provider "${kind}"`);
+  return found;
 }
+
+/** The provider module of a channel's settings. `channelId` names the channel whose bind SMPP sends over. */
+export const providerFor = (settings: ProviderWithSecret, channelId?: string): SmsProvider => providerDefinition(settings.kind).open(settings, channelId);
+
+/** `providerName` of the messages a channel's provider carries. */
+export const providerNameOf = (settings: SmsProviderSettings) => providerDefinition(settings.kind).name(settings);

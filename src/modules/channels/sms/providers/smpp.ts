@@ -1,9 +1,11 @@
 import { randomInt } from 'node:crypto';
 import { isIP } from 'node:net';
 import smpp from 'smpp';
+import { z } from 'zod';
 import { ForbiddenAddressError } from '../../../../core/outbound.js';
 import { assertMailHostAllowed, describeError } from '../../channels.connect.js';
-import type { CheckStep, OutgoingText, ProviderContext, SendOutcome, SmsProvider, StatusReport } from '../provider.js';
+import type { SmsProviderSettings } from '../../../../db/schema.js';
+import { documentedByKind, ProviderHost, type ProviderWithSecret, type CheckStep, type OutgoingText, type ProviderContext, type SendOutcome, type SmsProvider, type SmsProviderDefinition, type StatusReport } from '../provider.js';
 import { smsSize, splitText } from '../segments.js';
 
 /**
@@ -350,3 +352,49 @@ export function smppProvider(settings: SmppSettings, channelId: string | undefin
     },
   };
 }
+
+// ------------------------------------------------------------------ the provider's definition
+
+const smppFields = {
+  kind: z.literal('smpp').describe('SMPP 3.4 bind (docs/sms.md)'),
+  host: ProviderHost,
+  port: z.number().int().min(1).max(65535).default(2775).describe('SMPP port; default 2775'),
+  tls: z.boolean().default(true).describe('TLS to the SMSC; default true'),
+  systemId: z.string().min(1).max(15),
+  systemType: z.string().max(12).optional(),
+};
+
+/**
+ * SMPP (`{"kind": "smpp", "host", "port", "tls", "systemId", "password", "systemType"?}`, CONTRACT §9): the
+ * documents show only its `kind`, to keep the tool list small (docs/sms.md has the rest); the request is
+ * checked against `SmppProviderSettings`, its errors standing at their own fields under `provider`.
+ */
+export const SmppProviderSettings = z.strictObject({ ...smppFields, password: z.string().min(1).max(8).describe('Write-only, encrypted') });
+
+
+const smppStored = (s: SmsProviderSettings) => s as unknown as Omit<SmppSettings, 'password'>;
+
+/** An SMPP channel's bind settings, its password included. */
+export const smppSettingsOf = (provider: ProviderWithSecret): SmppSettings => ({ ...smppStored(provider), password: provider.secret });
+
+export const smppDefinition: SmsProviderDefinition = {
+  kind: 'smpp',
+  schema: documentedByKind(smppFields.kind, SmppProviderSettings),
+  output: {
+    host: z.string().optional(),
+    port: z.number().int().optional(),
+    tls: z.boolean().optional(),
+    systemId: z.string().optional(),
+    systemType: z.string().nullable().optional(),
+    passwordSet: z.boolean().optional().describe('SMPP: whether a password is stored (never returned)'),
+  },
+  store: (input) => {
+    const p = input as z.output<typeof SmppProviderSettings>;
+    return { settings: { kind: 'smpp', host: p.host, port: p.port, tls: p.tls, systemId: p.systemId, systemType: p.systemType ?? null }, secret: p.password, field: 'password' };
+  },
+  json: (settings, secretSet) => ({ ...settings, passwordSet: secretSet }),
+  name: () => 'smpp',
+  open: (settings, channelId) => smppProvider(smppSettingsOf(settings), channelId),
+  credentialsFix: 'the SMSC refused the bind: check provider.systemId, provider.password and provider.systemType (PATCH /v1/channels/{id})',
+  receiving: "Texts and receipts arrive over the channel's bind, held by one server process",
+};

@@ -1,7 +1,9 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
 import { OutboundProblem, outboundRequest, retryAfterMs } from '../../../../core/outbound.js';
 import { fetchMedia } from '../media.js';
-import type { CheckStep, IncomingText, OutgoingText, ProviderContext, SendOutcome, SmsProvider, StatusReport } from '../provider.js';
+import type { SmsProviderSettings } from '../../../../db/schema.js';
+import { HttpUrl, WriteOnly, type CheckStep, type HookResult, type IncomingText, type OutgoingText, type ProviderContext, type ProviderWebhook, type SendOutcome, type SmsProvider, type SmsProviderDefinition, type StatusReport, type WebhookCall } from '../provider.js';
 
 /**
  * Twilio's Programmable Messaging REST API, and the APIs that copy it (SignalWire's LaML): one POST per text
@@ -158,3 +160,77 @@ function parseJson(body: string): Record<string, unknown> | undefined {
     return undefined;
   }
 }
+
+// ------------------------------------------------------------------ the provider's definition
+
+/** The request's fields of a Twilio-compatible provider (SignalWire's file reuses them). */
+export const twilioFields = {
+  accountSid: z.string().trim().min(1).max(64).describe('Account (project) id'),
+  apiBaseUrl: HttpUrl.default(TWILIO_BASE_URL).describe('Default "https://api.twilio.com"'),
+  messagingServiceSid: z.string().trim().min(1).max(64).optional().describe('Send through this messaging service'),
+  authToken: WriteOnly(500),
+};
+
+/** A Twilio-compatible provider's stored settings. */
+export interface TwilioStored {
+  kind: string;
+  accountSid: string;
+  apiBaseUrl: string;
+  messagingServiceSid: string | null;
+}
+export const twilioStored = (s: SmsProviderSettings) => s as unknown as TwilioStored;
+
+/** What a Twilio-compatible webhook says: a received text, or a status report (with 21610, the recipient's opt-out). */
+export function parseTwilioCall(call: WebhookCall): HookResult[] | { field: string; error: string } {
+  if (call.hook === 'message') {
+    const text = parseTwilioInbound(call.params);
+    return text ? [{ type: 'incoming', text }] : { field: 'MessageSid', error: 'The webhook names no MessageSid' };
+  }
+  const report = parseTwilioStatus(call.params);
+  // Twilio's 21610: the recipient unsubscribed (texted STOP to the carrier); nothing more goes to it.
+  return report ? [{ type: 'status', report, messageId: call.messageId, unsubscribed: report.errorCode === '21610' }] : [];
+}
+
+const headerOf = (call: WebhookCall, name: string) => {
+  const v = call.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+/** Twilio's webhook: `X-Twilio-Signature`, keyed with the auth token; form posts; an empty TwiML answer. */
+export const twilioWebhook = (header: string, key: (secret: string) => string): ProviderWebhook => ({
+  signatureHeader: header,
+  verify: (call, secret) => validTwilioSignature(key(secret), call.url, call.params, headerOf(call, header.toLowerCase())),
+  parse: parseTwilioCall,
+  answer: { contentType: 'text/xml; charset=utf-8', body: '<?xml version="1.0" encoding="UTF-8"?><Response/>' },
+});
+
+/** The answers' fields of Twilio-compatible providers. */
+export const twilioOutput = {
+  accountSid: z.string().optional(),
+  apiBaseUrl: z.string().optional(),
+  messagingServiceSid: z.string().nullable().optional(),
+  authTokenSet: z.boolean().optional().describe('Twilio: whether an auth token is stored (never returned)'),
+};
+
+export const twilio: SmsProviderDefinition = {
+  kind: 'twilio',
+  schema: z.strictObject({ kind: z.literal('twilio').describe('Twilio or a compatible API'), ...twilioFields }),
+  output: twilioOutput,
+  store: (input) => {
+    const p = input as z.output<z.ZodObject<typeof twilioFields>>;
+    return {
+      settings: { kind: 'twilio', accountSid: p.accountSid, apiBaseUrl: p.apiBaseUrl.replace(/(?<!\/)\/+$/, ''), messagingServiceSid: p.messagingServiceSid ?? null },
+      secret: p.authToken,
+      field: 'authToken',
+    };
+  },
+  json: (settings, secretSet) => ({ ...settings, authTokenSet: secretSet }),
+  name: (settings) => twilioFlavour(twilioStored(settings).apiBaseUrl),
+  open: (settings) => {
+    const s = twilioStored(settings);
+    return twilioProvider({ accountSid: s.accountSid, authToken: settings.secret, apiBaseUrl: s.apiBaseUrl, messagingServiceSid: s.messagingServiceSid });
+  },
+  credentialsFix: "the provider refused the credentials: check provider.accountSid and provider.authToken (PATCH /v1/channels/{id}), or the account's status in the provider's console",
+  receiving: 'The channel accepts signed webhooks at inbound.webhookUrl',
+  webhook: twilioWebhook('X-Twilio-Signature', (secret) => secret),
+};
