@@ -2551,7 +2551,7 @@ export interface components {
                  * @description Machine-readable code
                  * @enum {string}
                  */
-                code: "VALIDATION_ERROR" | "BAD_REQUEST" | "UNAUTHORIZED" | "INSUFFICIENT_CREDITS" | "FORBIDDEN" | "NOT_FOUND" | "PAYLOAD_TOO_LARGE" | "IDEMPOTENCY_KEY_REUSED" | "CONFLICT" | "IDEMPOTENCY_IN_PROGRESS" | "RECIPIENT_OPTED_OUT" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+                code: "VALIDATION_ERROR" | "BAD_REQUEST" | "UNAUTHORIZED" | "INSUFFICIENT_CREDITS" | "FORBIDDEN" | "NOT_FOUND" | "PAYLOAD_TOO_LARGE" | "IDEMPOTENCY_KEY_REUSED" | "CONFLICT" | "IDEMPOTENCY_IN_PROGRESS" | "RECIPIENT_OPTED_OUT" | "WHATSAPP_WINDOW_CLOSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
                 /** @description Human-readable text */
                 message: string;
                 /** @description Present only on VALIDATION_ERROR */
