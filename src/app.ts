@@ -26,7 +26,9 @@ import { configureSecrets } from './core/encryption.js';
 import { recordKeyLocation } from './db/encrypted-columns.js';
 import { setInboundRunner } from './modules/messages/inbound.js';
 import { registerSmsHooks } from './http/sms-hooks.js';
+import { registerWhatsAppHooks } from './http/whatsapp-hooks.js';
 import { setSmsPublicUrl } from './modules/sms/sms.repository.js';
+import { setWhatsAppPublicUrl } from './modules/channels/whatsapp/whatsapp.repository.js';
 import { runOperation } from './run-operation.js';
 import { operations } from './operations.js';
 import { VERSION } from './version.js';
@@ -72,6 +74,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   setDnsServers(deps.config.dnsServers);
   setInboundRunner(runOperation);
   setSmsPublicUrl(deps.config.publicUrl);
+  setWhatsAppPublicUrl(deps.config.publicUrl);
   configureSecrets({
     ...deps.config.secrets,
     dataDir: deps.config.dataDir,
@@ -132,6 +135,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   );
 
   await registerSmsHooks(app, { run: runOperation, publicUrl: deps.config.publicUrl, rateLimit: deps.config.sms.hookRateLimit, failureLimit: deps.config.sms.hookFailureLimit });
+  await registerWhatsAppHooks(app, { run: runOperation, rateLimit: deps.config.sms.hookRateLimit, failureLimit: deps.config.sms.hookFailureLimit });
   await app.register(registerOAuth);
   await app.register(registerMcp);
   return app;

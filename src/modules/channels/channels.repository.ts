@@ -173,7 +173,7 @@ export async function updateChannel(db: DbOrTx, orgId: string, id: string, patch
   assertTlsAllowed(patch.outbound, 'outbound');
   // Receiving at a new address, or in another mode, needs the right to it; a change of `from` (or of the
   // address it may equal) needs the right to send as it.
-  if (isEmail(current.type) && mode !== 'sms' && (address !== current.address || mode !== current.inbound.mode)) await assertMayReceiveAt(db, orgId, address, mode);
+  if (isEmail(current.type) && mode !== 'sms' && mode !== 'whatsapp' && (address !== current.address || mode !== current.inbound.mode)) await assertMayReceiveAt(db, orgId, address, mode);
   if (isEmail(current.type) && (patch.outbound || (patch.address !== undefined && patch.outbound !== null))) {
     await assertMaySendAs(db, orgId, address, patch.outbound ? patch.outbound.from : current.outbound?.from);
   }
