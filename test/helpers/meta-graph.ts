@@ -66,7 +66,8 @@ export interface FakeGraph {
   script(...behaviours: GraphBehaviour[]): void;
   /** Serves a media item: its id, as a received message names it. */
   addMedia(item: GraphMedia): string;
-  revoke(): void;
+  /** From now on every request answers 401 with code 190; `revoke(false)`: the token works again. */
+  revoke(on?: boolean): void;
   close(): Promise<void>;
 }
 
@@ -173,7 +174,7 @@ export async function startFakeGraph(opts: { phoneNumberId?: string; accessToken
       media.set(id, { ...item, token: accessToken });
       return id;
     },
-    revoke: () => void (revoked = true),
+    revoke: (on = true) => void (revoked = on),
     close: async () => {
       for (const res of hanging) res.destroy();
       for (const { server } of [api, mediaHost, elsewhere]) {
