@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWhatsAppChannel, loadWhatsAppChannel } from '../../src/modules/channels/whatsapp/whatsapp.repository.js';
 import { WhatsAppChannelCreateInput } from '../../src/modules/channels/whatsapp/whatsapp.schemas.js';
-import { transmitWhatsApp } from '../../src/modules/channels/whatsapp/whatsapp.transmit.js';
+import { testWhatsAppChannel, transmitWhatsApp } from '../../src/modules/channels/whatsapp/whatsapp.transmit.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
 import { startFakeGraph, type FakeGraph } from '../helpers/meta-graph.js';
 
@@ -11,7 +11,7 @@ import { startFakeGraph, type FakeGraph } from '../helpers/meta-graph.js';
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const SECRETS_KEY = randomBytes(32).toString('base64');
-const { t, a } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
+const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
 let graph: FakeGraph;
 beforeAll(async () => {
   graph = await startFakeGraph();
@@ -47,5 +47,21 @@ describe('transmitting', () => {
     expect(await transmitWhatsApp(t.database.db, again, { to: '14155550123', template: { name: 'hello_world', language: 'en_US' } }, ctx)).toMatchObject({ kind: 'sent' });
     expect((await a.request('GET', `/v1/channels/${created.id}`)).json.data.status).toBe('active');
     expect(await eventsOf(a, 'channel.recovered', created.id)).toHaveLength(1);
+  });
+
+  it('refuses a second channel of the organization with the same number or phone number id', async () => {
+    await expect(addChannel(a)).rejects.toMatchObject({ code: 'VALIDATION_ERROR', details: { properties: { address: expect.anything() } } });
+  });
+
+  it('tests the channel: the token reads the phone number', async () => {
+    const created = await addChannel(b);
+    const channel = (await loadWhatsAppChannel(t.database.db, created.id))!;
+    expect(await testWhatsAppChannel(channel, ctx)).toMatchObject({ ok: true, inbound: { mode: 'whatsapp', ok: true }, outbound: { ok: true, steps: [{ step: 'phoneNumber', ok: true }] } });
+    graph.revoke();
+    try {
+      expect(await testWhatsAppChannel(channel, ctx)).toMatchObject({ ok: false, outbound: { ok: false, error: expect.stringContaining('error 190') } });
+    } finally {
+      graph.revoke(false);
+    }
   });
 });
