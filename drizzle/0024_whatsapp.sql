@@ -35,4 +35,5 @@ ALTER TABLE "whatsapp_windows" ADD CONSTRAINT "whatsapp_windows_organization_id_
 ALTER TABLE "whatsapp_windows" ADD CONSTRAINT "whatsapp_windows_channel_id_channels_id_fk" FOREIGN KEY ("channel_id") REFERENCES "public"."channels"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE UNIQUE INDEX "whatsapp_outbox_message" ON "whatsapp_outbox" USING btree ("message_id");--> statement-breakpoint
 CREATE UNIQUE INDEX "whatsapp_outbox_auto_reply" ON "whatsapp_outbox" USING btree ("auto_reply_key") WHERE "whatsapp_outbox"."auto_reply_key" IS NOT NULL;--> statement-breakpoint
-CREATE INDEX "whatsapp_outbox_due" ON "whatsapp_outbox" USING btree ("next_attempt_at") WHERE "whatsapp_outbox"."status" IN ('pending', 'sending');
+CREATE INDEX "whatsapp_outbox_due" ON "whatsapp_outbox" USING btree ("next_attempt_at") WHERE "whatsapp_outbox"."status" IN ('pending', 'sending');--> statement-breakpoint
+CREATE INDEX "whatsapp_outbox_sending" ON "whatsapp_outbox" USING btree ("channel_id") WHERE "whatsapp_outbox"."status" = 'sending';

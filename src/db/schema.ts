@@ -496,6 +496,8 @@ export const whatsappOutbox = pgTable(
     uniqueIndex('whatsapp_outbox_message').on(t.messageId),
     uniqueIndex('whatsapp_outbox_auto_reply').on(t.autoReplyKey).where(sql`${t.autoReplyKey} IS NOT NULL`),
     index('whatsapp_outbox_due').on(t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'sending')`),
+    // The hook's question "is a send of this channel waiting for Meta's answer?" (a status ahead of it).
+    index('whatsapp_outbox_sending').on(t.channelId).where(sql`${t.status} = 'sending'`),
   ],
 );
 

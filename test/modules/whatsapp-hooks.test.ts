@@ -311,6 +311,25 @@ describe('status', () => {
     expect(await eventsOf(a, 'message.delivered', sent.messageId)).toHaveLength(1);
   });
 
+  it("asks Meta to deliver again (503) a status that arrives before its send's answer, and applies it then", async () => {
+    const channel = await addChannel(a);
+    const to = number();
+    await deliver(channel, one(channel, { messages: [textMessage(digits(to), 'hi')] }));
+    const m = await queue(a, channel.id, to, { text: 'on its way' });
+    const id = wamid();
+    // The send left (transmitted_at committed) and Meta's answer is not written yet.
+    await t.database.db.update(whatsappOutbox).set({ status: 'sending', transmittedAt: new Date(), leaseUntil: new Date(Date.now() + 60_000) }).where(eq(whatsappOutbox.messageId, m.id));
+    const early = await deliver(channel, one(channel, { statuses: [statusReport(id, 'delivered', digits(to))] }));
+    expect(early.status).toBe(503);
+    expect(early.headers['retry-after']).toBe('5');
+    await t.database.db.execute(`UPDATE messages SET provider_message_id = '${id}', status = 'sent' WHERE id = '${m.id}'` as never);
+    await t.database.db.update(whatsappOutbox).set({ status: 'sent', leaseUntil: null }).where(eq(whatsappOutbox.messageId, m.id));
+    expect((await deliver(channel, one(channel, { statuses: [statusReport(id, 'delivered', digits(to))] }))).status).toBe(200);
+    expect((await a.request('GET', `/v1/messages/${m.id}`)).json.data.status).toBe('delivered');
+    // A status of a message this service never sent is acknowledged when no send is under way.
+    expect((await deliver(channel, one(channel, { statuses: [statusReport(wamid(), 'read', digits(to))] }))).status).toBe(200);
+  });
+
   it("fails with Meta's code and title", async () => {
     const channel = await addChannel(a);
     const to = number();

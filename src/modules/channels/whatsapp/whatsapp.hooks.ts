@@ -2,7 +2,7 @@ import { AppError } from '../../../core/errors.js';
 import type { Db } from '../../../db/client.js';
 import { CommittedWork } from '../../events/events.signal.js';
 import type { OperationRunner } from '../../messages/inbound.js';
-import { applyWhatsAppStatus, loadWhatsAppChannel, receiveWhatsApp, routeByPhoneNumberId, type WhatsAppChannel } from './whatsapp.repository.js';
+import { applyWhatsAppStatus, loadWhatsAppChannel, sendAwaitingAnswer, receiveWhatsApp, routeByPhoneNumberId, type WhatsAppChannel } from './whatsapp.repository.js';
 import { parseWebhook, subscriptionChallenge, UnreadableWebhook, validMetaSignature } from './webhook.js';
 
 /**
@@ -72,6 +72,7 @@ export async function applyDelivery(deps: { run: OperationRunner; db: Db }, chan
     throw err;
   }
   const summary: HookSummary = { received: 0, duplicates: 0, statuses: 0, ignoredChanges: 0 };
+  const unmatched = new Set<string>();
   const routes = await routeByPhoneNumberId(deps.db, channel, batch.changes.map((c) => c.phoneNumberId));
   for (const change of batch.changes) {
     const target = routes.get(change.phoneNumberId);
@@ -89,10 +90,19 @@ export async function applyDelivery(deps: { run: OperationRunner; db: Db }, chan
     if (change.statuses.length > 0) {
       const work = new CommittedWork();
       await deps.db.transaction(async (tx) => {
-        for (const status of change.statuses) if ((await applyWhatsAppStatus(tx, target, status, work))?.forward) summary.statuses++;
+        for (const status of change.statuses) {
+          const applied = await applyWhatsAppStatus(tx, target, status, work);
+          if (applied?.forward) summary.statuses++;
+          if (!applied) unmatched.add(target.id);
+        }
       });
       work.announce();
     }
+  }
+  // A report of a message whose send is still waiting for Meta's answer (the wamid not written yet) would be
+  // lost: Meta is asked to deliver again shortly, by when the answer is in (what was stored is known by wamid).
+  for (const channelId of unmatched) {
+    if (await sendAwaitingAnswer(deps.db, channelId)) throw new AppError('SERVICE_UNAVAILABLE', 'A status names a message whose send is still under way; deliver again shortly', undefined, 5);
   }
   return summary;
 }

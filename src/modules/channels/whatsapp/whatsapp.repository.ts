@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { and, eq, inArray, isNull, or, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNotNull, isNull, or, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { AppError, fieldError, isUniqueViolation } from '../../../core/errors.js';
 import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../../core/encryption.js';
@@ -381,6 +381,16 @@ export async function applyWhatsAppStatus(db: DbOrTx, channel: Pick<ChannelRow, 
   );
   work.add({ ...recorded, types: step.events });
   return { id: row.id, forward: true };
+}
+
+/** Whether a message of the channel has left for Meta and its answer (the wamid) is not written yet. */
+export async function sendAwaitingAnswer(db: DbOrTx, channelId: string): Promise<boolean> {
+  const [row] = await db
+    .select({ id: whatsappOutbox.id })
+    .from(whatsappOutbox)
+    .where(and(eq(whatsappOutbox.channelId, channelId), eq(whatsappOutbox.status, 'sending'), isNotNull(whatsappOutbox.transmittedAt)))
+    .limit(1);
+  return Boolean(row);
 }
 
 // ------------------------------------------------------------------ sending
