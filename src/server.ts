@@ -10,7 +10,7 @@ import { mailHostname } from './modules/domains/dkim.js';
 import { evaluatorFromConfig } from './workers/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
-import { closeParsePool, configureParsePool, onParsePoolError } from './modules/messages/parse-pool.js';
+import { closeParsePool, configureParsePool, onParsePoolError } from './modules/channels/email/parse-pool.js';
 import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
 import { createSmsMediaFetcher } from './workers/sms-media.js';

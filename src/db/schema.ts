@@ -378,7 +378,7 @@ export const channelSyncStates = pgTable(
 
 );
 
-/** A text channel's provider (Twilio-compatible or SMPP), without the secret; see src/modules/sms. */
+/** A text channel's provider (Twilio-compatible or SMPP), without the secret; see src/modules/channels/sms. */
 export type SmsProviderSettings =
   | { kind: 'twilio'; accountSid: string; apiBaseUrl: string; messagingServiceSid: string | null }
   | { kind: 'smpp'; host: string; port: number; tls: boolean; systemId: string; systemType: string | null };

@@ -13,8 +13,8 @@ import { signingKeyFor } from '../modules/domains/dkim.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
 import { attachmentBytes, getMessage } from '../modules/messages/messages.repository.js';
-import { composeMail, envelopeRecipients } from '../modules/messages/outgoing-mail.js';
-import { sendingOperations } from '../modules/messages/sending.operations.js';
+import { composeMail, envelopeRecipients } from '../modules/channels/email/outgoing-mail.js';
+import { sendingOperations } from '../modules/channels/sending.operations.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /** The operations that queue mail: a commit of one wakes the sender (other writes leave it to its polling). */

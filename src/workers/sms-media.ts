@@ -9,10 +9,10 @@ import { messages, smsMedia } from '../db/schema.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
 import { getMessage, insertAttachments } from '../modules/messages/messages.repository.js';
-import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/sms/media.js';
-import { MEDIA_QUEUED, storedMediaBytes, updateMediaEntry } from '../modules/sms/media.repository.js';
-import { providerFor } from '../modules/sms/providers/index.js';
-import { loadSmsChannel } from '../modules/sms/sms.repository.js';
+import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/channels/sms/media.js';
+import { MEDIA_QUEUED, storedMediaBytes, updateMediaEntry } from '../modules/channels/sms/media.repository.js';
+import { providerFor } from '../modules/channels/sms/providers/index.js';
+import { loadSmsChannel } from '../modules/channels/sms/sms.repository.js';
 import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /**

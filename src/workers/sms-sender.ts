@@ -8,12 +8,12 @@ import { channels, messages, smsOutbox } from '../db/schema.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
 import { getMessage } from '../modules/messages/messages.repository.js';
-import { sendingOperations } from '../modules/messages/sending.operations.js';
-import type { SendOutcome } from '../modules/sms/provider.js';
-import { providerFor } from '../modules/sms/providers/index.js';
-import { boundSmppChannels } from '../modules/sms/providers/smpp.js';
+import { sendingOperations } from '../modules/channels/sending.operations.js';
+import type { SendOutcome } from '../modules/channels/sms/provider.js';
+import { providerFor } from '../modules/channels/sms/providers/index.js';
+import { boundSmppChannels } from '../modules/channels/sms/providers/smpp.js';
 import { CREDENTIALS_FIX, showChannelOutcome } from '../modules/channels/channels.repository.js';
-import { addOptOut, announceFailed, hookUrl, isOptedOut, loadSmsChannel, OPTED_OUT_REASON } from '../modules/sms/sms.repository.js';
+import { addOptOut, announceFailed, hookUrl, isOptedOut, loadSmsChannel, OPTED_OUT_REASON } from '../modules/channels/sms/sms.repository.js';
 import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /**

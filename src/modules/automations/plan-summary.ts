@@ -1,4 +1,4 @@
-import { looksLikeText } from '../sms/sms.schemas.js';
+import { looksLikeText } from '../channels/sms/sms.schemas.js';
 import { SENDER_VERIFIED } from './condition.js';
 import type { Condition, ConditionTest, Plan, PlanStep } from './plan.js';
 import { triggerEventTypes } from './plan.js';

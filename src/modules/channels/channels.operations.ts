@@ -5,12 +5,12 @@ import { defineOperation, type Operation } from '../../core/operation.js';
 import { Pagination } from '../../core/pagination.js';
 import { channelPolicy, testChannel } from './channels.connect.js';
 import { channelRows, createChannel, deleteChannel, getChannel, listChannels, updateChannel, withSecrets } from './channels.repository.js';
-import { signSample } from './channels.sign.js';
+import { signSample } from './email/email.sign.js';
 import { ChannelCreateInput, ChannelId, ChannelTestResult, ChannelUpdateInput } from './channels.schemas.js';
-import { createSmsChannel, updateSmsChannel } from '../sms/sms.repository.js';
-import { AnyChannel as Channel, SmsChannelCreateInput, SmsChannelUpdateFields } from '../sms/sms.schemas.js';
-import { routedObject, type Routed } from '../sms/routed.js';
-import { testSmsChannel } from '../sms/sms.test-channel.js';
+import { createSmsChannel, updateSmsChannel } from './sms/sms.repository.js';
+import { AnyChannel as Channel, SmsChannelCreateInput, SmsChannelUpdateFields } from './sms/sms.schemas.js';
+import { routedObject, type Routed } from './routed.js';
+import { testSmsChannel } from './sms/sms.test-channel.js';
 
 /** An email channel's body, or a text channel's (`type` "sms"): each checked by its own shape. */
 const AnyChannelCreateInput = routedObject(

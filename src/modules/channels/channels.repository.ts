@@ -10,7 +10,7 @@ import { CommittedWork } from '../events/events.signal.js';
 import { channels, type ChannelInboundSettings, type ChannelOutboundSettings } from '../../db/schema.js';
 import { definedOnly, scopedRepository } from '../../db/scoped.js';
 import type { ChannelCreate, ChannelUpdate } from './channels.schemas.js';
-import { toSmsChannel } from '../sms/sms.repository.js';
+import { toSmsChannel } from './sms/sms.repository.js';
 
 export const channelRows = scopedRepository(channels, 'Channel');
 export type ChannelRow = typeof channels.$inferSelect;

@@ -10,10 +10,10 @@ import { channels, messages, whatsappOutbox, whatsappWindows, type OutboxWhatsAp
 import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../../automations/automatic-messages.js';
 import { recordEvents } from '../../events/events.recorder.js';
 import { notifyEventsCommitted, type CommittedWork } from '../../events/events.signal.js';
-import { cleanText, type OperationRunner } from '../../messages/inbound.js';
+import { cleanText, type OperationRunner } from '../email/inbound.js';
 import { createMessage, getMessage, insertReceivedMessage, receivedOnChannel, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
 import { Message } from '../../messages/messages.schemas.js';
-import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, removeOptOut } from '../../sms/sms.repository.js';
+import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, removeOptOut } from '../sms/sms.repository.js';
 import { assertChannelLive, channelRows, recordChannelOutcome, sendingChannelOf, type ChannelRow } from '../channels.repository.js';
 import { META_API_VERSION, META_GRAPH_URL, metaGraph, recipientId, type OutgoingWhatsApp } from './meta.js';
 import { advance, failureReason, windowClosed, windowClosedReason, windowOpen } from './rules.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Uuid } from '../../../core/schemas.js';
-import { e164 } from '../../sms/numbers.js';
+import { e164 } from '../sms/numbers.js';
 import { META_API_VERSION, META_GRAPH_URL } from './meta.js';
 
 /**

@@ -5,7 +5,7 @@ import { hostname } from 'node:os';
 import type { AuthenticateResult, DnsResolver } from 'mailauth';
 import type { ReceivedRow } from 'mailauth/lib/parse-received.js';
 import type { AddressObject, ParsedMail } from 'mailparser';
-import { messageIdList, normalizeMessageId } from './threads.js';
+import { messageIdList, normalizeMessageId } from '../../messages/threads.js';
 
 /**
  * The reading of a received email: parsing (mailparser) and authentication (mailauth: SPF, DKIM, DMARC) into

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import type smpp from 'smpp';
-import type { Db } from '../../db/client.js';
-import { messages, smsParts } from '../../db/schema.js';
-import { CommittedWork } from '../events/events.signal.js';
-import type { ChannelRow } from '../channels/channels.repository.js';
-import type { OperationRunner } from '../messages/inbound.js';
+import type { Db } from '../../../db/client.js';
+import { messages, smsParts } from '../../../db/schema.js';
+import { CommittedWork } from '../../events/events.signal.js';
+import type { ChannelRow } from '../channels.repository.js';
+import type { OperationRunner } from '../email/inbound.js';
 import { isReceipt, messageIdForms, parseIncoming, parseReceipt } from './providers/smpp.js';
 import { receiveText } from './sms.inbound.js';
 import { applyStatus, loadSmsChannel } from './sms.repository.js';

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { and, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { notFound } from '../../core/errors.js';
-import { defineOperation, type Operation } from '../../core/operation.js';
-import { Pagination, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
-import type { DbOrTx } from '../../db/client.js';
-import { inboundFailures } from '../../db/schema.js';
-import { channelRows } from '../channels/channels.repository.js';
-import { ChannelIdParam } from '../channels/channels.schemas.js';
+import { notFound } from '../../../core/errors.js';
+import { defineOperation, type Operation } from '../../../core/operation.js';
+import { Pagination, pageWindow, type Page, type PageInput } from '../../../core/pagination.js';
+import type { DbOrTx } from '../../../db/client.js';
+import { inboundFailures } from '../../../db/schema.js';
+import { channelRows } from '../channels.repository.js';
+import { ChannelIdParam } from '../channels.schemas.js';
 import { cleanText } from './inbound-parse.js';
 
 /**

@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { OutboundProblem, outboundRequest, retryAfterMs } from '../../../core/outbound.js';
+import { OutboundProblem, outboundRequest, retryAfterMs } from '../../../../core/outbound.js';
 import { fetchMedia } from '../media.js';
 import type { CheckStep, IncomingText, OutgoingText, ProviderContext, SendOutcome, SmsProvider, StatusReport } from '../provider.js';
 

@@ -1,11 +1,11 @@
 import { defineOperation, type Operation } from '../../core/operation.js';
-import { Message } from './messages.schemas.js';
-import { forwardMessage, replyToMessage, sendMessage } from './sending.repository.js';
-import { MessageForwardInput, MessageReplyInput, MessageSendInput } from './sending.schemas.js';
+import { Message } from '../messages/messages.schemas.js';
+import { forwardMessage, replyToMessage, sendMessage } from './email/sending.repository.js';
+import { MessageForwardInput, MessageReplyInput, MessageSendInput } from './email/sending.schemas.js';
 import { fieldError } from '../../core/errors.js';
-import { routedObject, type Routed } from '../sms/routed.js';
-import { replyText, sendText, textMessage } from '../sms/sms.repository.js';
-import { looksLikeText, SmsSendInput } from '../sms/sms.schemas.js';
+import { routedObject, type Routed } from './routed.js';
+import { replyText, sendText, textMessage } from './sms/sms.repository.js';
+import { looksLikeText, SmsSendInput } from './sms/sms.schemas.js';
 
 /** An email (`subject`, addresses) or a text (`to`: numbers, through a text channel): each checked by its own shape. */
 const AnySendInput = routedObject({ schema: MessageSendInput, shape: MessageSendInput.shape }, { schema: SmsSendInput, shape: SmsSendInput.shape }, (v) => (looksLikeText(v) ? 'second' : 'first'), {

@@ -1,4 +1,4 @@
-import type { SmsProviderSettings } from '../../db/schema.js';
+import type { SmsProviderSettings } from '../../../db/schema.js';
 import type { MediaOutcome } from './media.js';
 
 /**

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { IdParam, LongText, Uuid } from '../../core/schemas.js';
+import { IdParam, LongText, Uuid } from '../../../core/schemas.js';
 
 /**
  * The inputs of sending (send, reply, forward). Everything that becomes a mail header (addresses, display

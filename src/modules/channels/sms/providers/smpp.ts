@@ -1,8 +1,8 @@
 import { randomInt } from 'node:crypto';
 import { isIP } from 'node:net';
 import smpp from 'smpp';
-import { ForbiddenAddressError } from '../../../core/outbound.js';
-import { assertMailHostAllowed, describeError } from '../../channels/channels.connect.js';
+import { ForbiddenAddressError } from '../../../../core/outbound.js';
+import { assertMailHostAllowed, describeError } from '../../channels.connect.js';
 import type { CheckStep, OutgoingText, ProviderContext, SendOutcome, SmsProvider, StatusReport } from '../provider.js';
 import { smsSize, splitText } from '../segments.js';
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import type { OutboxMail } from '../../db/schema.js';
+import type { OutboxMail } from '../../../db/schema.js';
 
 /** A signing key of the sender's domain (see the domains area). */
 export interface DkimKey {

@@ -1,8 +1,8 @@
 import { and, eq, sql } from 'drizzle-orm';
-import type { DbOrTx } from '../../db/client.js';
-import { messages, smsMedia } from '../../db/schema.js';
-import { nothingRecorded } from '../events/events.recorder.js';
-import { notifyEventsCommitted } from '../events/events.signal.js';
+import type { DbOrTx } from '../../../db/client.js';
+import { messages, smsMedia } from '../../../db/schema.js';
+import { nothingRecorded } from '../../events/events.recorder.js';
+import { notifyEventsCommitted } from '../../events/events.signal.js';
 
 /**
  * The media of received texts (MMS) as the message lists them, `metadata.sms.media[i]`:

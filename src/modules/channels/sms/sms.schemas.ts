@@ -1,8 +1,8 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { components, IdParam, LongText, Timestamp, Uuid } from '../../core/schemas.js';
-import { canonicalDomain } from '../domains/domains.schemas.js';
-import { Channel } from '../channels/channels.schemas.js';
+import { components, IdParam, LongText, Timestamp, Uuid } from '../../../core/schemas.js';
+import { canonicalDomain } from '../../domains/domains.schemas.js';
+import { Channel } from '../channels.schemas.js';
 import { e164, isAlphanumericSender } from './numbers.js';
 import { MAX_SEGMENTS, smsSize } from './segments.js';
 

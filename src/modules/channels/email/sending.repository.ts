@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
 import addressparser from 'nodemailer/lib/addressparser';
-import { AppError, fieldError, notFound, type ErrorTree } from '../../core/errors.js';
-import type { Actor, OperationContext } from '../../core/operation.js';
-import type { DbOrTx } from '../../db/client.js';
-import { channels, mailOutbox, messageAttachments, messages, type OutboxMail } from '../../db/schema.js';
-import { sendingChannelOf } from '../channels/channels.repository.js';
-import { AutomaticMessageRefused, defineAutomaticMessageKind, silenceReason } from '../automations/automatic-messages.js';
-import { contactEmailIdFor, copyAttachment, createMessage, insertAttachments, type MessageJson, type MessageRow } from './messages.repository.js';
+import { AppError, fieldError, notFound, type ErrorTree } from '../../../core/errors.js';
+import type { Actor, OperationContext } from '../../../core/operation.js';
+import type { DbOrTx } from '../../../db/client.js';
+import { channels, mailOutbox, messageAttachments, messages, type OutboxMail } from '../../../db/schema.js';
+import { sendingChannelOf } from '../channels.repository.js';
+import { AutomaticMessageRefused, defineAutomaticMessageKind, silenceReason } from '../../automations/automatic-messages.js';
+import { contactEmailIdFor, copyAttachment, createMessage, insertAttachments, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
 import { newMessageId } from './outgoing-mail.js';
 import {
   emailProblem,
@@ -21,7 +21,7 @@ import {
   type MessageReplyValues,
   type MessageSendValues,
 } from './sending.schemas.js';
-import { messageIdList, normalizeMessageId, resolveThreadId } from './threads.js';
+import { messageIdList, normalizeMessageId, resolveThreadId } from '../../messages/threads.js';
 
 /**
  * Sending: each operation records the outgoing message (`status` "queued") and its outbox row in the

@@ -1,5 +1,5 @@
 import contentDisposition from 'content-disposition';
-import { OutboundProblem, outboundRequest, retryAfterMs } from '../../core/outbound.js';
+import { OutboundProblem, outboundRequest, retryAfterMs } from '../../../core/outbound.js';
 
 /**
  * Fetching the media of a received MMS. The provider names each item by a URL (Twilio:

@@ -1,6 +1,6 @@
-import { decryptSecret } from '../../core/encryption.js';
-import { channelPolicy } from '../channels/channels.connect.js';
-import type { ChannelRow } from '../channels/channels.repository.js';
+import { decryptSecret } from '../../../core/encryption.js';
+import { channelPolicy } from '../channels.connect.js';
+import type { ChannelRow } from '../channels.repository.js';
 import { providerFor } from './providers/index.js';
 
 /** POST /channels/{id}/test of a text channel: the provider checked step by step (Twilio: the account answers with these credentials; SMPP: connect, bind_transceiver, unbind). */

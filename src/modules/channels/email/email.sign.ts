@@ -1,8 +1,8 @@
-import type { DbOrTx } from '../../db/client.js';
-import { signingKeyFor } from '../domains/dkim.js';
-import { composeMail } from '../messages/outgoing-mail.js';
-import { senderOf } from '../messages/sending.repository.js';
-import type { ChannelRow } from './channels.repository.js';
+import type { DbOrTx } from '../../../db/client.js';
+import { signingKeyFor } from '../../domains/dkim.js';
+import { composeMail } from './outgoing-mail.js';
+import { senderOf } from './sending.repository.js';
+import type { ChannelRow } from '../channels.repository.js';
 
 /**
  * The channel test's `sign` step: a sample message from the channel's sender, signed with its domain's

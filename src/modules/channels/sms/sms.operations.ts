@@ -1,6 +1,6 @@
-import { notFound } from '../../core/errors.js';
-import { defineOperation, type Operation } from '../../core/operation.js';
-import { Pagination } from '../../core/pagination.js';
+import { notFound } from '../../../core/errors.js';
+import { defineOperation, type Operation } from '../../../core/operation.js';
+import { Pagination } from '../../../core/pagination.js';
 import { addOptOut, announceFailed, listOptOuts, removeOptOut, smsChannelOf } from './sms.repository.js';
 import { OptOut, OptOutCreateInput, OptOutDeleteInput, OptOutListInput } from './sms.schemas.js';
 
