@@ -12,7 +12,8 @@ import { sendingOperations } from '../modules/channels/sending.operations.js';
 import type { SendOutcome } from '../modules/channels/sms/provider.js';
 import { providerFor } from '../modules/channels/sms/providers/index.js';
 import { boundSmppChannels } from '../modules/channels/sms/providers/smpp.js';
-import { CREDENTIALS_FIX, showChannelOutcome } from '../modules/channels/channels.repository.js';
+import { CREDENTIALS_FIX } from '../modules/channels/channels.repository.js';
+import { showChannelOutcome } from '../modules/channels/channel-health.js';
 import { addOptOut, announceFailed, hookUrl, isOptedOut, loadSmsChannel, OPTED_OUT_REASON } from '../modules/channels/sms/sms.repository.js';
 import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
 

@@ -88,6 +88,8 @@ export async function startFakeGraph(opts: { phoneNumberId?: string; accessToken
   };
   const graphError = (res: ServerResponse, status: number, code: number, title: string, headers: Record<string, string> = {}) =>
     json(res, status, { error: { message: `(#${code}) ${title}`, type: 'OAuthException', code, error_data: { messaging_product: 'whatsapp', details: title }, fbtrace_id: randomBytes(8).toString('base64url') } }, headers);
+  /** The number the fake plays, and any other of the same business (tests add channels freely). */
+  const isPhoneNumberId = (id: string) => id === phoneNumberId || /^\d{15}$/.test(id);
   const authorized = (req: IncomingMessage) => !revoked && req.headers.authorization === `Bearer ${accessToken}`;
   const refuseToken = (res: ServerResponse) =>
     json(res, 401, { error: { message: 'Error validating access token: The session has been invalidated because the user changed their password or Facebook has changed the session for security reasons.', type: 'OAuthException', code: 190, error_subcode: 460, fbtrace_id: 'A' } });
@@ -125,7 +127,7 @@ export async function startFakeGraph(opts: { phoneNumberId?: string; accessToken
     const parts = path.split('/').filter(Boolean);
     if (parts[0] !== GRAPH_VERSION) return graphError(res, 400, 2500, `Unknown path components: /${parts[0] ?? ''}`);
     if (!authorized(req)) return refuseToken(res);
-    if (req.method === 'POST' && parts.length === 3 && parts[1] === phoneNumberId && parts[2] === 'messages') {
+    if (req.method === 'POST' && parts.length === 3 && isPhoneNumberId(parts[1]!) && parts[2] === 'messages') {
       let message: Record<string, unknown>;
       try {
         message = JSON.parse(body) as Record<string, unknown>;
@@ -141,8 +143,8 @@ export async function startFakeGraph(opts: { phoneNumberId?: string; accessToken
       const to = message.to;
       return json(res, 200, { messaging_product: 'whatsapp', contacts: [{ input: to, ...(/^\d+$/.test(to) ? { wa_id: to } : { user_id: to }) }], messages: [{ id: wamid, ...(message.type === 'template' ? { message_status: 'accepted' } : {}) }] });
     }
-    if (req.method === 'GET' && parts.length === 2 && parts[1] === phoneNumberId) {
-      return json(res, 200, { display_phone_number: '+1 555-010-0000', verified_name: 'Test Business', id: phoneNumberId });
+    if (req.method === 'GET' && parts.length === 2 && isPhoneNumberId(parts[1]!) && !media.has(parts[1]!)) {
+      return json(res, 200, { display_phone_number: '+1 555-010-0000', verified_name: 'Test Business', id: parts[1] });
     }
     if (req.method === 'GET' && parts.length === 2) {
       const item = media.get(parts[1]!);

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWhatsAppChannel, loadWhatsAppChannel } from '../../src/modules/channels/whatsapp/whatsapp.repository.js';
 import { WhatsAppChannelCreateInput } from '../../src/modules/channels/whatsapp/whatsapp.schemas.js';
-import { testWhatsAppChannel, transmitWhatsApp } from '../../src/modules/channels/whatsapp/whatsapp.transmit.js';
+import { testWhatsAppChannel } from '../../src/modules/channels/whatsapp/whatsapp.test-channel.js';
+import { transmitWhatsApp } from '../../src/modules/channels/whatsapp/whatsapp.transmit.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
 import { startFakeGraph, type FakeGraph } from '../helpers/meta-graph.js';
 

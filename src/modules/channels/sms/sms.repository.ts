@@ -91,20 +91,14 @@ export async function createSmsChannel(db: DbOrTx, orgId: string, input: SmsChan
 
 export interface SmsChannelPatch {
   name?: string | undefined;
-  address?: string | undefined;
   status?: 'active' | 'disabled' | undefined;
   provider?: z.output<typeof SmsProviderUpdate> | undefined;
   rate?: number | undefined;
   helpText?: string | null | undefined;
-  inbound?: unknown;
-  outbound?: unknown;
 }
 
 /** PATCH of a text channel: name, status, provider (a secret left out is kept), rate, help text. */
 export async function updateSmsChannel(db: DbOrTx, orgId: string, current: ChannelRow, patch: SmsChannelPatch) {
-  if (patch.address !== undefined) throw fieldError('address', "A text channel's number cannot be changed: add a channel for the new number");
-  if (patch.inbound !== undefined) throw fieldError('inbound', 'Text channels have no inbound settings: their provider delivers to `inbound.webhookUrl`');
-  if (patch.outbound !== undefined) throw fieldError('outbound', 'Text channels send through their `provider`');
   const settings = { ...current.sms! };
   const values: Partial<typeof channels.$inferInsert> = {};
   if (patch.provider !== undefined) {
@@ -277,10 +271,7 @@ export const partyOf = (value: unknown): string | undefined => {
 export const RECIPIENT_OPTED_OUT = (number: string) => new AppError('RECIPIENT_OPTED_OUT', `${number} opted out of texts from this channel (it texted STOP); nothing was sent`, { errors: [], properties: { to: { errors: [`${number} opted out`] } } });
 
 /** A live text channel of the organization that can send; a 400 at `field` otherwise. */
-export const sendingSmsChannel = (db: DbOrTx, orgId: string, channelId: string, field: string): Promise<ChannelRow> =>
-  sendingChannelOf(db, orgId, channelId, field, (channel) =>
-    channel.type !== 'sms' ? { field: 'to', message: 'The channel is an email channel: `to` must be email addresses, and `subject` is required' } : undefined,
-  );
+const sendingSmsChannel = (db: DbOrTx, orgId: string, channelId: string, field: string): Promise<ChannelRow> => sendingChannelOf(db, orgId, channelId, field, () => undefined);
 
 /**
  * Records one outgoing text (`queued`) and its outbox row in the caller's transaction. Refuses at once
@@ -316,7 +307,7 @@ export async function queueText(db: DbOrTx, orgId: string, actor: Actor, channel
 
 /** POST /messages/send with a text channel: one message per number (the answer is the first; the others follow as events). */
 export async function sendText(ctx: OperationContext, input: SmsSendValues): Promise<MessageJson> {
-  const channel = await sendingSmsChannel(ctx.db, ctx.orgId, input.channelId ?? (await onlyTextChannel(ctx.db, ctx.orgId)), 'channelId');
+  const channel = await sendingSmsChannel(ctx.db, ctx.orgId, input.channelId ?? (await onlyTextChannelId(ctx.db, ctx.orgId)), 'channelId');
   const numbers = [...new Set(input.to)];
   if (ctx.actor.type === 'automation') {
     const own = await ownNumbers(ctx.db, ctx.orgId);
@@ -347,15 +338,21 @@ export async function replyText(ctx: OperationContext, original: MessageRow, tex
   return queueText(ctx.db, ctx.orgId, ctx.actor, channel, to, text, { autoReplyKey });
 }
 
-/** The id of the organization's one live text channel that can send (numbers, not sender ids, first); a 400 at `channelId` when it has none or several. */
-async function onlyTextChannel(db: DbOrTx, orgId: string): Promise<string> {
+/** The organization's one live text channel that can send, the channel of a text sent without `channelId`; the reason when it has none or several. */
+export async function onlyTextChannel(db: DbOrTx, orgId: string): Promise<{ id: string } | { error: string }> {
   const rows = await db
     .select({ id: channels.id })
     .from(channels)
     .where(and(eq(channels.organizationId, orgId), eq(channels.type, 'sms'), isNull(channels.deletedAt), eq(channels.status, 'active')))
     .limit(2);
-  if (rows.length === 1) return rows[0]!.id;
-  throw fieldError('channelId', rows.length === 0 ? 'The organization has no text channel: add one (POST /channels with type "sms")' : 'The organization has several text channels: name the one to send through');
+  if (rows.length === 1) return rows[0]!;
+  return { error: rows.length === 0 ? 'The organization has no text channel: add one (POST /channels with type "sms")' : 'The organization has several text channels: name the one to send through' };
+}
+
+async function onlyTextChannelId(db: DbOrTx, orgId: string): Promise<string> {
+  const only = await onlyTextChannel(db, orgId);
+  if ('error' in only) throw fieldError('channelId', only.error);
+  return only.id;
 }
 
 /** The numbers of the organization's live text channels. */
@@ -424,18 +421,4 @@ export async function applyStatus(
     work.add({ ...recorded, types: [type] });
   }
   return matched;
-}
-
-/** The live message when it is a text that came through (or left by) a text channel; undefined otherwise (an email, a recorded message). */
-export async function textMessage(db: DbOrTx, orgId: string, id: string): Promise<MessageRow | undefined> {
-  const [row] = await db
-    .select()
-    .from(messages)
-    .where(and(eq(messages.organizationId, orgId), eq(messages.id, id), isNull(messages.deletedAt), eq(messages.type, 'sms')))
-    .limit(1);
-  if (!row?.channelId) return undefined;
-  const [channel] = await db.select({ type: channels.type }).from(channels).where(eq(channels.id, row.channelId)).limit(1);
-  if (channel?.type !== 'sms') return undefined;
-  const { searchVector: _s, ...message } = row;
-  return message;
 }

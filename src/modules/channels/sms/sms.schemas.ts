@@ -1,8 +1,8 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { components, IdParam, LongText, Timestamp, Uuid } from '../../../core/schemas.js';
+import { IdParam, LongText, Timestamp, Uuid } from '../../../core/schemas.js';
 import { canonicalDomain } from '../../domains/domains.schemas.js';
-import { Channel } from '../channels.schemas.js';
+import { CheckResult } from '../channels.schemas.js';
 import { e164, isAlphanumericSender } from './numbers.js';
 import { MAX_SEGMENTS, smsSize } from './segments.js';
 
@@ -103,7 +103,7 @@ export const SmsChannelUpdateFields = {
   helpText: HelpText.optional(),
 };
 
-const ProviderOut = z
+export const ProviderOut = z
   .object({
     kind: z.enum(['twilio', 'smpp']),
     accountSid: z.string().optional(),
@@ -119,7 +119,7 @@ const ProviderOut = z
   })
   .describe('How a text channel reaches the phone network; secrets are never returned');
 
-const SmsInboundOut = z
+export const SmsInboundOut = z
   .object({
     mode: z.literal('sms'),
     webhookUrl: z.string().nullable().describe('Twilio-compatible: paste into the number\'s "A message comes in" webhook (POST); null for SMPP'),
@@ -127,17 +127,15 @@ const SmsInboundOut = z
   })
   .describe('Where a text channel\'s provider delivers');
 
-/** A channel as answered: an email channel, or a text channel (`type` "sms": `provider`, `rate`, `helpText`; `outbound` null). */
-export const AnyChannel = Channel.extend({
-  type: z.enum(['email', 'sms']).describe('Kind of channel: "email" or "sms"'),
-  inbound: z.union([Channel.shape.inbound, SmsInboundOut]),
+/** Its `inbound` in the answer of `POST /channels/{id}/test`. */
+export const SmsTestInbound = CheckResult.extend({ mode: z.literal('sms') });
+
+/** The fields of text channels in answers besides the shared ones. */
+export const SmsOutputFields = {
   provider: ProviderOut.optional(),
   rate: z.number().optional().describe('Text channels: segments per second sent at most'),
   helpText: z.string().nullable().optional().describe('Text channels: the answer to HELP'),
-});
-
-// The channel the operations answer (email or text) is the document's `Channel`.
-components.add(AnyChannel, { id: 'Channel' });
+};
 
 // ------------------------------------------------------------------ sending
 
@@ -159,15 +157,6 @@ export const SmsSendInput = z.strictObject({
   replyToMessageId: Uuid.optional(),
 });
 export type SmsSendValues = z.output<typeof SmsSendInput>;
-
-/** Whether a send request is a text's: every `to` a string without "@" and no subject, or every `to` number-like. */
-export function looksLikeText(value: Record<string, unknown>): boolean {
-  const to = value.to;
-  if (!Array.isArray(to) || to.length === 0 || !to.every((t) => typeof t === 'string')) return false;
-  const list = to as string[];
-  if (list.every((t) => /^\+?[\d\s().-]+$/.test(t.trim()))) return true;
-  return value.subject === undefined && value.html === undefined && value.cc === undefined && value.bcc === undefined && list.every((t) => !t.includes('@'));
-}
 
 // ------------------------------------------------------------------ opt-outs
 

@@ -2,7 +2,8 @@ import { AppError } from '../../../core/errors.js';
 import type { Db } from '../../../db/client.js';
 import { CommittedWork } from '../../events/events.signal.js';
 import type { OperationRunner } from '../email/inbound.js';
-import { applyWhatsAppStatus, loadWhatsAppChannel, sendAwaitingAnswer, receiveWhatsApp, routeByPhoneNumberId, type WhatsAppChannel } from './whatsapp.repository.js';
+import { receiveWhatsApp } from './whatsapp.inbound.js';
+import { applyWhatsAppStatus, loadWhatsAppChannel, routeByPhoneNumberId, sendAwaitingAnswer, type WhatsAppChannel } from './whatsapp.repository.js';
 import { parseWebhook, subscriptionChallenge, UnreadableWebhook, validMetaSignature } from './webhook.js';
 
 /**

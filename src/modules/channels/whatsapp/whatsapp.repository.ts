@@ -1,23 +1,20 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { and, eq, inArray, isNotNull, isNull, or, sql } from 'drizzle-orm';
-import { z } from 'zod';
-import { AppError, fieldError, isUniqueViolation } from '../../../core/errors.js';
+import type { z } from 'zod';
+import { AppError, fieldError } from '../../../core/errors.js';
 import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../../core/encryption.js';
-import { defineOperation, type Actor, type Operation, type OperationContext } from '../../../core/operation.js';
-import { JsonObject, Uuid } from '../../../core/schemas.js';
-import type { Db, DbOrTx } from '../../../db/client.js';
+import type { Actor, OperationContext } from '../../../core/operation.js';
+import type { DbOrTx } from '../../../db/client.js';
 import { channels, messages, whatsappOutbox, whatsappWindows, type OutboxWhatsApp, type WhatsAppChannelSettings } from '../../../db/schema.js';
 import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../../automations/automatic-messages.js';
 import { recordEvents } from '../../events/events.recorder.js';
-import { notifyEventsCommitted, type CommittedWork } from '../../events/events.signal.js';
-import { cleanText, type OperationRunner } from '../email/inbound.js';
-import { createMessage, getMessage, insertReceivedMessage, receivedOnChannel, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
-import { Message } from '../../messages/messages.schemas.js';
-import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, removeOptOut } from '../sms/sms.repository.js';
-import { assertChannelLive, channelRows, recordChannelOutcome, sendingChannelOf, type ChannelRow } from '../channels.repository.js';
+import type { CommittedWork } from '../../events/events.signal.js';
+import { createMessage, getMessage, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
+import { contactPhoneIdFor, isOptedOut, keywordOf } from '../sms/sms.repository.js';
+import { channelRows, sendingChannelOf, type ChannelRow } from '../channels.repository.js';
 import { META_API_VERSION, META_GRAPH_URL, metaGraph, recipientId, type OutgoingWhatsApp } from './meta.js';
 import { advance, failureReason, windowClosed, windowClosedReason, windowOpen } from './rules.js';
-import type { IncomingWhatsApp, WhatsAppSender, WhatsAppStatus } from './webhook.js';
+import type { WhatsAppSender, WhatsAppStatus } from './webhook.js';
 import type { MetaProviderInput, MetaProviderUpdate, WhatsAppChannelCreate, WhatsAppSendValues } from './whatsapp.schemas.js';
 
 /**
@@ -30,7 +27,7 @@ let publicUrl = 'http://localhost:3000';
 export const setWhatsAppPublicUrl = (url: string) => void (publicUrl = url.replace(/(?<!\/)\/+$/, ''));
 export const whatsappHookUrl = (channelId: string) => `${publicUrl}/hooks/whatsapp/${channelId}`;
 
-const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
+export const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
 export const PROVIDER_NAME = 'meta';
 
 // ------------------------------------------------------------------ channels
@@ -137,7 +134,7 @@ export async function updateWhatsAppChannel(db: DbOrTx, orgId: string, current: 
 /** A WhatsApp channel with its decrypted secrets. */
 export type WhatsAppChannel = ChannelRow & { whatsapp: WhatsAppChannelSettings; accessToken: string; appSecret: string };
 
-const withSecrets = (row: ChannelRow): WhatsAppChannel | undefined =>
+export const withSecrets = (row: ChannelRow): WhatsAppChannel | undefined =>
   row.whatsapp && row.outboundSecret !== null && row.inboundSecret !== null ? { ...row, whatsapp: row.whatsapp, accessToken: decryptSecret(row.outboundSecret), appSecret: decryptSecret(row.inboundSecret) } : undefined;
 
 /** A live WhatsApp channel with its secrets; undefined when missing, deleted or of another kind. Not organization-scoped (the hook knows the id only). */
@@ -197,7 +194,7 @@ export function whatsappThreadId(channelId: string, address: string): string {
 }
 
 /** The key opt-outs are kept under: the number (E.164) when known, else the business-scoped user id. */
-const optOutKey = (party: { phoneNumber?: string | undefined; userId?: string | undefined }) => party.phoneNumber ?? party.userId;
+export const optOutKey = (party: { phoneNumber?: string | undefined; userId?: string | undefined }) => party.phoneNumber ?? party.userId;
 
 /** When the recipient last wrote to the channel (its latest message's own time), or null. */
 export async function lastIncoming(db: DbOrTx, channelId: string, address: string): Promise<Date | null> {
@@ -209,93 +206,19 @@ export async function lastIncoming(db: DbOrTx, channelId: string, address: strin
   return row?.at ?? null;
 }
 
-async function touchWindow(db: DbOrTx, orgId: string, channelId: string, address: string, at: Date) {
+export async function touchWindow(db: DbOrTx, orgId: string, channelId: string, address: string, at: Date) {
   await db
     .insert(whatsappWindows)
     .values({ organizationId: orgId, channelId, recipient: address, lastIncomingAt: at })
     .onConflictDoUpdate({ target: [whatsappWindows.channelId, whatsappWindows.recipient], set: { lastIncomingAt: sql`greatest(${whatsappWindows.lastIncomingAt}, excluded.last_incoming_at)` } });
 }
 
-// ------------------------------------------------------------------ receiving
-
-class DuplicateMessage extends Error {}
-
-const ReceiveWhatsAppInput = z.strictObject({
-  channelId: Uuid,
-  providerMessageId: z.string().min(1).max(200),
-  timestamp: z.string(),
-  sender: JsonObject,
-  text: z.string().nullable(),
-  contextId: z.string().nullable(),
-  metadata: JsonObject,
-});
-
-function receiveOperation(channel: WhatsAppChannel, incoming: IncomingWhatsApp, address: string): Operation {
-  return defineOperation({
-    id: 'messages.receive',
-    method: 'POST',
-    event: () => ['message.created', 'message.received'],
-    path: '/messages/receive',
-    summary: 'Record a received WhatsApp message',
-    input: ReceiveWhatsAppInput,
-    output: Message,
-    handler: async (input, ctx) => {
-      const orgId = ctx.orgId;
-      // `context.id` naming one of the channel's messages: the answer joins that message's thread.
-      const [answered] = input.contextId
-        ? await ctx.db
-            .select({ threadId: messages.threadId })
-            .from(messages)
-            .where(and(eq(messages.organizationId, orgId), eq(messages.channelId, channel.id), eq(messages.providerMessageId, input.contextId), isNull(messages.deletedAt)))
-            .limit(1)
-        : [];
-      const phoneNumber = incoming.sender.phoneNumber;
-      const row = await insertReceivedMessage(ctx.db, orgId, {
-        type: 'whatsapp',
-        direction: 'incoming',
-        status: 'received',
-        channelId: channel.id,
-        providerName: PROVIDER_NAME,
-        providerMessageId: input.providerMessageId,
-        timestamp: input.timestamp,
-        threadId: answered?.threadId ?? whatsappThreadId(channel.id, address),
-        sender: input.sender,
-        recipient: { phoneNumber: channel.address },
-        text: input.text,
-        phoneNumberId: phoneNumber ? await contactPhoneIdFor(ctx.db, orgId, phoneNumber) : null,
-        metadata: input.metadata,
-      });
-      if (!row) throw new DuplicateMessage();
-      await touchWindow(ctx.db, orgId, channel.id, address, incoming.timestamp);
-      await recordChannelOutcome(ctx.db, channel.id, { ok: true, side: 'mailbox' });
-      // A channel deleted meanwhile (by any process) stores nothing: checked, and held, until the commit.
-      await assertChannelLive(ctx.db, channel.id);
-      await keywordEffects(ctx.db, channel, incoming);
-      return row;
-    },
-  });
-}
-
-/** STOP records an opt-out (and fails the messages still queued to the sender), START removes it: as for texts. */
-async function keywordEffects(db: DbOrTx, channel: WhatsAppChannel, incoming: IncomingWhatsApp) {
-  const keyword = incoming.type === 'text' && incoming.text ? keywordOf(incoming.text) : undefined;
-  const key = optOutKey(incoming.sender);
-  if (!key || (keyword !== 'stop' && keyword !== 'start')) return;
-  const orgId = channel.organizationId;
-  if (keyword === 'stop') {
-    const { optOut, created } = await addOptOut(db, orgId, channel.id, key, 'keyword');
-    if (created) await recordEvents(db, SYSTEM, [{ type: 'channel.opt_out.created', organizationId: orgId, resourceId: optOut.id, data: optOut }]);
-    await announceFailed(db, orgId, SYSTEM, await failQueuedTo(db, channel.id, addressOf(incoming.sender)!));
-  } else {
-    const removed = await removeOptOut(db, orgId, channel.id, key);
-    if (removed) await recordEvents(db, SYSTEM, [{ type: 'channel.opt_out.deleted', organizationId: orgId, resourceId: removed.id, data: removed }]);
-  }
-}
+// ------------------------------------------------------------------ opt-outs
 
 export const WHATSAPP_OPTED_OUT_REASON = 'The recipient opted out of messages from this channel (STOP); it was not sent';
 
 /** Messages to the recipient still waiting in the outbox (not yet transmitted) fail; answers their ids. */
-async function failQueuedTo(db: DbOrTx, channelId: string, to: string): Promise<string[]> {
+export async function failQueuedTo(db: DbOrTx, channelId: string, to: string): Promise<string[]> {
   const rows = await db
     .update(whatsappOutbox)
     .set({ status: 'failed', lastError: WHATSAPP_OPTED_OUT_REASON, leaseUntil: null, updatedAt: new Date() })
@@ -305,47 +228,6 @@ async function failQueuedTo(db: DbOrTx, channelId: string, to: string): Promise<
   const ids = rows.map((r) => r.messageId);
   await db.update(messages).set({ status: 'failed', statusReason: WHATSAPP_OPTED_OUT_REASON, updatedAt: new Date() }).where(inArray(messages.id, ids));
   return ids;
-}
-
-export interface ReceivedWhatsApp {
-  messageId: string;
-  duplicate: boolean;
-}
-
-/**
- * Writes one received message with its events in one transaction (through the operation runner, so it has
- * its webhooks and automations); the same `wamid` on the same channel answers the existing message
- * (`duplicate`), also when two deliveries race (the unique index decides, the second waits for the first).
- */
-export async function receiveWhatsApp(run: OperationRunner, db: Db, channel: WhatsAppChannel, incoming: IncomingWhatsApp): Promise<ReceivedWhatsApp> {
-  const address = addressOf(incoming.sender) ?? 'unknown';
-  const metadata = {
-    whatsapp: {
-      type: incoming.type,
-      ...(incoming.contextId ? { contextId: incoming.contextId } : {}),
-      ...incoming.details,
-      ...(incoming.media ? { media: [{ id: null, mediaId: incoming.media.id, contentType: incoming.media.mimeType, filename: incoming.media.filename, size: null, status: 'pending' as const }] } : {}),
-    },
-  };
-  const input = {
-    channelId: channel.id,
-    providerMessageId: cleanText(incoming.wamid, 200),
-    timestamp: incoming.timestamp.toISOString(),
-    sender: incoming.sender as Record<string, unknown>,
-    text: incoming.text === null ? null : cleanText(incoming.text, 65_536),
-    contextId: incoming.contextId,
-    metadata,
-  };
-  try {
-    const out = await run(receiveOperation(channel, incoming, address), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
-    if (incoming.type === 'text' && incoming.text && keywordOf(incoming.text)) notifyEventsCommitted();
-    return { messageId: (out.data as { id: string }).id, duplicate: false };
-  } catch (err) {
-    if (!(err instanceof DuplicateMessage) && !isUniqueViolation(err)) throw err;
-    const existing = (await receivedOnChannel(db, channel.organizationId, channel.id, input.providerMessageId))?.id;
-    if (!existing) throw err;
-    return { messageId: existing, duplicate: true };
-  }
 }
 
 // ------------------------------------------------------------------ status

@@ -47,7 +47,7 @@ const metaFields = {
     .describe(`Graph API version; default "${META_API_VERSION}"`),
 };
 
-export const MetaProviderInput = z
+export const MetaProviderSettings = z
   .strictObject({
     ...metaFields,
     accessToken: Secret.describe('A system user access token with whatsapp_business_messaging (write-only, encrypted)'),
@@ -56,15 +56,31 @@ export const MetaProviderInput = z
   .describe('WhatsApp channels: Meta\'s Cloud API (docs/whatsapp.md)');
 
 /** On update the provider may leave out its secrets (the stored ones are kept). */
-export const MetaProviderUpdate = z
+export const MetaProviderUpdateSettings = z
   .strictObject({ ...metaFields, accessToken: Secret.optional().describe('Write-only; left out: kept'), appSecret: Secret.optional().describe('Write-only; left out: kept') })
   .describe("WhatsApp channels: Meta's Cloud API; a secret left out is kept");
+
+/**
+ * Meta's provider as the documents show it: its `kind` only, to keep the tool list small (docs/whatsapp.md and
+ * CONTRACT §10 have the rest); the request is checked against the full shape, its errors at their own fields
+ * under `provider`.
+ */
+function documentedAsKind<T extends z.ZodType>(full: T) {
+  return z.looseObject({ kind: metaFields.kind }).transform((value, ctx): z.output<T> => {
+    const parsed = full.safeParse(value);
+    if (parsed.success) return parsed.data;
+    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path, input: undefined });
+    return z.NEVER;
+  });
+}
+export const MetaProviderInput = documentedAsKind(MetaProviderSettings);
+export const MetaProviderUpdate = documentedAsKind(MetaProviderUpdateSettings);
 
 const Rate = z.number().min(0.1).max(1000).describe('Messages per second at most; default 20');
 
 export const WhatsAppChannelCreateInput = z.strictObject({
   type: z.literal('whatsapp').describe('"whatsapp": a WhatsApp Business number'),
-  name: z.string().max(255).min(1).describe('A name for people, e.g. "Support on WhatsApp"'),
+  name: z.string().max(255).min(1),
   address: BusinessNumber,
   provider: MetaProviderInput,
   rate: Rate.default(20),
@@ -110,6 +126,20 @@ export const TemplateInput = z
   })
   .describe('WhatsApp: a template (may be sent at any time) instead of `text`');
 
+/**
+ * `template` in `messages/send`: checked against `TemplateInput`, its errors at their own fields, while the
+ * documents show one line (the tool list stays small; docs/whatsapp.md has the rest).
+ */
+const TemplateField = z
+  .looseObject({})
+  .transform((value, ctx) => {
+    const parsed = TemplateInput.safeParse(value);
+    if (parsed.success) return parsed.data;
+    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path, input: undefined });
+    return z.NEVER;
+  })
+  .describe('WhatsApp: a template `{ "name", "language", "components"? }`, sent any time, instead of `text`');
+
 /** A WhatsApp recipient in `to`: a phone number, or a business-scoped user id (for a sender known only by it). */
 export const WhatsAppRecipient = z
   .string()
@@ -128,7 +158,7 @@ export const WhatsAppSendInput = z
     channelId: Uuid,
     to: z.array(WhatsAppRecipient).min(1).max(50),
     text: z.string().min(1).max(4096).optional(),
-    template: TemplateInput.optional(),
+    template: TemplateField.optional(),
     replyToMessageId: Uuid.optional(),
   })
   .superRefine((v, ctx) => {
