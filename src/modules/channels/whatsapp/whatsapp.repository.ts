@@ -6,7 +6,7 @@ import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '
 import type { Actor, OperationContext } from '../../../core/operation.js';
 import type { DbOrTx } from '../../../db/client.js';
 import { channels, messages, whatsappOutbox, whatsappWindows, type OutboxWhatsApp, type WhatsAppChannelSettings } from '../../../db/schema.js';
-import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../../automations/automatic-messages.js';
+import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../automatic-messages.js';
 import { recordEvents } from '../../events/events.recorder.js';
 import type { CommittedWork } from '../../events/events.signal.js';
 import { createMessage, getMessage, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
