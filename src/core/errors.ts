@@ -27,6 +27,8 @@ export const ERROR_STATUS = {
   IDEMPOTENCY_IN_PROGRESS: 409,
   /** The number opted out of texts from the channel (it texted STOP); nothing was sent. */
   RECIPIENT_OPTED_OUT: 409,
+  /** Free-form WhatsApp text to a recipient who has not written in the last 24 hours; a template may be sent instead. Nothing reached Meta. */
+  WHATSAPP_WINDOW_CLOSED: 409,
   /** Too many requests for this key in the current window; `Retry-After` says when to try again. */
   RATE_LIMITED: 429,
   /** A fault of ours; nothing about it is disclosed. */

@@ -349,8 +349,8 @@ export const messageAttachments = pgTable(
 // ---------------------------------------------------------------- channels
 
 export interface ChannelInboundSettings {
-  /** "sms": a text channel, whose provider settings are in `sms` (email settings unused). */
-  mode: 'smtp' | 'imap' | 'sms';
+  /** "sms": a text channel, whose provider settings are in `sms`; "whatsapp": in `whatsapp` (email settings unused). */
+  mode: 'smtp' | 'imap' | 'sms' | 'whatsapp';
   host?: string;
   port?: number;
   secure?: boolean;
@@ -385,7 +385,7 @@ export const channels = pgTable(
   {
     ...audit,
     organizationId: orgRef(),
-    type: text('type').$type<'email' | 'sms'>().notNull(),
+    type: text('type').$type<'email' | 'sms' | 'whatsapp'>().notNull(),
     name: text('name').notNull(),
     /** Lower-cased. */
     address: text('address').notNull(),
@@ -398,6 +398,8 @@ export const channels = pgTable(
     lastSyncAt: ts('last_sync_at'),
     /** A text channel's provider settings without its secret (the secret is in `outbound_secret`, encrypted); null for email. */
     sms: jsonb('sms').$type<SmsChannelSettings | null>(),
+    /** A WhatsApp channel's settings (its access token is in `outbound_secret`, its app secret in `inbound_secret`, both encrypted); null for other kinds. */
+    whatsapp: jsonb('whatsapp').$type<WhatsAppChannelSettings | null>(),
     /** Attempts in a row that could not get through to the relay (connection, TLS, login); 0 after a success. */
     sendFailures: integer('send_failures').notNull().default(0),
     /** After repeated relay failures, no attempt goes to the relay before this time (per-channel backoff). */
@@ -454,6 +456,15 @@ export interface SmsChannelSettings {
   rate: number;
   /** Answered to a HELP text; null: HELP is not answered. */
   helpText: string | null;
+}
+
+/** A WhatsApp channel's settings (Meta's Cloud API), without its two secrets; see src/modules/channels/whatsapp. */
+export interface WhatsAppChannelSettings {
+  provider: { kind: 'meta'; phoneNumberId: string; businessAccountId: string | null; apiBaseUrl: string; apiVersion: string };
+  /** The token Meta's subscription handshake must present (generated, shown on every read). */
+  verifyToken: string;
+  /** Messages per second the sender sends at most on this channel. */
+  rate: number;
 }
 
 /**
@@ -529,6 +540,51 @@ export const smsOutbox = pgTable(
     uniqueIndex('sms_outbox_auto_reply').on(t.autoReplyKey).where(sql`${t.autoReplyKey} IS NOT NULL`),
     index('sms_outbox_due').on(t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'sending')`),
   ],
+);
+
+/** What the sender needs to send one WhatsApp message, fixed when queued: free-form text or a template. */
+export interface OutboxWhatsApp {
+  /** The digits of the number, or the business-scoped user id. */
+  to: string;
+  text?: string;
+  template?: { name: string; language: string; components?: unknown[] };
+  /** The `wamid` answered (`context.message_id`). */
+  contextId?: string | null;
+}
+
+/** The outbox of WhatsApp messages (`outboxColumns`): one row per outgoing message, written in the message's transaction. */
+export const whatsappOutbox = pgTable(
+  'whatsapp_outbox',
+  {
+    ...outboxColumns(),
+    whatsapp: jsonb('whatsapp').$type<OutboxWhatsApp>().notNull(),
+  },
+  (t) => [
+    uniqueIndex('whatsapp_outbox_message').on(t.messageId),
+    uniqueIndex('whatsapp_outbox_auto_reply').on(t.autoReplyKey).where(sql`${t.autoReplyKey} IS NOT NULL`),
+    index('whatsapp_outbox_due').on(t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'sending')`),
+    // The hook's question "is a send of this channel waiting for Meta's answer?" (a status ahead of it).
+    index('whatsapp_outbox_sending').on(t.channelId).where(sql`${t.status} = 'sending'`),
+  ],
+);
+
+/**
+ * WhatsApp's 24-hour customer service window: when each sender last wrote to a channel (the latest of its
+ * messages' own timestamps), written in the received message's transaction. Free-form text to a recipient
+ * goes out only within 24 hours of its `last_incoming_at`.
+ */
+export const whatsappWindows = pgTable(
+  'whatsapp_windows',
+  {
+    organizationId: orgRef(),
+    channelId: uuid('channel_id')
+      .notNull()
+      .references(() => channels.id),
+    /** The sender as WhatsApp addresses it: the digits of its number, or its business-scoped user id. */
+    recipient: text('recipient').notNull(),
+    lastIncomingAt: ts('last_incoming_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.channelId, t.recipient] })],
 );
 
 /**

@@ -22,8 +22,8 @@ describe('the operations and the event catalog', () => {
   it('every catalog type but the message arrivals is the event of some operation', () => {
     const produced = new Set(operations.flatMap((op) => [...eventTypesOf(op, { direction: 'incoming' }), ...eventTypesOf(op, { direction: 'outgoing' })]));
     // `message.failed` is recorded by the mail sender when an email cannot be sent (`message.sent` too, besides POST /messages);
-    // `message.delivered` by a text provider's delivery report; `channel.error` and `channel.recovered` by the
+    // `message.delivered` by a text provider's delivery report (and `message.read` by WhatsApp's); `channel.error` and `channel.recovered` by the
     // workers that use a channel (recordChannelOutcome); `thread.reopened` by an incoming message's write and the snooze worker.
-    expect(EVENT_TYPES.filter((type) => !produced.has(type))).toEqual(['message.failed', 'message.delivered', 'channel.error', 'channel.recovered', 'thread.reopened']);
+    expect(EVENT_TYPES.filter((type) => !produced.has(type))).toEqual(['message.failed', 'message.delivered', 'message.read', 'channel.error', 'channel.recovered', 'thread.reopened']);
   });
 });

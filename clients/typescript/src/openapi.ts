@@ -437,7 +437,7 @@ export interface paths {
         put?: never;
         /**
          * Send an email or a text
-         * @description Sends an email through a channel's relay, from its address (or `outbound.from`); `bcc` stays out of the headers. `replyToMessageId` makes it an answer (In-Reply-To, References, same thread). Texts (SMS channel; `channelId` optional with one): `to` numbers, `text` (≤ 10 segments), no subject; one message per number; 409 `RECIPIENT_OPTED_OUT` after STOP; then "delivered". Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone.
+         * @description Sends an email through a channel's relay, from its address (or `outbound.from`); `bcc` stays out of the headers. `replyToMessageId` makes it an answer (In-Reply-To, References, same thread). Texts (SMS channel; `channelId` optional with one): `to` numbers, `text` (≤ 10 segments), no subject; one message per number; 409 `RECIPIENT_OPTED_OUT` after STOP; then "delivered". The request is checked by the kind of the channel it names. Answers the outgoing message, `status` "queued"; it then becomes "sent" (`providerMessageId` = Message-ID, event `message.sent`) or "failed" (`statusReason`, event `message.failed`); temporary refusals are retried. Cannot be undone.
          *
          *     Requires the `messages:write` permission (or `*`).
          */
@@ -1468,6 +1468,124 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/threads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List threads, newest message first
+         * @description The conversations of the organization, newest `lastMessageAt` first, filtered by status, assignee, tag, channel or contact. Every thread starts `open`. An incoming message on a `pending`, `snoozed` or `closed` thread opens it again (`thread.reopened`, reason `message`); a snoozed thread opens by itself within 60 s of `snoozedUntil` (reason `snooze_ended`).
+         *
+         *     Requires the `threads:read` permission (or `*`).
+         */
+        get: operations["threads.list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/threads/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a thread
+         * @description Its messages: GET /messages?threadId=…
+         *
+         *     Requires the `threads:read` permission (or `*`).
+         */
+        get: operations["threads.get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change a thread
+         * @description Sets the status, the snooze, the assignee or the tags; records `thread.updated` with the fields before and after (`changes`, empty when nothing changed). Every thread starts `open`. An incoming message on a `pending`, `snoozed` or `closed` thread opens it again (`thread.reopened`, reason `message`); a snoozed thread opens by itself within 60 s of `snoozedUntil` (reason `snooze_ended`).
+         *
+         *     Requires the `threads:write` permission (or `*`).
+         */
+        patch: operations["threads.update"];
+        trace?: never;
+    };
+    "/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List members
+         * @description The people of the organization a thread can be assigned to.
+         *
+         *     Requires the `threads:read` permission (or `*`).
+         */
+        get: operations["threads.list_members"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/threads/{id}/notes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a thread's notes
+         * @description Requires the `threads:read` permission (or `*`).
+         */
+        get: operations["threads.list_notes"];
+        put?: never;
+        /**
+         * Add an internal note
+         * @description A note for the team, with its author: never sent to anyone (no email, no text), whatever automations run.
+         *
+         *     Requires the `threads:write` permission (or `*`).
+         */
+        post: operations["threads.create_note"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/threads/{id}/notes/{noteId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a note
+         * @description Requires the `threads:write` permission (or `*`).
+         */
+        delete: operations["threads.delete_note"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1759,10 +1877,10 @@ export interface components {
              */
             readonly organizationId: string;
             /**
-             * @description Kind of channel: "email" or "sms"
+             * @description Kind of channel: "email" or "sms" or "whatsapp"
              * @enum {string}
              */
-            type: "email" | "sms";
+            type: "email" | "sms" | "whatsapp";
             /** @description A name for people */
             name: string;
             /** @description The address the organization receives and sends as (lower-cased) */
@@ -1793,6 +1911,13 @@ export interface components {
                 webhookUrl: string | null;
                 /** @description Twilio-compatible: the status callback URL (the service also names it on every text it sends); null for SMPP */
                 statusUrl: string | null;
+            } | {
+                /** @constant */
+                mode: "whatsapp";
+                /** @description Paste into the Meta app's WhatsApp webhook: Callback URL (subscribe to the `messages` field) */
+                webhookUrl: string;
+                /** @description Paste into the Meta app's WhatsApp webhook: Verify token */
+                verifyToken: string;
             };
             /** @description The SMTP relay mail is sent through; null: the channel cannot send */
             outbound: {
@@ -1813,17 +1938,6 @@ export interface components {
                 /** @description Whether a password is stored (the password itself is never returned) */
                 passwordSet: boolean;
             } | null;
-            /**
-             * @description "active"; "error" while receiving or syncing fails (see `lastError`); "disabled" by a person
-             * @enum {string}
-             */
-            status: "active" | "error" | "disabled";
-            /** @description What failed last (connection, login, …); null when the last attempt worked */
-            lastError: string | null;
-            /** @description When mail was last received or synced on this channel */
-            lastSyncAt: string | null;
-            /** @description Settings that weaken the channel's security, for a person to see: a server reached without TLS (`tls` "none") or without checking its certificate; empty when none */
-            warnings: string[];
             /** @description How a text channel reaches the phone network; secrets are never returned */
             provider?: {
                 /** @enum {string} */
@@ -1841,15 +1955,26 @@ export interface components {
                 /** @description SMPP: whether a password is stored (never returned) */
                 passwordSet?: boolean;
             };
-            /** @description Text channels: segments per second sent at most */
+            /** @description Text channels: segments per second sent at most / WhatsApp: Messages (texts: segments) per second sent at most */
             rate?: number;
             /** @description Text channels: the answer to HELP */
             helpText?: string | null;
+            /**
+             * @description "active"; "error" while receiving or syncing fails (see `lastError`); "disabled" by a person
+             * @enum {string}
+             */
+            status: "active" | "error" | "disabled";
+            /** @description What failed last (connection, login, …); null when the last attempt worked */
+            lastError: string | null;
+            /** @description When mail was last received or synced on this channel */
+            lastSyncAt: string | null;
+            /** @description Settings that weaken the channel's security, for a person to see: a server reached without TLS (`tls` "none") or without checking its certificate; empty when none */
+            warnings: string[];
         };
         ChannelTestResult: {
             /** @description Whether every configured server was reached and accepted the login */
             ok: boolean;
-            /** @description The IMAP server (mode imap); for mode smtp, whether the channel can receive (active) */
+            /** @description Receiving: the IMAP server (mode imap); for mode smtp or a text channel, whether the channel can receive */
             inbound: {
                 /** @description Whether every step worked */
                 ok: boolean;
@@ -1878,6 +2003,20 @@ export interface components {
                 error: string | null;
                 /** @constant */
                 mode: "sms";
+            } | {
+                /** @description Whether every step worked */
+                ok: boolean;
+                /** @description The steps tried, in order; the first failed one ends the check */
+                steps: {
+                    /** @description What was tried: "resolve", "connect", "login", "mailbox", "greeting" */
+                    step: string;
+                    ok: boolean;
+                    detail: string | null;
+                }[];
+                /** @description Why the check failed; null when it worked */
+                error: string | null;
+                /** @constant */
+                mode: "whatsapp";
             };
             /** @description The SMTP relay: greeting and authentication; null when none is configured */
             outbound: {
@@ -2273,7 +2412,7 @@ export interface components {
              * @description Event type, a dotted resource.action name (see the event catalog)
              * @enum {string}
              */
-            type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "channel.opt_out.created" | "channel.opt_out.deleted" | "channel.error" | "channel.recovered";
+            type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "message.read" | "channel.opt_out.created" | "channel.opt_out.deleted" | "channel.error" | "channel.recovered" | "thread.updated" | "thread.reopened" | "thread.note_added" | "thread.note_deleted";
             /**
              * Format: uuid
              * @description Organization the event belongs to
@@ -2350,6 +2489,17 @@ export interface components {
             /** @description Number of live folders directly inside the folder */
             subfolderCount: number;
         };
+        Member: {
+            /**
+             * Format: uuid
+             * @description Id of the person (a user of the organization)
+             */
+            id: string;
+            /** @description Their name */
+            name: string | null;
+            /** @description Their email address */
+            email: string;
+        };
         Message: {
             /**
              * Format: uuid
@@ -2425,6 +2575,81 @@ export interface components {
             metadata: unknown;
             /** @description Channel that received or sent the message; null when recorded by POST /messages */
             channelId: string | null;
+        };
+        Note: {
+            /**
+             * Format: uuid
+             * @description Id of the note
+             */
+            readonly id: string;
+            /** @description Id of its thread */
+            threadId: string;
+            /** @description The note */
+            text: string;
+            /** @description Who wrote it */
+            author: {
+                /**
+                 * @description A person (also through an assistant) or an API key
+                 * @enum {string}
+                 */
+                type: "user" | "apiKey";
+                /** @description Id of the user or API key */
+                id: string | null;
+                /** @description Their name */
+                name: string | null;
+                /** @description The assistant (OAuth client) the person wrote through, when they did */
+                client?: string;
+            };
+            /**
+             * Format: date-time
+             * @description When it was written
+             */
+            readonly createdAt: string;
+        };
+        Thread: {
+            /** @description Id of the thread: the `threadId` of its messages */
+            readonly id: string;
+            /**
+             * Format: date-time
+             * @description When its first message was recorded
+             */
+            readonly createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the thread last changed
+             */
+            readonly updatedAt: string;
+            /**
+             * Format: uuid
+             * @description Organization that owns the thread
+             */
+            readonly organizationId: string;
+            /** @description The channel of its messages; null for recorded messages */
+            channelId: string | null;
+            /** @description The subject of its first email; null for texts */
+            subject: string | null;
+            /** @description The contact its messages are with, where known */
+            contactId: string | null;
+            /**
+             * @description open, pending (waiting on someone), snoozed (until `snoozedUntil`) or closed
+             * @enum {string}
+             */
+            status: "open" | "pending" | "snoozed" | "closed";
+            /** @description The member it is assigned to (see GET /members); null when unassigned */
+            assigneeId: string | null;
+            /** @description When a snoozed thread opens again by itself; null unless snoozed */
+            snoozedUntil: string | null;
+            /** @description Its tags (a set, lower-case) */
+            tags: string[];
+            /**
+             * Format: date-time
+             * @description The time of its latest message
+             */
+            lastMessageAt: string;
+            /** @description The time of its latest incoming message */
+            lastIncomingAt: string | null;
+            /** @description How many messages it holds */
+            messageCount: number;
         };
         Webhook: {
             /**
@@ -2551,7 +2776,7 @@ export interface components {
                  * @description Machine-readable code
                  * @enum {string}
                  */
-                code: "VALIDATION_ERROR" | "BAD_REQUEST" | "UNAUTHORIZED" | "INSUFFICIENT_CREDITS" | "FORBIDDEN" | "NOT_FOUND" | "PAYLOAD_TOO_LARGE" | "IDEMPOTENCY_KEY_REUSED" | "CONFLICT" | "IDEMPOTENCY_IN_PROGRESS" | "RECIPIENT_OPTED_OUT" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+                code: "VALIDATION_ERROR" | "BAD_REQUEST" | "UNAUTHORIZED" | "INSUFFICIENT_CREDITS" | "FORBIDDEN" | "NOT_FOUND" | "PAYLOAD_TOO_LARGE" | "IDEMPOTENCY_KEY_REUSED" | "CONFLICT" | "IDEMPOTENCY_IN_PROGRESS" | "RECIPIENT_OPTED_OUT" | "WHATSAPP_WINDOW_CLOSED" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
                 /** @description Human-readable text */
                 message: string;
                 /** @description Present only on VALIDATION_ERROR */
@@ -4372,7 +4597,7 @@ export interface operations {
                      *           "direction": "incoming",
                      *           "providerMessageId": "example",
                      *           "providerName": "example",
-                     *           "threadId": "example",
+                     *           "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *           "text": "Thanks for the quote, see you Monday.",
                      *           "action": "example",
                      *           "importance": "example",
@@ -4438,6 +4663,7 @@ export interface operations {
                  * @example {
                  *       "direction": "incoming",
                  *       "type": "email",
+                 *       "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                  *       "text": "Thanks for the quote, see you Monday."
                  *     }
                  */
@@ -4521,7 +4747,7 @@ export interface operations {
                      *         "direction": "incoming",
                      *         "providerMessageId": "example",
                      *         "providerName": "example",
-                     *         "threadId": "example",
+                     *         "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *         "text": "Thanks for the quote, see you Monday.",
                      *         "action": "example",
                      *         "importance": "example",
@@ -4596,7 +4822,7 @@ export interface operations {
                      *           "direction": "incoming",
                      *           "providerMessageId": "example",
                      *           "providerName": "example",
-                     *           "threadId": "example",
+                     *           "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *           "text": "Thanks for the quote, see you Monday.",
                      *           "action": "example",
                      *           "importance": "example",
@@ -4690,7 +4916,7 @@ export interface operations {
                      *           "direction": "incoming",
                      *           "providerMessageId": "example",
                      *           "providerName": "example",
-                     *           "threadId": "example",
+                     *           "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *           "text": "Thanks for the quote, see you Monday.",
                      *           "action": "example",
                      *           "importance": "example",
@@ -4786,7 +5012,7 @@ export interface operations {
                      *           "direction": "incoming",
                      *           "providerMessageId": "example",
                      *           "providerName": "example",
-                     *           "threadId": "example",
+                     *           "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *           "text": "Thanks for the quote, see you Monday.",
                      *           "action": "example",
                      *           "importance": "example",
@@ -4908,7 +5134,7 @@ export interface operations {
                      *         "direction": "incoming",
                      *         "providerMessageId": "example",
                      *         "providerName": "example",
-                     *         "threadId": "example",
+                     *         "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *         "text": "Thanks for the quote, see you Monday.",
                      *         "action": "example",
                      *         "importance": "example",
@@ -4975,7 +5201,7 @@ export interface operations {
                      *         "direction": "incoming",
                      *         "providerMessageId": "example",
                      *         "providerName": "example",
-                     *         "threadId": "example",
+                     *         "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *         "text": "Thanks for the quote, see you Monday.",
                      *         "action": "example",
                      *         "importance": "example",
@@ -5062,7 +5288,7 @@ export interface operations {
                      *         "direction": "incoming",
                      *         "providerMessageId": "example",
                      *         "providerName": "example",
-                     *         "threadId": "example",
+                     *         "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *         "text": "Thanks for the quote, see you Monday.",
                      *         "action": "example",
                      *         "importance": "example",
@@ -5282,6 +5508,10 @@ export interface operations {
                      * @description The message this answers / Texts: UUID
                      */
                     replyToMessageId?: string;
+                    /** @description WhatsApp: a template `{ "name", "language", "components"? }`, sent any time, instead of `text` */
+                    template?: {
+                        [key: string]: unknown;
+                    };
                 };
             };
         };
@@ -5313,7 +5543,7 @@ export interface operations {
                      *         "direction": "incoming",
                      *         "providerMessageId": "example",
                      *         "providerName": "example",
-                     *         "threadId": "example",
+                     *         "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *         "text": "Thanks for the quote, see you Monday.",
                      *         "action": "example",
                      *         "importance": "example",
@@ -5416,7 +5646,7 @@ export interface operations {
                      *         "direction": "incoming",
                      *         "providerMessageId": "example",
                      *         "providerName": "example",
-                     *         "threadId": "example",
+                     *         "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *         "text": "Thanks for the quote, see you Monday.",
                      *         "action": "example",
                      *         "importance": "example",
@@ -5531,7 +5761,7 @@ export interface operations {
                      *         "direction": "incoming",
                      *         "providerMessageId": "example",
                      *         "providerName": "example",
-                     *         "threadId": "example",
+                     *         "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
                      *         "text": "Thanks for the quote, see you Monday.",
                      *         "action": "example",
                      *         "importance": "example",
@@ -8958,7 +9188,7 @@ export interface operations {
                 /** @description Order by occurrence (ties broken by id); newest first by default */
                 sortOrder?: "asc" | "desc";
                 /** @description Only events of this type */
-                type?: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "channel.opt_out.created" | "channel.opt_out.deleted" | "channel.error" | "channel.recovered";
+                type?: "contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "message.read" | "channel.opt_out.created" | "channel.opt_out.deleted" | "channel.error" | "channel.recovered" | "thread.updated" | "thread.reopened" | "thread.note_added" | "thread.note_deleted";
             };
             header?: never;
             path?: never;
@@ -9179,7 +9409,7 @@ export interface operations {
                     /** @description Where events are POSTed: an https URL on the public internet (http to a loopback host only when the server sets WEBHOOK_ALLOW_INSECURE=true) */
                     url: string;
                     /** @description Event types to deliver, from the event catalog, or ["*"] (the default) for every type */
-                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "channel.opt_out.created" | "channel.opt_out.deleted" | "channel.error" | "channel.recovered" | "*")[];
+                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "message.read" | "channel.opt_out.created" | "channel.opt_out.deleted" | "channel.error" | "channel.recovered" | "thread.updated" | "thread.reopened" | "thread.note_added" | "thread.note_deleted" | "*")[];
                     /** @description Whether events are delivered (default true) */
                     enabled?: boolean;
                     /** @description What the endpoint is for, up to 1,000 characters */
@@ -9361,7 +9591,7 @@ export interface operations {
                     /** @description Where events are POSTed: an https URL on the public internet (http to a loopback host only when the server sets WEBHOOK_ALLOW_INSECURE=true) */
                     url?: string;
                     /** @description Event types to deliver, from the event catalog, or ["*"] for every type */
-                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "channel.opt_out.created" | "channel.opt_out.deleted" | "channel.error" | "channel.recovered" | "*")[];
+                    eventTypes?: ("contact.created" | "contact.updated" | "contact.deleted" | "contact.email.created" | "contact.email.updated" | "contact.email.deleted" | "contact.phone_number.created" | "contact.phone_number.updated" | "contact.phone_number.deleted" | "contact.address.created" | "contact.address.updated" | "contact.address.deleted" | "message.created" | "message.updated" | "message.deleted" | "customer.created" | "customer.updated" | "customer.deleted" | "customer.transaction.created" | "customer.transaction.updated" | "customer.transaction.deleted" | "business.created" | "business.updated" | "business.deleted" | "folder.created" | "folder.updated" | "folder.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "domain.created" | "domain.updated" | "domain.deleted" | "domain.registration.created" | "domain.registration.updated" | "domain.registration.deleted" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "channel.created" | "channel.updated" | "channel.deleted" | "message.received" | "message.sent" | "message.failed" | "message.delivered" | "message.read" | "channel.opt_out.created" | "channel.opt_out.deleted" | "channel.error" | "channel.recovered" | "thread.updated" | "thread.reopened" | "thread.note_added" | "thread.note_deleted" | "*")[];
                     /** @description true re-enables an endpoint (also one the service disabled, clearing `disabledReason`); false pauses deliveries */
                     enabled?: boolean;
                     description?: string | null;
@@ -9748,12 +9978,6 @@ export interface operations {
                      *             "verifyCertificate": true,
                      *             "passwordSet": true
                      *           },
-                     *           "status": "active",
-                     *           "lastError": "example",
-                     *           "lastSyncAt": "2026-01-15T09:30:00.000Z",
-                     *           "warnings": [
-                     *             "example"
-                     *           ],
                      *           "provider": {
                      *             "kind": "twilio",
                      *             "accountSid": "example",
@@ -9768,7 +9992,13 @@ export interface operations {
                      *             "passwordSet": true
                      *           },
                      *           "rate": 1,
-                     *           "helpText": "example"
+                     *           "helpText": "example",
+                     *           "status": "active",
+                     *           "lastError": "example",
+                     *           "lastSyncAt": "2026-01-15T09:30:00.000Z",
+                     *           "warnings": [
+                     *             "example"
+                     *           ]
                      *         }
                      *       ],
                      *       "meta": {
@@ -9830,15 +10060,15 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description Kind of channel: "email" / Texts: "sms": a text-message channel
+                     * @description Kind of channel: "email" / Texts: "sms": a text-message channel / WhatsApp: "whatsapp": a WhatsApp Business number
                      * @enum {string}
                      */
-                    type: "email" | "sms";
+                    type: "email" | "sms" | "whatsapp";
                     /** @description A name for people, e.g. "Support" / Texts: A name for people, e.g. "Support line" */
                     name: string;
                     /**
                      * Format: idn-email
-                     * @description The address received at and sent from; unique in the organization / Texts: The number, E.164, or an alphanumeric sender id (send only)
+                     * @description The address received at and sent from; unique in the organization / Texts: The number, E.164, or an alphanumeric sender id (send only) / WhatsApp: The business number, E.164
                      */
                     address: string;
                     /** @description How mail arrives: {"mode": "smtp"} or {"mode": "imap", "host", "username", "password", …} */
@@ -9924,7 +10154,7 @@ export interface operations {
                         password?: string;
                     } | null;
                     /** @description Text channels: the provider (docs/sms.md) */
-                    provider?: {
+                    provider?: ({
                         /**
                          * @description Twilio or a compatible API (SignalWire)
                          * @constant
@@ -9950,9 +10180,17 @@ export interface operations {
                         kind: "smpp";
                     } & {
                         [key: string]: unknown;
+                    })) | ({
+                        /**
+                         * @description Meta's WhatsApp Business Cloud API (docs/whatsapp.md)
+                         * @constant
+                         */
+                        kind: "meta";
+                    } & {
+                        [key: string]: unknown;
                     });
                     /**
-                     * @description Segments per second at most; default 1
+                     * @description Segments per second at most; default 1 / WhatsApp: Messages per second at most; default 20
                      * @default 1
                      */
                     rate?: number;
@@ -10005,12 +10243,6 @@ export interface operations {
                      *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
-                     *         "status": "active",
-                     *         "lastError": "example",
-                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
-                     *         "warnings": [
-                     *           "example"
-                     *         ],
                      *         "provider": {
                      *           "kind": "twilio",
                      *           "accountSid": "example",
@@ -10025,7 +10257,13 @@ export interface operations {
                      *           "passwordSet": true
                      *         },
                      *         "rate": 1,
-                     *         "helpText": "example"
+                     *         "helpText": "example",
+                     *         "status": "active",
+                     *         "lastError": "example",
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
+                     *         "warnings": [
+                     *           "example"
+                     *         ]
                      *       }
                      *     }
                      */
@@ -10097,12 +10335,6 @@ export interface operations {
                      *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
-                     *         "status": "active",
-                     *         "lastError": "example",
-                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
-                     *         "warnings": [
-                     *           "example"
-                     *         ],
                      *         "provider": {
                      *           "kind": "twilio",
                      *           "accountSid": "example",
@@ -10117,7 +10349,13 @@ export interface operations {
                      *           "passwordSet": true
                      *         },
                      *         "rate": 1,
-                     *         "helpText": "example"
+                     *         "helpText": "example",
+                     *         "status": "active",
+                     *         "lastError": "example",
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
+                     *         "warnings": [
+                     *           "example"
+                     *         ]
                      *       }
                      *     }
                      */
@@ -10188,12 +10426,6 @@ export interface operations {
                      *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
-                     *         "status": "active",
-                     *         "lastError": "example",
-                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
-                     *         "warnings": [
-                     *           "example"
-                     *         ],
                      *         "provider": {
                      *           "kind": "twilio",
                      *           "accountSid": "example",
@@ -10208,7 +10440,13 @@ export interface operations {
                      *           "passwordSet": true
                      *         },
                      *         "rate": 1,
-                     *         "helpText": "example"
+                     *         "helpText": "example",
+                     *         "status": "active",
+                     *         "lastError": "example",
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
+                     *         "warnings": [
+                     *           "example"
+                     *         ]
                      *       }
                      *     }
                      */
@@ -10246,6 +10484,11 @@ export interface operations {
                 "application/json": {
                     /** @description A name for people, e.g. "Support" */
                     name?: string;
+                    /**
+                     * @description "disabled" stops receiving and syncing; "active" resumes
+                     * @enum {string}
+                     */
+                    status?: "active" | "disabled";
                     /**
                      * Format: idn-email
                      * @description The address the organization receives and sends as
@@ -10333,13 +10576,8 @@ export interface operations {
                         /** @description Password (write-only, stored encrypted) */
                         password?: string;
                     } | null;
-                    /**
-                     * @description "disabled" stops receiving and syncing; "active" resumes
-                     * @enum {string}
-                     */
-                    status?: "active" | "disabled";
                     /** @description Text channels: the provider (docs/sms.md) */
-                    provider?: {
+                    provider?: ({
                         /**
                          * @description Twilio or a compatible API (SignalWire)
                          * @constant
@@ -10365,8 +10603,16 @@ export interface operations {
                         kind: "smpp";
                     } & {
                         [key: string]: unknown;
+                    })) | ({
+                        /**
+                         * @description Meta's WhatsApp Business Cloud API (docs/whatsapp.md)
+                         * @constant
+                         */
+                        kind: "meta";
+                    } & {
+                        [key: string]: unknown;
                     });
-                    /** @description Segments per second at most; default 1 */
+                    /** @description Segments per second at most; default 1 / WhatsApp: Messages per second at most; default 20 */
                     rate?: number;
                     /** @description The answer to HELP; null: none */
                     helpText?: string | null;
@@ -10415,12 +10661,6 @@ export interface operations {
                      *           "verifyCertificate": true,
                      *           "passwordSet": true
                      *         },
-                     *         "status": "active",
-                     *         "lastError": "example",
-                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
-                     *         "warnings": [
-                     *           "example"
-                     *         ],
                      *         "provider": {
                      *           "kind": "twilio",
                      *           "accountSid": "example",
@@ -10435,7 +10675,13 @@ export interface operations {
                      *           "passwordSet": true
                      *         },
                      *         "rate": 1,
-                     *         "helpText": "example"
+                     *         "helpText": "example",
+                     *         "status": "active",
+                     *         "lastError": "example",
+                     *         "lastSyncAt": "2026-01-15T09:30:00.000Z",
+                     *         "warnings": [
+                     *           "example"
+                     *         ]
                      *       }
                      *     }
                      */
@@ -10877,6 +11123,488 @@ export interface operations {
                              */
                             readonly createdAt: string;
                         };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "threads.list": {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 */
+                limit?: number;
+                /** @description Number of items to skip (null means 0) */
+                offset?: number | null;
+                /** @description By `lastMessageAt` (ties by id): newest first by default */
+                sortOrder?: "asc" | "desc";
+                /** @description Filter by status */
+                status?: "open" | "pending" | "snoozed" | "closed";
+                /** @description Filter by assignee (`none`: unassigned) */
+                assigneeId?: string | "none";
+                /** @description Filter by tag */
+                tag?: string;
+                /** @description Filter by channel */
+                channelId?: string;
+                /** @description Filter by contact */
+                contactId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of results */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "example",
+                     *           "createdAt": "2026-01-15T09:30:00.000Z",
+                     *           "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *           "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "subject": "example",
+                     *           "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "status": "open",
+                     *           "assigneeId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *           "tags": [
+                     *             "example"
+                     *           ],
+                     *           "lastMessageAt": "2026-01-15T09:30:00.000Z",
+                     *           "lastIncomingAt": "2026-01-15T09:30:00.000Z",
+                     *           "messageCount": -9007199254740991
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Thread"][];
+                        meta: {
+                            pagination: {
+                                /** @description Page size used */
+                                limit: number;
+                                /** @description Items skipped */
+                                offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
+                                hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
+                                total?: number;
+                            };
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "threads.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the thread: the `threadId` of its messages */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "example",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "subject": "example",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "status": "open",
+                     *         "assigneeId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "tags": [
+                     *           "example"
+                     *         ],
+                     *         "lastMessageAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastIncomingAt": "2026-01-15T09:30:00.000Z",
+                     *         "messageCount": -9007199254740991
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Thread"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "threads.update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the thread: the `threadId` of its messages */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": {
+                    /**
+                     * @description The new status; `snoozed` needs `snoozedUntil`, any other status clears it
+                     * @enum {string}
+                     */
+                    status?: "open" | "pending" | "snoozed" | "closed";
+                    /** @description When the snooze ends, in the future; given alone it snoozes the thread, null alone ends its snooze */
+                    snoozedUntil?: string | null;
+                    /** @description A member of the organization (GET /members), or null to unassign */
+                    assigneeId?: string | null;
+                    /** @description Replaces the set of tags (at most 20; duplicates count once) */
+                    tags?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "example",
+                     *         "createdAt": "2026-01-15T09:30:00.000Z",
+                     *         "updatedAt": "2026-01-15T09:30:00.000Z",
+                     *         "organizationId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "channelId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "subject": "example",
+                     *         "contactId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "status": "open",
+                     *         "assigneeId": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "snoozedUntil": "2026-01-15T09:30:00.000Z",
+                     *         "tags": [
+                     *           "example"
+                     *         ],
+                     *         "lastMessageAt": "2026-01-15T09:30:00.000Z",
+                     *         "lastIncomingAt": "2026-01-15T09:30:00.000Z",
+                     *         "messageCount": -9007199254740991
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Thread"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "threads.list_members": {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 */
+                limit?: number;
+                /** @description Number of items to skip (null means 0) */
+                offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
+                sortOrder?: "asc" | "desc";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of results */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "email": "ada@example.com"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Member"][];
+                        meta: {
+                            pagination: {
+                                /** @description Page size used */
+                                limit: number;
+                                /** @description Items skipped */
+                                offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
+                                hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
+                                total?: number;
+                            };
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "threads.list_notes": {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 */
+                limit?: number;
+                /** @description Number of items to skip (null means 0) */
+                offset?: number | null;
+                /** @description Order by creation date (ties broken by id) */
+                sortOrder?: "asc" | "desc";
+            };
+            header?: never;
+            path: {
+                /** @description Id of the thread: the `threadId` of its messages */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of results */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
+                     *           "text": "Thanks for the quote, see you Monday.",
+                     *           "author": {
+                     *             "type": "user",
+                     *             "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *             "name": "Ada Lovelace",
+                     *             "client": "example"
+                     *           },
+                     *           "createdAt": "2026-01-15T09:30:00.000Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "pagination": {
+                     *           "limit": -9007199254740991,
+                     *           "offset": -9007199254740991,
+                     *           "hasMore": true,
+                     *           "total": -9007199254740991
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Note"][];
+                        meta: {
+                            pagination: {
+                                /** @description Page size used */
+                                limit: number;
+                                /** @description Items skipped */
+                                offset: number;
+                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
+                                hasMore: boolean;
+                                /** @description Number of items in all pages; present only where it is cheap to count */
+                                total?: number;
+                            };
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "threads.create_note": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Id of the thread: the `threadId` of its messages */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "text": "Thanks for the quote, see you Monday."
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The note, up to 10,000 characters; never sent to anyone */
+                    text: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "author": {
+                     *           "type": "user",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "client": "example"
+                     *         },
+                     *         "createdAt": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Note"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "threads.delete_note": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the thread: the `threadId` of its messages */
+                id: string;
+                /** @description Id of the note */
+                noteId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["X-Request-ID"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *         "threadId": "9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10",
+                     *         "text": "Thanks for the quote, see you Monday.",
+                     *         "author": {
+                     *           "type": "user",
+                     *           "id": "3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f",
+                     *           "name": "Ada Lovelace",
+                     *           "client": "example"
+                     *         },
+                     *         "createdAt": "2026-01-15T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Note"];
                     };
                 };
             };

@@ -3,7 +3,7 @@ import { Pagination, type Page } from '../../core/pagination.js';
 import { channelRows } from './channels.repository.js';
 import { ChannelId } from './channels.schemas.js';
 import type { ChannelJson } from './kind.js';
-import { Channel, ChannelCreateInput, ChannelTestResult, ChannelUpdateInput, FIRST_KIND, kindNamed, kindOf, refusedField, toChannel } from './kinds.js';
+import { Channel, ChannelCreateInput, ChannelTestResult, ChannelUpdateInput, FIRST_KIND, kindNamed, kindOf, ownPatch, refusedField, toChannel } from './kinds.js';
 
 const PASSWORDS = 'Passwords are write-only (stored encrypted, never answered; `passwordSet` tells). With PostgreSQL a password needs the server\'s SECRETS_KEY (400 otherwise).';
 
@@ -61,7 +61,7 @@ export const channelsOperations: Operation[] = [
       const current = await channelRows.get(ctx.db, ctx.orgId, id as string);
       const kind = kindOf(current);
       refusedField(kind, patch);
-      return kind.update(ctx.db, ctx.orgId, current, patch);
+      return kind.update(ctx.db, ctx.orgId, current, ownPatch(kind, patch));
     },
   }),
   defineOperation({

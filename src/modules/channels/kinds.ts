@@ -7,6 +7,7 @@ import { emailKind } from './email/email.kind.js';
 import type { ChannelJson, ChannelKind } from './kind.js';
 import { routedObject } from './routed.js';
 import { smsKind } from './sms/sms.kind.js';
+import { whatsappKind } from './whatsapp/whatsapp.kind.js';
 
 /**
  * The channel kinds, one line each: every place that treats channels differently by kind asks this table by
@@ -16,6 +17,7 @@ import { smsKind } from './sms/sms.kind.js';
 export const CHANNEL_KINDS = {
   email: emailKind,
   sms: smsKind,
+  whatsapp: whatsappKind,
 } as const satisfies Record<ChannelRow['type'], ChannelKind>;
 
 const KINDS: ChannelKind[] = Object.values(CHANNEL_KINDS);
@@ -39,6 +41,19 @@ export function parseAs<T = Record<string, unknown>>(schema: z.ZodType, value: u
   return parsed.data as T;
 }
 
+/**
+ * Every kind's fields in one record (the documents' channel, the shared PATCH body). A field only one kind has
+ * keeps its schema; a field several kinds have (`provider`, `rate`) is documented as `routedObject` documents
+ * it (the first kind's rules, every kind's description) and taken as it comes: the channel's kind checks it with
+ * its own shape (`ownPatch`), so that one kind's shape never replaces another's.
+ */
+function mergedFields(records: { kind: ChannelKind; fields: Record<string, z.ZodType> }[]): Record<string, z.ZodType> {
+  const owners = new Map<string, z.ZodType[]>();
+  for (const { fields } of records) for (const [name, schema] of Object.entries(fields)) owners.set(name, [...(owners.get(name) ?? []), schema]);
+  const documented = routedObject(records.map(({ kind, fields }) => ({ key: kind.type, heading: kind.heading, schema: z.object(fields), shape: fields }))).shape;
+  return Object.fromEntries([...owners].map(([name, list]) => [name, list.length === 1 ? list[0]! : documented[name]!]));
+}
+
 const quoted = (types: string[]) => types.map((t) => `"${t}"`).join(' or ');
 
 // ------------------------------------------------------------------ the documents' channel
@@ -49,7 +64,7 @@ export const Channel: z.ZodObject<Record<string, z.ZodType>> = z.object({
   type: z.enum(KINDS.map((k) => k.type) as [string, ...string[]]).describe(`Kind of channel: ${quoted(KINDS.map((k) => k.type))}`),
   ...ChannelHead,
   inbound: z.union(KINDS.map((k) => k.schemas.inbound) as [z.ZodType, z.ZodType, ...z.ZodType[]]),
-  ...(Object.assign({}, ...KINDS.map((k) => k.schemas.output)) as Record<string, z.ZodType>),
+  ...mergedFields(KINDS.map((k) => ({ kind: k, fields: k.schemas.output }))),
   ...ChannelTail,
 });
 components.add(Channel, { id: 'Channel' });
@@ -65,7 +80,7 @@ export const ChannelCreateInput = routedObject(
 );
 
 /** `PATCH /channels/{id}`: the shared fields and every kind's own (a field of another kind is refused, see `updateChannel`). */
-export const ChannelUpdateInput = z.strictObject(Object.assign({ ...ChannelUpdateShared }, ...KINDS.map((k) => k.schemas.update)) as Record<string, z.ZodType>);
+export const ChannelUpdateInput = z.strictObject({ ...ChannelUpdateShared, ...mergedFields(KINDS.map((k) => ({ kind: k, fields: k.schemas.update }))) });
 
 export const ChannelTestResult: z.ZodObject<Record<string, z.ZodType>> = z.object({
   ok: ChannelTestFields.ok,
@@ -90,6 +105,14 @@ export function refusedField(kind: ChannelKind, patch: Record<string, unknown>):
     const owner = KINDS.find((k) => field in k.schemas.update);
     throw fieldError(field, kind.refuse?.(field) ?? `Only ${owner?.noun ?? 'other'} channels have this setting`);
   }
+}
+
+/** The patch as the channel's kind reads it: the fields of its own checked again with its own shapes (a field several kinds share took any kind's shape in `ChannelUpdateInput`). */
+export function ownPatch(kind: ChannelKind, patch: Record<string, unknown>): Record<string, unknown> {
+  const own = Object.keys(patch).filter((field) => patch[field] !== undefined && field in kind.schemas.update && !(field in ChannelUpdateShared));
+  if (own.length === 0) return patch;
+  const checked = parseAs(z.object(Object.fromEntries(own.map((field) => [field, kind.schemas.update[field]!]))), Object.fromEntries(own.map((field) => [field, patch[field]])));
+  return { ...patch, ...checked };
 }
 
 /** The channel a send without `channelId` goes through: the default of the one kind that has one; a 400 at `channelId` otherwise. */

@@ -1,0 +1,109 @@
+import { AppError } from '../../../core/errors.js';
+import type { Db } from '../../../db/client.js';
+import { CommittedWork } from '../../events/events.signal.js';
+import type { OperationRunner } from '../email/inbound.js';
+import { receiveWhatsApp } from './whatsapp.inbound.js';
+import { applyWhatsAppStatus, loadWhatsAppChannel, routeByPhoneNumberId, sendAwaitingAnswer, type WhatsAppChannel } from './whatsapp.repository.js';
+import { parseWebhook, subscriptionChallenge, UnreadableWebhook, validMetaSignature } from './webhook.js';
+
+/**
+ * Meta's webhook of a WhatsApp channel, whatever serves HTTP: the subscription handshake (GET) and the
+ * deliveries (POST). A delivery is checked (signature over the raw bytes, before anything is parsed), read
+ * whole, routed by `phone_number_id`, and applied: each message through the operation runner, each change's
+ * statuses in one transaction. The caller answers 200 only when this resolves, i.e. once all of it is
+ * committed; anything thrown makes Meta deliver the batch again, and what was already stored is recognized
+ * by its `wamid`.
+ */
+
+export interface HookRequest {
+  method: 'GET' | 'POST';
+  query: Record<string, unknown>;
+  headers: Record<string, string | string[] | undefined>;
+  /** The body's bytes exactly as received. */
+  rawBody: Buffer;
+}
+
+export interface HookAnswer {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+/** What a delivery did: messages stored (new and already known) and statuses applied. */
+export interface HookSummary {
+  received: number;
+  duplicates: number;
+  statuses: number;
+  ignoredChanges: number;
+}
+
+/** The refusals of the hook: no such channel (404), a wrong verify token (403), a missing or wrong signature (401). */
+export const hookRefusals = {
+  noChannel: () => new AppError('NOT_FOUND', 'No such channel'),
+  badToken: () => new AppError('FORBIDDEN', 'Wrong hub.verify_token or hub.mode'),
+  badSignature: () => new AppError('UNAUTHORIZED', 'Missing or wrong X-Hub-Signature-256 (HMAC-SHA256 of the raw body with the app secret)'),
+};
+
+/** The channel a hook request is for, with its secrets; 404 otherwise. */
+export async function hookChannel(db: Db, channelId: string): Promise<WhatsAppChannel> {
+  const channel = await loadWhatsAppChannel(db, channelId);
+  if (!channel) throw hookRefusals.noChannel();
+  return channel;
+}
+
+/** GET: the subscription handshake. 200 with the challenge as text, or 403. */
+export function answerSubscription(channel: WhatsAppChannel, query: Record<string, unknown>): HookAnswer {
+  const challenge = subscriptionChallenge(query, channel.whatsapp.verifyToken);
+  if (challenge === undefined) throw hookRefusals.badToken();
+  return { status: 200, contentType: 'text/plain; charset=utf-8', body: challenge };
+}
+
+/** POST, step one: the signature, over the raw bytes; 401 without it. */
+export function assertSigned(channel: WhatsAppChannel, req: Pick<HookRequest, 'headers' | 'rawBody'>): void {
+  if (!validMetaSignature(channel.appSecret, req.rawBody, req.headers['x-hub-signature-256'])) throw hookRefusals.badSignature();
+}
+
+/** POST, step two (signed): every message and status of the batch, applied and committed. */
+export async function applyDelivery(deps: { run: OperationRunner; db: Db }, channel: WhatsAppChannel, rawBody: Buffer): Promise<HookSummary> {
+  let batch;
+  try {
+    batch = parseWebhook(rawBody);
+  } catch (err) {
+    if (err instanceof UnreadableWebhook) throw new AppError('BAD_REQUEST', `Not a WhatsApp webhook: ${err.message}`);
+    throw err;
+  }
+  const summary: HookSummary = { received: 0, duplicates: 0, statuses: 0, ignoredChanges: 0 };
+  const unmatched = new Set<string>();
+  const routes = await routeByPhoneNumberId(deps.db, channel, batch.changes.map((c) => c.phoneNumberId));
+  for (const change of batch.changes) {
+    const target = routes.get(change.phoneNumberId);
+    // Another organization's number, or one this app secret does not sign for: never stored here.
+    // A disabled channel receives nothing: acknowledged and dropped (Meta keeps its own log).
+    if (!target || target.status === 'disabled') {
+      summary.ignoredChanges++;
+      continue;
+    }
+    for (const message of change.messages) {
+      const out = await receiveWhatsApp(deps.run, deps.db, target, message);
+      if (out.duplicate) summary.duplicates++;
+      else summary.received++;
+    }
+    if (change.statuses.length > 0) {
+      const work = new CommittedWork();
+      await deps.db.transaction(async (tx) => {
+        for (const status of change.statuses) {
+          const applied = await applyWhatsAppStatus(tx, target, status, work);
+          if (applied?.forward) summary.statuses++;
+          if (!applied) unmatched.add(target.id);
+        }
+      });
+      work.announce();
+    }
+  }
+  // A report of a message whose send is still waiting for Meta's answer (the wamid not written yet) would be
+  // lost: Meta is asked to deliver again shortly, by when the answer is in (what was stored is known by wamid).
+  for (const channelId of unmatched) {
+    if (await sendAwaitingAnswer(deps.db, channelId)) throw new AppError('SERVICE_UNAVAILABLE', 'A status names a message whose send is still under way; deliver again shortly', undefined, 5);
+  }
+  return summary;
+}

@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto';
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { channels, whatsappOutbox } from '../../src/db/schema.js';
+import { TEST_ORIGIN, toTestResponse, useTestApp, type Tenant } from '../helpers/app.js';
+import { hubSignature, messagesChange, metaJson, startFakeGraph, textMessage, webhookBody, type FakeGraph } from '../helpers/meta-graph.js';
+
+/** WhatsApp channels through the REST API (CONTRACT §10): create, read, change, test, send and reply. */
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const SECRETS_KEY = randomBytes(32).toString('base64');
+const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
+let graph: FakeGraph;
+beforeAll(async () => {
+  graph = await startFakeGraph();
+});
+afterAll(() => graph?.close());
+
+let numbers = 0;
+const number = () => `+49151${String(20_000_000 + ++numbers * 1000 + Math.floor(Math.random() * 1000)).padStart(8, '0')}`;
+let ids = 0;
+const phoneNumberId = () => String(300_000_000_000_000 + ++ids * 1000 + Math.floor(Math.random() * 1000));
+
+async function addChannel(who: Tenant, provider: Json = {}, extra: Json = {}): Promise<Json> {
+  const appSecret = randomBytes(16).toString('hex');
+  const res = await who.request('POST', '/v1/channels', {
+    type: 'whatsapp',
+    name: 'Support on WhatsApp',
+    address: number(),
+    provider: { kind: 'meta', phoneNumberId: phoneNumberId(), accessToken: graph.accessToken, appSecret, apiBaseUrl: graph.url, ...provider },
+    ...extra,
+  });
+  expect(res.status, res.body).toBe(201);
+  return { ...(res.json.data as Json), appSecret };
+}
+
+async function customerWrites(channel: Json, from: string, body: string) {
+  const m = textMessage(from.slice(1), body);
+  const raw = metaJson(webhookBody([messagesChange(channel.provider.phoneNumberId, { contacts: [{ waId: from.slice(1), name: 'Ada' }], messages: [m] })]));
+  const res = toTestResponse(await t.app.inject({ method: 'POST', url: `/hooks/whatsapp/${channel.id}`, headers: { 'content-type': 'application/json', 'x-hub-signature-256': hubSignature(channel.appSecret, raw) }, payload: raw }));
+  expect(res.status, res.body).toBe(200);
+  const list = (await a.request('GET', '/v1/messages?limit=100')).json.data as Json[];
+  return list.find((x) => x.providerMessageId === m.id)!;
+}
+
+describe('WhatsApp channels', () => {
+  it('creates a channel: secrets write-only and encrypted, the webhook URL and a verify token to paste into Meta', async () => {
+    const channel = await addChannel(a, { businessAccountId: '102290129340398' });
+    expect(channel).toMatchObject({
+      type: 'whatsapp',
+      status: 'active',
+      inbound: { mode: 'whatsapp', webhookUrl: `${TEST_ORIGIN}/hooks/whatsapp/${channel.id}` },
+      outbound: null,
+      provider: { kind: 'meta', businessAccountId: '102290129340398', apiBaseUrl: graph.url, apiVersion: 'v24.0', accessTokenSet: true, appSecretSet: true },
+      rate: 20,
+    });
+    expect(channel.inbound.verifyToken).toMatch(/^[A-Za-z0-9_-]{32,}$/);
+    const read = (await a.request('GET', `/v1/channels/${channel.id}`)).json.data;
+    expect(read.inbound.verifyToken).toBe(channel.inbound.verifyToken);
+    const body = JSON.stringify(read) + JSON.stringify((await a.request('GET', '/v1/channels')).json);
+    expect(body).not.toContain(graph.accessToken);
+    expect(body).not.toContain(channel.appSecret);
+    const [row] = await t.database.db.select().from(channels).where(eq(channels.id, channel.id));
+    expect(JSON.stringify(row)).not.toContain(graph.accessToken);
+    expect(JSON.stringify(row)).not.toContain(channel.appSecret);
+    // Another organization never sees it.
+    expect((await b.request('GET', `/v1/channels/${channel.id}`)).status).toBe(404);
+  });
+
+  it('refuses bad settings at their own fields', async () => {
+    const res = await a.request('POST', '/v1/channels', { type: 'whatsapp', name: 'x', address: 'not a number', provider: { kind: 'meta', phoneNumberId: 'abc', accessToken: 't', apiVersion: '24' } });
+    expect(res.status).toBe(400);
+    const props = res.json.error.details.properties;
+    expect(Object.keys(props).sort()).toEqual(['address', 'provider']);
+    expect(Object.keys(props.provider.properties).sort()).toEqual(['apiVersion', 'appSecret', 'phoneNumberId']);
+  });
+
+  it('changes rate and provider (a secret left out is kept); refuses what does not apply', async () => {
+    const channel = await addChannel(a);
+    const patched = await a.request('PATCH', `/v1/channels/${channel.id}`, { rate: 5, provider: { kind: 'meta', phoneNumberId: channel.provider.phoneNumberId, apiBaseUrl: graph.url, apiVersion: 'v23.0' } });
+    expect(patched.status, patched.body).toBe(200);
+    expect(patched.json.data).toMatchObject({ rate: 5, provider: { apiVersion: 'v23.0', accessTokenSet: true, appSecretSet: true } });
+    // The fake speaks v24.0 only: the version is used, and the secrets kept work once it is set back.
+    expect((await a.request('POST', `/v1/channels/${channel.id}/test`)).json.data.ok).toBe(false);
+    await a.request('PATCH', `/v1/channels/${channel.id}`, { provider: { kind: 'meta', phoneNumberId: channel.provider.phoneNumberId, apiBaseUrl: graph.url } });
+    expect((await a.request('POST', `/v1/channels/${channel.id}/test`)).json.data.ok).toBe(true);
+    for (const [body, field] of [
+      [{ provider: { kind: 'twilio', accountSid: 'AC1', authToken: 'x' } }, 'provider'],
+      [{ helpText: 'Reply STOP' }, 'helpText'],
+      [{ address: number() }, 'address'],
+      [{ inbound: { mode: 'smtp' } }, 'inbound'],
+    ] as const) {
+      const res = await a.request('PATCH', `/v1/channels/${channel.id}`, body);
+      expect(res.status, res.body).toBe(400);
+      expect(Object.keys(res.json.error.details.properties)).toEqual([field]);
+    }
+  });
+
+  it('tests the channel against Meta', async () => {
+    const channel = await addChannel(a);
+    const res = await a.request('POST', `/v1/channels/${channel.id}/test`);
+    expect(res.status, res.body).toBe(200);
+    expect(res.json.data).toMatchObject({ ok: true, inbound: { mode: 'whatsapp', ok: true }, outbound: { ok: true } });
+  });
+});
+
+describe('sending through a WhatsApp channel', () => {
+  it('refuses free-form text outside the 24-hour window with 409 WHATSAPP_WINDOW_CLOSED before anything reaches Meta; a template goes', async () => {
+    const channel = await addChannel(a);
+    const to = number();
+    const before = graph.requests.length;
+    const closed = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [to], text: 'Hello' });
+    expect(closed.status, closed.body).toBe(409);
+    expect(closed.json.error.code).toBe('WHATSAPP_WINDOW_CLOSED');
+    expect(graph.requests.length).toBe(before);
+    const template = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [to], template: { name: 'order_update', language: 'en_US', components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ada' }] }] } });
+    expect(template.status, template.body).toBe(201);
+    expect(template.json.data).toMatchObject({ type: 'whatsapp', direction: 'outgoing', status: 'queued', recipient: { phoneNumber: to }, text: null, metadata: { whatsapp: { type: 'template', template: { name: 'order_update' } } } });
+    const neither = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [to] });
+    expect(neither.status).toBe(400);
+  });
+
+  it('sends text within the window, and replies to a received message answering it', async () => {
+    const channel = await addChannel(a);
+    const from = number();
+    const received = await customerWrites(channel, from, 'Where is my order?');
+    const sent = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [from], text: 'Checking' });
+    expect(sent.status, sent.body).toBe(201);
+    expect(sent.json.data.threadId).toBe(received.threadId);
+    const reply = await a.request('POST', `/v1/messages/${received.id}/reply`, { text: 'It left today' });
+    expect(reply.status, reply.body).toBe(201);
+    expect(reply.json.data).toMatchObject({ type: 'whatsapp', recipient: { phoneNumber: from }, text: 'It left today', threadId: received.threadId, metadata: { whatsapp: { contextId: received.providerMessageId } } });
+    const [row] = await t.database.db.select().from(whatsappOutbox).where(eq(whatsappOutbox.messageId, reply.json.data.id));
+    expect(row!.whatsapp).toEqual({ to: from.slice(1), text: 'It left today', contextId: received.providerMessageId });
+    expect((await a.request('POST', `/v1/messages/${received.id}/reply`, { text: 'x', html: '<b>x</b>' })).status).toBe(400);
+  });
+});
