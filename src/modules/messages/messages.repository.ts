@@ -25,9 +25,9 @@ export type Direction = 'incoming' | 'outgoing';
 
 const byId = (orgId: string, id: string) => messageRows.live(orgId, eq(messages.id, id));
 
-/** A message as the JSON document of the API, built by PostgreSQL (no per-row mapping in Node). */
+/** A message as the JSON document of the API, built by PostgreSQL (no per-row mapping in Node); also in the `RETURNING` of a write to `messages`. */
 export type MessageJson = z.input<typeof Message>;
-const messageJson = sql<MessageJson>`${jsonRow(messages, {}, ['searchVector'])}`;
+export const messageJson = sql<MessageJson>`${jsonRow(messages, {}, ['searchVector'])}`;
 
 /**
  * The hot reads are prepared statements (planned once per connection): get, and the list pages of each

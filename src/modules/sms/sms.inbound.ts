@@ -4,13 +4,12 @@ import { defineOperation, type Actor, type Operation } from '../../core/operatio
 import { JsonObject, Uuid } from '../../core/schemas.js';
 import type { Db, DbOrTx } from '../../db/client.js';
 import { recordEvents } from '../events/events.recorder.js';
-import { notifyEventsCommitted } from '../events/events.signal.js';
 import { assertChannelLive, recordChannelOutcome, type ChannelRow } from '../channels/channels.repository.js';
 import { cleanText, type OperationRunner } from '../messages/inbound.js';
 import { getMessage, insertReceivedMessage, receivedOnChannel } from '../messages/messages.repository.js';
 import { Message } from '../messages/messages.schemas.js';
 import { partyNumber } from './numbers.js';
-import { announceMediaQueued, pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
+import { pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
 import type { IncomingText } from './provider.js';
 import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, providerNameOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
 import { smsSize } from './segments.js';
@@ -129,9 +128,6 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
   };
   try {
     const out = await run(receiveTextOperation(channel, media, opts.inTransaction), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
-    // The opt-out and help-text writes beside the message: wake every worker (the sender for a HELP answer).
-    if (keywordOf(text)) notifyEventsCommitted();
-    if (media.length) announceMediaQueued();
     return { messageId: (out.data as { id: string }).id, duplicate: false };
   } catch (err) {
     if (!(err instanceof DuplicateText) && !isUniqueViolation(err)) throw err;

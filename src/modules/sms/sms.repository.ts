@@ -17,6 +17,7 @@ import { twilioFlavour } from './providers/twilio.js';
 import type { SmsChannelCreate, SmsSendValues } from './sms.schemas.js';
 import { smsSize } from './segments.js';
 import type { SmsProviderUpdate } from './sms.schemas.js';
+import { queuedNotice } from '../outbox.js';
 import type { z } from 'zod';
 
 /** The origin the hooks' URLs are built from (PUBLIC_URL); set once by the application. */
@@ -309,7 +310,7 @@ export async function queueText(db: DbOrTx, orgId: string, actor: Actor, channel
     .insert(smsOutbox)
     .values({ organizationId: orgId, messageId: message.id, channelId: channel.id, sms: { from: channel.address, to, text, segments: size.segments }, actorType: actor.type, actorId: actor.id, depth: actor.depth ?? 0, autoReplyKey: opts.autoReplyKey ?? null })
     .onConflictDoNothing()
-    .returning({ id: smsOutbox.id });
+    .returning({ id: smsOutbox.id, queued: queuedNotice('sms_outbox') });
   if (!queued) throw new AutomaticMessageRefused('id', `this automation already answered ${to} today; automations answer a number at most once a day`);
   return message;
 }
