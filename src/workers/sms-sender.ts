@@ -82,6 +82,12 @@ function tokenBucket(rate: number, clock: () => number) {
       const need = Math.min(segments, capacity);
       return tokens >= need ? 0 : Math.ceil(((need - tokens) / rate) * 1000);
     },
+    /** The segments that may leave now. */
+    available() {
+      refill();
+      return tokens;
+    },
+    /** Spends `segments` as they leave (the bucket may go below zero for a text larger than it holds). */
     take(segments: number) {
       refill();
       tokens -= segments;
@@ -254,9 +260,11 @@ export function createSmsSender(deps: SmsSenderDeps): OutboxWorker & { runOnce()
         if (isStopping()) return await queue.release(clock(), rest);
         // The wave: as many texts as the bucket holds now (at least the first), at most SEND_CONCURRENCY.
         const wave: OutboxRow[] = [];
+        let segments = 0;
+        const available = bucket.available();
         for (const row of rest) {
-          if (wave.length >= SEND_CONCURRENCY || (wave.length > 0 && bucket.wait(row.sms.segments) > 0)) break;
-          bucket.take(row.sms.segments);
+          if (wave.length >= SEND_CONCURRENCY || (wave.length > 0 && segments + row.sms.segments > available)) break;
+          segments += row.sms.segments;
           wave.push(row);
         }
         rest = rest.slice(wave.length);
@@ -264,6 +272,8 @@ export function createSmsSender(deps: SmsSenderDeps): OutboxWorker & { runOnce()
         const held = await queue.markTransmitted(clock(), wave, rest);
         const leaving = wave.filter((row) => held.has(row.id));
         rest = rest.filter((row) => held.has(row.id));
+        // Spent as they leave: the channel's pace is counted from the requests, not from the commit before them.
+        bucket.take(segments);
         const outcomes = await Promise.all(
           leaving.map((row) =>
             provider
