@@ -64,6 +64,8 @@ export interface QueueSpec<T extends QueueTable> {
   retryDelaysMs: readonly number[];
   /** Attempts before a temporary failure gives up. */
   maxAttempts: number;
+  /** More columns a claim sets (e.g. the time of the last attempt). */
+  onClaim?: (now: Date) => Record<string, unknown>;
 }
 
 export interface ClaimOptions {
@@ -143,12 +145,17 @@ export function createQueue<T extends QueueTable>(db: Db, spec: QueueSpec<T>, ra
         )
         SELECT r.id FROM r${opts.perOrganization ? sql` WHERE r.org_turn <= ${opts.perOrganization}` : sql``}
          ORDER BY r.org_turn, r.at LIMIT ${opts.limit}`;
-      const set = { status: spec.working, leaseUntil: leaseUntil(now), attempt: sql`${t.attempt} + 1`, ...(spec.transmittedAt ? { transmittedAt: null } : {}), ...touched(now) };
+      const set = { status: spec.working, leaseUntil: leaseUntil(now), attempt: sql`${t.attempt} + 1`, ...(spec.transmittedAt ? { transmittedAt: null } : {}), ...touched(now), ...spec.onClaim?.(now) };
       const rows = await update()
         .set(set as never)
         .where(sql`${t.id} IN (SELECT ${t.id} FROM ${t} WHERE ${t.id} IN (${picked}) AND ${due(now)} FOR UPDATE SKIP LOCKED)`)
         .returning();
-      return rows as unknown as Row[];
+      // In each lane's order (the order its rows were queued in), whatever order the update returned them in.
+      const at = (r: Record<string, unknown>) => [(r.nextAttemptAt as Date).getTime(), (r.createdAt as Date).getTime(), r.id as string] as const;
+      return (rows as unknown as Row[]).sort((x, y) => {
+        const [a, b] = [at(x), at(y)];
+        return a[0] - b[0] || a[1] - b[1] || (a[2] < b[2] ? -1 : a[2] > b[2] ? 1 : 0);
+      });
     },
 
     /**

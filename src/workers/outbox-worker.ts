@@ -36,6 +36,8 @@ export interface OutboxWorkerSpec<R extends Claimed> {
   abort?(): void;
   /** The longest a stop waits for the runs under way. */
   stopWaitMs: number;
+  /** What else wakes the worker (besides the commit of a row queued in `table`); answers the unsubscribe. */
+  wake?: (kick: () => void) => () => void;
 }
 
 export type OutboxWorker = WorkerLoop & {
@@ -86,7 +88,10 @@ export function createOutboxWorker<R extends Claimed>(spec: OutboxWorkerSpec<R>)
     return total;
   }
 
-  const loop = createWorkerLoop({ name: spec.name, pass, intervalMs: spec.pollMs, wake: (kick) => onQueued(spec.db, spec.table, kick), wakeDelayMs: 10, log: spec.log });
+  const loop = createWorkerLoop({ name: spec.name, pass, intervalMs: spec.pollMs, wake: (kick) => {
+      const offs = [onQueued(spec.db, spec.table, kick), spec.wake?.(kick)];
+      return () => offs.forEach((off) => off?.());
+    }, wakeDelayMs: 10, log: spec.log });
   return {
     ...loop,
     pass,
