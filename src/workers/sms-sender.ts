@@ -92,6 +92,14 @@ function tokenBucket(rate: number, clock: () => number) {
       refill();
       tokens -= segments;
     },
+    /**
+     * After a wave's answers: a bucket the wave emptied refills from now, not from when the requests left, so
+     * that a channel sending at its pace keeps its interval between the requests as the provider sees them
+     * arrive (however long the requests took on their way).
+     */
+    answered() {
+      if (tokens < 1) at = clock();
+    },
     /** Full again (nothing owed): the bucket may be dropped. */
     get idle() {
       refill();
@@ -284,6 +292,7 @@ export function createSmsSender(deps: SmsSenderDeps): OutboxWorker & { runOnce()
               .catch((err: unknown): SendOutcome => ({ kind: 'unknown', error: err instanceof Error ? err.message : String(err) })),
           ),
         );
+        bucket.answered();
         const settle = async () => {
           await showHealth(channel, outcomes, provider.name);
           const done = leaving.map((row, i) => ({ row, outcome: outcomes[i]! }));

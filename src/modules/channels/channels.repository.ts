@@ -458,6 +458,19 @@ function successWorthWriting(outcome: Extract<ChannelOutcome, { ok: true }>, sid
 const rowsOf = (result: unknown) => (result as { rows: { id: string }[] }).rows;
 
 /**
+ * `successWorthWriting` read in Node from a channel row just loaded: true when a success on `side` would
+ * write nothing (no error of the side to clear, `lastSyncAt` recent), so a writer that holds one statement
+ * only (a received text) may leave `recordChannelOutcome` out. A row that changed since it was read costs at
+ * most a stale `lastSyncAt` or an error cleared at the next success.
+ */
+export function successChangesNothing(row: Pick<ChannelRow, 'lastError' | 'lastSyncAt'>, side: ChannelSide, at = new Date()): boolean {
+  const prefix = SIDE_PREFIX[side];
+  const sideError = row.lastError !== null && (row.lastError.startsWith(prefix) || (side === 'provider' && row.lastError.startsWith('SMPP: ')));
+  if (sideError) return false;
+  return side !== 'mailbox' || (row.lastSyncAt !== null && row.lastSyncAt.getTime() >= at.getTime() - SYNC_TIME_GRANULARITY_S * 1000);
+}
+
+/**
  * `recordChannelOutcome` for a worker that holds no transaction: in one of its own, its events announced after
  * the commit. A failure to record is logged by the caller (it never stops the worker).
  */

@@ -19,6 +19,8 @@ export const messageRows = scopedRepository(messages, 'Message');
  * the text itself, so no query reads it back.
  */
 const { searchVector: _searchVector, ...columns } = getTableColumns(messages);
+/** The columns a write to `messages` answers (`RETURNING`): every one but `search_vector`. */
+export const messageColumns = columns;
 
 export type MessageRow = Omit<typeof messages.$inferSelect, 'searchVector'>;
 export type Direction = 'incoming' | 'outgoing';
@@ -340,13 +342,16 @@ export async function insertReceivedMessage(db: DbOrTx, orgId: string, values: R
   const [row] = await db
     .insert(messages)
     .values({ ...rest, organizationId: orgId, ...(timestamp ? { timestamp: new Date(timestamp) } : {}) })
-    .onConflictDoNothing({
-      target: [messages.organizationId, messages.channelId, messages.providerMessageId],
-      where: sql`${messages.providerMessageId} IS NOT NULL AND ${messages.deletedAt} IS NULL`,
-    })
+    .onConflictDoNothing(receivedOnce)
     .returning(columns);
   return row;
 }
+
+/** The conflict that makes a received message one per provider id and channel (the partial unique index `messages_channel_provider_id`). */
+export const receivedOnce = {
+  target: [messages.organizationId, messages.channelId, messages.providerMessageId],
+  where: sql`${messages.providerMessageId} IS NOT NULL AND ${messages.deletedAt} IS NULL`,
+};
 
 /** The live message of a channel with this Message-ID, with its content fingerprint (null on messages received before they were kept). */
 export async function receivedOnChannel(db: DbOrTx, orgId: string, channelId: string, providerMessageId: string): Promise<{ id: string; contentHash: string | null } | undefined> {

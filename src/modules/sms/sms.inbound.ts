@@ -1,17 +1,18 @@
 import { z } from 'zod';
-import { isUniqueViolation } from '../../core/errors.js';
+import { AppError, isUniqueViolation } from '../../core/errors.js';
 import { defineOperation, type Actor, type Operation } from '../../core/operation.js';
 import { JsonObject, Uuid } from '../../core/schemas.js';
 import type { Db, DbOrTx } from '../../db/client.js';
 import { recordEvents } from '../events/events.recorder.js';
-import { assertChannelLive, recordChannelOutcome, type ChannelRow } from '../channels/channels.repository.js';
+import { assertChannelLive, ChannelGone, recordChannelOutcome, successChangesNothing, type ChannelRow } from '../channels/channels.repository.js';
+import { unsent } from '../../db/write.js';
 import { cleanText, type OperationRunner } from '../messages/inbound.js';
 import { getMessage, insertReceivedMessage, receivedOnChannel } from '../messages/messages.repository.js';
 import { Message } from '../messages/messages.schemas.js';
 import { partyNumber } from './numbers.js';
 import { pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
 import type { IncomingText } from './provider.js';
-import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, providerNameOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
+import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, providerNameOf, queueText, receivedTextWrite, removeOptOut, smsThreadId } from './sms.repository.js';
 import { smsSize } from './segments.js';
 
 /**
@@ -46,7 +47,7 @@ function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTrans
     input: ReceiveTextInput,
     output: Message,
     handler: async (input, ctx) => {
-      const row = await insertReceivedMessage(ctx.db, ctx.orgId, {
+      const values = {
         type: 'sms',
         direction: 'incoming',
         status: 'received',
@@ -57,9 +58,14 @@ function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTrans
         sender: { phoneNumber: input.from },
         recipient: { phoneNumber: input.to },
         text: input.text,
-        phoneNumberId: await contactPhoneIdFor(ctx.db, ctx.orgId, input.from),
         metadata: input.metadata,
-      });
+      } as const;
+      // A plain text (no media, no keyword, nothing else in its transaction, nothing to record on the
+      // channel): one statement with its events, a duplicate answered by the caller.
+      if (media.length === 0 && !inTransaction && !keywordOf(input.text) && successChangesNothing(channel, 'mailbox')) {
+        return unsent(receivedTextWrite(ctx.db, ctx.orgId, values));
+      }
+      const row = await insertReceivedMessage(ctx.db, ctx.orgId, { ...values, phoneNumberId: await contactPhoneIdFor(ctx.db, ctx.orgId, input.from) });
       if (!row) throw new DuplicateText();
       await queueMedia(ctx.db, ctx.orgId, row.id, input.channelId, media);
       await inTransaction?.(ctx.db);
@@ -130,7 +136,9 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
     const out = await run(receiveTextOperation(channel, media, opts.inTransaction), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
     return { messageId: (out.data as { id: string }).id, duplicate: false };
   } catch (err) {
-    if (!(err instanceof DuplicateText) && !isUniqueViolation(err)) throw err;
+    // A duplicate: refused by the unique index, or not written by the one-statement write (its 404).
+    const notWritten = err instanceof AppError && err.code === 'NOT_FOUND' && !(err instanceof ChannelGone);
+    if (!(err instanceof DuplicateText) && !isUniqueViolation(err) && !notWritten) throw err;
     const existing = (await receivedOnChannel(db, channel.organizationId, channel.id, input.providerMessageId))?.id;
     if (!existing) throw err;
     return { messageId: existing, duplicate: true };

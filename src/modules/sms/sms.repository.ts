@@ -8,8 +8,9 @@ import type { DbOrTx } from '../../db/client.js';
 import { channels, contactPhoneNumbers, messages, smsOptOuts, smsOutbox, type SmsChannelSettings, type SmsProviderSettings } from '../../db/schema.js';
 import { recordEvents } from '../events/events.recorder.js';
 import type { CommittedWork } from '../events/events.signal.js';
-import { channelRows, sendingChannelOf, type ChannelRow } from '../channels/channels.repository.js';
-import { createMessage, getMessage, type MessageJson, type MessageRow } from '../messages/messages.repository.js';
+import { ChannelGone, channelRows, sendingChannelOf, type ChannelRow } from '../channels/channels.repository.js';
+import { createMessage, getMessage, messageColumns, messageJson, receivedOnce, type MessageJson, type MessageRow } from '../messages/messages.repository.js';
+import { placeholder, writeShapes, Write } from '../../db/write.js';
 import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../automations/automatic-messages.js';
 import { isAlphanumericSender, isShortCode } from './numbers.js';
 import type { ProviderWithSecret, StatusReport } from './provider.js';
@@ -154,13 +155,51 @@ export function smsThreadId(channelId: string, number: string): string {
 /** The organization's contact phone number equal to `number` (E.164), oldest first; null when none. */
 export async function contactPhoneIdFor(db: DbOrTx, orgId: string, number: string): Promise<string | null> {
   if (!number.startsWith('+')) return null;
-  const [row] = await db
+  const [row] = await contactPhoneIdQuery(db, orgId, number);
+  return row?.id ?? null;
+}
+
+/** The organization's contact phone number (E.164) matching `number`, oldest first: a query, or a subquery of a write (`receivedTextWrite`). */
+const contactPhoneIdQuery = (db: DbOrTx, orgId: string, number: string) =>
+  db
     .select({ id: contactPhoneNumbers.id })
     .from(contactPhoneNumbers)
     .where(and(eq(contactPhoneNumbers.organizationId, orgId), eq(contactPhoneNumbers.phoneNumber, number), isNull(contactPhoneNumbers.deletedAt)))
     .orderBy(contactPhoneNumbers.createdAt, contactPhoneNumbers.id)
     .limit(1);
-  return row?.id ?? null;
+
+type ReceivedTextFields = Omit<typeof messages.$inferInsert, 'organizationId' | 'phoneNumberId'> & { channelId: string };
+
+/**
+ * A received text as one statement (a `Write`, composed with its events by the operation runner: one round
+ * trip): the message unless the channel already holds its provider id (then no row: the write answers 404,
+ * which the caller reads as a duplicate), linked to the contact's number, and only while the channel is live
+ * (checked, and its row held, in the statement: a DELETE committed first refuses it with `ChannelGone`).
+ */
+const receivedTextShapes = writeShapes<ReceivedTextFields>((fields, db) => ({
+  statement: db
+    .insert(messages)
+    .values({ ...fields, organizationId: placeholder('orgId'), phoneNumberId: sql`(${contactPhoneIdQuery(db, placeholder('orgId'), placeholder('from'))})` })
+    .onConflictDoNothing(receivedOnce)
+    .returning(messageColumns)
+    .getSQL(),
+  table: messages,
+  answer: messageJson,
+  label: 'Message',
+  checks: [
+    {
+      holds: sql`EXISTS (SELECT 1 FROM ${channels} WHERE ${channels.id} = ${sql.placeholder('channelId')} AND ${channels.deletedAt} IS NULL FOR SHARE)`,
+      marker: 'switchboard:channel-gone',
+      error: () => new ChannelGone(),
+    },
+  ],
+}));
+
+export function receivedTextWrite(db: DbOrTx, orgId: string, values: ReceivedTextFields): Write<MessageJson> {
+  const { spec, values: filled } = receivedTextShapes(db, values);
+  const from = (values.sender as { phoneNumber?: string } | null)?.phoneNumber ?? '';
+  // A sender that is no E.164 number (a short code, an alphanumeric id) is no contact's number.
+  return new Write(db, spec, { ...filled, orgId, from: from.startsWith('+') ? from : '' });
 }
 
 // ------------------------------------------------------------------ opt-outs
