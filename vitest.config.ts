@@ -1,15 +1,43 @@
-import { defineConfig } from 'vitest/config';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
+import { planTestFiles } from './test/helpers/projects.js';
 
 /**
- * The database suite runs on the embedded database always, and again on PostgreSQL when
- * TEST_DATABASE_URL (or DATABASE_URL) is set. Each test file gets a fresh database.
+ * The suite as projects (test/README.md explains the choices):
+ * - `once`: files whose behaviour does not depend on the database, run once;
+ * - `pglite`, and `postgres` when TEST_DATABASE_URL (or DATABASE_URL) is set: the database-bound files, on each;
+ * - `*-alone`: the timing-sensitive files (test/helpers/projects.ts), after all the others, one at a time.
+ * The others run side by side, two workers on two cores. Each test file gets a fresh database copied from a
+ * template migrated once per run (test/helpers/global-setup.ts).
  */
 const pgUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
 if (!pgUrl && process.env.CI === 'true') throw new Error('PostgreSQL (TEST_DATABASE_URL) is required when CI=true');
+// Set here, in the main process, so both the global setup and the test workers see them.
+process.env.SB_TEST_PGLITE_TEMPLATE ??= join(tmpdir(), `sb-test-pglite-${process.pid}.tar.gz`);
 if (pgUrl) {
-  // Set here, in the main process, so both the global setup and the test workers see them.
   process.env.SB_TEST_PG_URL = pgUrl;
   process.env.SB_TEST_PG_TEMPLATE ??= `sb_test_tpl_${process.pid}`;
+}
+
+const plan = planTestFiles(import.meta.dirname);
+/** Browser pages: what they check is the page in a browser; their database work is tested on both by test/oauth. */
+const browser = (files: string[]) => files.filter((f) => f.startsWith('test/browser/'));
+
+function project(name: string, include: string[], db: 'pglite' | 'postgres', alone = false): TestProjectInlineConfiguration[] {
+  if (include.length === 0) return [];
+  return [
+    {
+      extends: true,
+      test: {
+        name,
+        include,
+        env: { SB_TEST_DB: db },
+        // One worker and the default group order: Vitest runs these after every other project, one file at a time.
+        ...(alone ? { maxWorkers: 1 } : {}),
+      },
+    },
+  ];
 }
 
 export default defineConfig({
@@ -17,20 +45,17 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    maxWorkers: 2,
+    globalSetup: ['test/helpers/global-setup.ts'],
     projects: [
-      { extends: true, test: { name: 'pglite', include: ['test/**/*.test.ts'], env: { SB_TEST_DB: 'pglite' } } },
+      ...project('once', [...plan.once, ...browser(plan.databases)], 'pglite'),
+      ...project('once-alone', plan.onceAlone, 'pglite', true),
+      ...project('pglite', plan.databases.filter((f) => !browser([f]).length), 'pglite'),
+      ...project('pglite-alone', plan.databasesAlone, 'pglite', true),
       ...(pgUrl
         ? [
-            {
-              extends: true as const,
-              test: {
-                name: 'postgres',
-                include: ['test/**/*.test.ts'],
-                exclude: ['test/unit/**', 'test/browser/**'],
-                env: { SB_TEST_DB: 'postgres' },
-                globalSetup: ['test/helpers/postgres-setup.ts'],
-              },
-            },
+            ...project('postgres', plan.databases.filter((f) => !browser([f]).length), 'postgres'),
+            ...project('postgres-alone', plan.databasesAlone, 'postgres', true),
           ]
         : []),
     ],

@@ -13,6 +13,11 @@ export interface Row {
   /** e.g. 0.84 = 0.84x of `ratioOf`, or a latency ratio. */
   ratio?: number;
   ratioOf?: string;
+  /**
+   * The server's CPU time per request ÷ that of the row's baseline (`ratioOf`), in the same run: 1.3 = the
+   * service spends 1.3x the baseline's CPU on one request. Robust to the load other work puts on the machine.
+   */
+  cpuRatio?: number;
   /** The minimum ratio of a throughput target, for the chart. */
   targetRatio?: number;
   /** Human-readable target, e.g. ">= 0.8x lean, p99 < 25 ms". */
@@ -27,16 +32,19 @@ export interface Row {
 const fmt = (n: number | undefined, digits = 1) => (n === undefined || Number.isNaN(n) ? '' : n.toFixed(digits));
 
 export function printTable(rows: Row[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)) {
-  const header = ['db', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'ratio', 'target', 'result'];
+  const header = ['db', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'CPU ms', 'ratio', 'CPU ratio', 'target', 'result'];
   const body = rows.map((r) => {
     const m = r.measurement;
     const result = r.status === 'unavailable' ? 'unavailable' : r.status === 'invalid' ? 'INVALID' : r.pass === undefined ? '-' : r.pass ? 'pass' : 'FAIL';
     const rps = r.rssBytes !== undefined ? `${fmt(r.rssBytes / 1024 / 1024, 0)} MB` : m ? fmt(m.reqPerSec, 0) : '';
     const ratio = r.ratio === undefined ? '' : `${fmt(r.ratio, 2)}x${r.ratioOf ? ` ${r.ratioOf}` : ''}`;
-    return [r.database, r.scenario, rps, fmt(m?.p50), fmt(m?.p99), ratio, r.target ?? '', result];
+    // The server process's CPU per request (ms), and its ratio to the baseline's.
+    const cpu = m?.cpuPerRequest ? fmt(m.cpuPerRequest.server, 3) : '';
+    const cpuRatio = r.cpuRatio === undefined ? '' : `${fmt(r.cpuRatio, 2)}x`;
+    return [r.database, r.scenario, rps, fmt(m?.p50), fmt(m?.p99), cpu, ratio, cpuRatio, r.target ?? '', result];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i >= 2 && i <= 4 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ');
+  const line = (cells: string[]) => cells.map((c, i) => (i >= 2 && i <= 5 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ');
   out(line(header));
   out(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const b of body) out(line(b));

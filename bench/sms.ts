@@ -1,7 +1,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../src/db/client.js';
 import { messages } from '../src/db/schema.js';
-import { twilioSignature } from '../src/modules/sms/providers/twilio.js';
+import { twilioSignature } from '../src/modules/channels/sms/providers/twilio.js';
 import { startFakeTwilio } from '../test/helpers/twilio.js';
 import type { Measurement } from './measure.js';
 import type { Row } from './report.js';

@@ -12,6 +12,7 @@ import type { Database } from './db/client.js';
 import { createApiKeyAuth, type ApiKeyAuth } from './http/api-key-auth.js';
 import { sendError } from './http/errors.js';
 import { registerCors } from './http/cors.js';
+import { lazyRequestLogger } from './http/request-logger.js';
 import { registerDocs } from './http/docs.js';
 import { createMetrics } from './http/metrics.js';
 import { buildOpenApi } from './http/openapi.js';
@@ -24,9 +25,9 @@ import { setChannelPolicy } from './modules/channels/channels.connect.js';
 import { setDnsServers } from './core/dns.js';
 import { configureSecrets } from './core/encryption.js';
 import { recordKeyLocation } from './db/encrypted-columns.js';
-import { setInboundRunner } from './modules/messages/inbound.js';
+import { setInboundRunner } from './modules/channels/email/inbound.js';
 import { registerSmsHooks } from './http/sms-hooks.js';
-import { setSmsPublicUrl } from './modules/sms/sms.repository.js';
+import { setSmsPublicUrl } from './modules/channels/sms/sms.repository.js';
 import { runOperation } from './run-operation.js';
 import { operations } from './operations.js';
 import { VERSION } from './version.js';
@@ -90,6 +91,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     // Errors are logged by the error handler; per-request access logs are left to the proxy in front.
     logController: new LogController({ disableRequestLogging: true }),
+    // So a request's child logger is made only when the request logs something.
+    childLoggerFactory: lazyRequestLogger,
     routerOptions: { maxParamLength: 200 },
     // Errors Fastify raises before routing (an undecodable URL) get the API's error shape too.
     frameworkErrors: (err, req, reply) => sendError(err, req, reply),
@@ -106,7 +109,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (deps.config.metricsToken) {
     createMetrics({ database: deps.database, clock: deps.clock ?? systemClock, readTimeoutMs: deps.config.dbReadTimeoutMs, token: deps.config.metricsToken }).register(app);
   }
-  await registerCors(app);
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`), req, reply));
 
@@ -132,8 +134,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   );
 
   await registerSmsHooks(app, { run: runOperation, publicUrl: deps.config.publicUrl, rateLimit: deps.config.sms.hookRateLimit, failureLimit: deps.config.sms.hookFailureLimit });
-  await app.register(registerOAuth);
-  await app.register(registerMcp);
+  // The only endpoints a browser calls (OAuth's documents and endpoints, the MCP transports) in one context
+  // with the CORS hook: no other request runs it (`http/cors.ts`).
+  await app.register(async (browserFacing) => {
+    await registerCors(browserFacing);
+    await browserFacing.register(registerOAuth);
+    await browserFacing.register(registerMcp);
+  });
   return app;
 }
 

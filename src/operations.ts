@@ -9,12 +9,13 @@ import { eventsOperations } from './modules/events/events.operations.js';
 import { webhooksOperations } from './modules/webhooks/webhooks.operations.js';
 import { foldersOperations } from './modules/folders/folders.operations.js';
 import { messagesOperations } from './modules/messages/messages.operations.js';
-import { sendingOperations } from './modules/messages/sending.operations.js';
-import { smsOperations } from './modules/sms/sms.operations.js';
-import { inboundFailuresOperations } from './modules/messages/inbound-failures.js';
+import { sendingOperations } from './modules/channels/sending.operations.js';
+import { smsOperations } from './modules/channels/sms/sms.operations.js';
+import { inboundFailuresOperations } from './modules/channels/email/inbound-failures.js';
+import { threadsOperations } from './modules/threads/threads.operations.js';
 
 /** Every operation of the service. The REST routes, the OpenAPI document and the MCP tools are built from it. */
-export const operations: Operation[] = [...contactsOperations, ...messagesOperations, ...sendingOperations, ...customersOperations, ...businessesOperations, ...foldersOperations, ...automationsOperations, ...domainsOperations, ...eventsOperations, ...webhooksOperations, ...channelsOperations, ...inboundFailuresOperations, ...smsOperations];
+export const operations: Operation[] = [...contactsOperations, ...messagesOperations, ...sendingOperations, ...customersOperations, ...businessesOperations, ...foldersOperations, ...automationsOperations, ...domainsOperations, ...eventsOperations, ...webhooksOperations, ...channelsOperations, ...inboundFailuresOperations, ...smsOperations, ...threadsOperations];
 
 const byId = new Map<string, Operation>(operations.map((op) => [op.id, op]));
 /** The operation with this id (e.g. `messages.update`), as automation plans name them. */

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { debitCredits, debitCte, insufficientCredits } from './accounts/accounts.js';
 import { AppError, notFound } from './core/errors.js';
+import { plainValue } from './core/json-text.js';
 import { hasPermission, SEND_PERMISSION } from './core/permissions.js';
 import { eventTypesOf, parseInput, type Actor, type Envelope, type Operation, type OperationContext } from './core/operation.js';
 import { paginationMeta, type PageInput } from './core/pagination.js';
@@ -21,6 +22,11 @@ export interface Caller {
   publicUrl?: string | undefined;
   /** Told of the messages a sending operation queues besides the one it answers (see `OperationContext`). */
   alsoQueued?: ((message: unknown) => void) | undefined;
+  /**
+   * The caller writes the envelope as JSON text (`envelopeJson`: REST, MCP), so a record the database built
+   * as JSON may stay text (`JsonText`). Otherwise every record in the envelope is a value.
+   */
+  jsonText?: boolean;
 }
 
 /**
@@ -50,10 +56,13 @@ export async function runOperation(op: Operation, raw: unknown, caller: Caller, 
   };
   if (op.kind === 'list') {
     const page = (await call(tx ?? caller.db)) as Awaited<ReturnType<typeof op.handler>>;
-    return { data: page.items, meta: { pagination: paginationMeta(input as PageInput, page) } };
+    return { data: caller.jsonText ? page.items : page.items.map(plainValue), meta: { pagination: paginationMeta(input as PageInput, page) } };
   }
   // Nothing to debit and no event to record: the handler's own statements need no transaction around them.
-  if (!op.cost && !op.event) return { data: await call(tx ?? caller.db) };
+  if (!op.cost && !op.event) {
+    const data = await call(tx ?? caller.db);
+    return { data: caller.jsonText ? data : plainValue(data) };
+  }
 
   const writer = new EventWriter(op, caller, input);
   if (tx) {
@@ -249,9 +258,12 @@ class EventWriter {
   }
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 function eventsOf(op: Operation, orgId: string, data: unknown): NewEvent[] {
   const record = data as { id?: unknown };
-  const resourceId = typeof record?.id === 'string' ? record.id : null;
+  // A record whose id is no UUID (a thread of a recorded message may carry any id) has none in the event's column.
+  const resourceId = typeof record?.id === 'string' && UUID.test(record.id) ? record.id : null;
   // Plain JSON, as REST answers it: Dates become ISO strings.
   const json = JSON.parse(JSON.stringify(op.eventData ? op.eventData(data as Record<string, unknown>) : data)) as unknown;
   return eventTypesOf(op, data)

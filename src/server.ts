@@ -10,11 +10,12 @@ import { mailHostname } from './modules/domains/dkim.js';
 import { evaluatorFromConfig } from './workers/evaluator/index.js';
 import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
-import { closeParsePool, configureParsePool, onParsePoolError } from './modules/messages/parse-pool.js';
+import { closeParsePool, configureParsePool, onParsePoolError } from './modules/channels/email/parse-pool.js';
 import { createImapSync } from './workers/imap-sync.js';
 import { createMailSender } from './workers/mail-sender.js';
 import { createSmsMediaFetcher } from './workers/sms-media.js';
 import { createSmsSender } from './workers/sms-sender.js';
+import { createSnoozeWorker } from './workers/snoozes.js';
 import { createSmppBinds, deliverWindowOf } from './workers/smpp-binds.js';
 import { runOperation } from './run-operation.js';
 import { createWebhookDelivery } from './workers/webhook-delivery.js';
@@ -95,6 +96,7 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
   const workers: { start(): void; stop(): Promise<void> }[] = [
     createCleanup({ db: database.db, clock: app.deps.clock, log: app.log, eventRetentionDays: config.eventRetentionDays }),
     createWebhookDelivery({ db: database.db, clock: app.deps.clock, log: app.log, allowInsecure: config.webhookAllowInsecure }),
+    createSnoozeWorker({ db: database.db, clock: app.deps.clock, log: app.log }),
     createMailSender({
       db: database.db,
       clock: app.deps.clock,

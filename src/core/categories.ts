@@ -12,6 +12,7 @@ export const CATEGORIES = [
   { id: 'channels', title: 'Channels', description: 'Email channels: the addresses the organization receives and sends as, and their mail servers' },
   { id: 'domains', title: 'Domains', description: 'Domains and their registrations' },
   { id: 'events', title: 'Events', description: 'The record of every change: what was created, updated or deleted, by whom (read-only)' },
+  { id: 'threads', title: 'Threads', description: 'Conversations: status, assignee, tags, snoozes and internal notes' },
   { id: 'webhooks', title: 'Webhooks', description: "Endpoints that receive the organization's events, their signing secrets and deliveries" },
 ] as const;
 

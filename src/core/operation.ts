@@ -4,6 +4,7 @@ import { AppError, validationError, type ErrorCode } from './errors.js';
 import { PaginationMetaSchema, type Page, type PageInput, type paginationMeta } from './pagination.js';
 import { requiredPermission, type Permission } from './permissions.js';
 import { unsafeInputIssues } from './schemas.js';
+import type { JsonText } from './json-text.js';
 
 /** What a handler may return for a schema: the same shape, with a Date wherever a string (timestamp) is expected. */
 export type Wire<T> = T extends string ? string | Date : T extends (infer U)[] ? Wire<U>[] : T extends object ? { [K in keyof T]: Wire<T[K]> } : T;
@@ -87,20 +88,26 @@ interface OperationBase<I extends z.ZodObject> {
    * then needs the sending consent (`messages:send`, checked by `runOperation`). Unset: derived from the method.
    */
   effects?: { destructive?: boolean; openWorld?: boolean; sends?: boolean };
+  /**
+   * The MCP tool of its category that reaches it, when not the one its method implies: a category kept to a
+   * read and a write tool puts its delete in `_write` (whose hints then say destructive).
+   */
+  tool?: 'write';
 }
 
 export interface ItemOperation<I extends z.ZodObject = z.ZodObject, O extends z.ZodType = z.ZodType> extends OperationBase<I> {
   kind: 'item';
   /** The schema of `data`. */
   output: O;
-  handler: (input: z.output<I>, ctx: OperationContext) => Promise<Wire<z.input<O>>>;
+  /** May answer the record as the database's JSON text (`JsonText`), built by `jsonRow` to the output schema. */
+  handler: (input: z.output<I>, ctx: OperationContext) => Promise<Wire<z.input<O>> | JsonText>;
 }
 
 export interface ListOperation<I extends z.ZodObject = z.ZodObject, O extends z.ZodType = z.ZodType> extends OperationBase<I> {
   kind: 'list';
   /** The schema of one element of `data`. */
   output: O;
-  handler: (input: z.output<I> & PageInput, ctx: OperationContext) => Promise<Page<Wire<z.input<O>>>>;
+  handler: (input: z.output<I> & PageInput, ctx: OperationContext) => Promise<Page<Wire<z.input<O>> | JsonText>>;
 }
 
 export type Operation = ItemOperation<z.ZodObject, z.ZodType> | ListOperation<z.ZodObject, z.ZodType>;

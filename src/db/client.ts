@@ -48,6 +48,11 @@ export interface DatabaseOptions {
   url?: string | undefined;
   /** Directory of the embedded database; `undefined` keeps it in memory (tests). */
   dataDir?: string | undefined;
+  /**
+   * The in-memory embedded database only: its starting contents, a dump of a data directory (`backup()`'s
+   * tarball) instead of a new empty database. Tests start each file from a migrated template this way.
+   */
+  initialData?: Uint8Array | undefined;
   /** Largest number of pooled PostgreSQL connections. */
   poolSize?: number;
   /**
@@ -63,7 +68,7 @@ const migrationsFolder = packagePath('drizzle');
 const MIGRATION_LOCK = 7_345_001;
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
-  return options.url ? openPostgres(options.url, options.poolSize ?? 20, options.statementTimeoutMs) : openPglite(options.dataDir);
+  return options.url ? openPostgres(options.url, options.poolSize ?? 20, options.statementTimeoutMs) : openPglite(options.dataDir, options.initialData);
 }
 
 function openPostgres(url: string, poolSize: number, statementTimeoutMs: number | undefined): Database {
@@ -232,7 +237,7 @@ const BYTEA_OID = 17;
 const serializeByteaHex = (value: Uint8Array) => `\\x${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}`;
 const parseByteaHex = (text: string) => Buffer.from(text.slice(2), 'hex');
 
-async function openPglite(dataDir: string | undefined): Promise<Database> {
+async function openPglite(dataDir: string | undefined, initialData: Uint8Array | undefined): Promise<Database> {
   // Loaded here, not at the top: a process on PostgreSQL never loads the embedded database's code.
   const [{ PGlite }, { drizzle: drizzlePglite }, { migrate: migratePglite }, extensions] = await Promise.all([
     import('@electric-sql/pglite'),
@@ -244,7 +249,7 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   const startParams = [...PGlite.defaultStartParams, ...Object.entries(PGLITE_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
   const options = { relaxedDurability: false, startParams, extensions, serializers: { [BYTEA_OID]: serializeByteaHex }, parsers: { [BYTEA_OID]: parseByteaHex } };
   const start = async () => {
-    if (!dataDir) return PGlite.create('memory://', options);
+    if (!dataDir) return PGlite.create('memory://', initialData ? { ...options, loadDataDir: new Blob([initialData]) } : options);
     // DATA_DIR is private (0700, checked like PostgreSQL checks its own), and what start-up and the
     // initialization child create in it is too.
     preparePrivateDataDir(dataDir);

@@ -237,6 +237,72 @@ export const messages = pgTable(
   ],
 );
 
+// ---------------------------------------------------------------- threads (conversations)
+
+/**
+ * A conversation: the messages that share a `thread_id`, as a team works them (CONTRACT §11). Its `id` is
+ * that `thread_id` (text: a UUID for email, a derived id for texts, any id a recorded message was given).
+ * `last_message_at`, `last_incoming_at` and `message_count` are kept by the trigger `threads_upkeep`
+ * (migration 0022) in the statement that inserts or deletes a message, whichever path writes it: one
+ * atomic upsert of the row, so concurrent writers of one thread queue on it and no count drifts.
+ */
+export const threads = pgTable(
+  'threads',
+  {
+    organizationId: orgRef(),
+    id: text('id').notNull(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+    /** Null for recorded messages (POST /messages). */
+    channelId: uuid('channel_id'),
+    /** The first email's subject; null for texts. */
+    subject: text('subject'),
+    contactId: uuid('contact_id'),
+    /** open | pending | snoozed | closed */
+    status: text('status').notNull().default('open'),
+    assigneeId: uuid('assignee_id').references(() => users.id),
+    /** Set exactly while `status` is `snoozed`. */
+    snoozedUntil: ts('snoozed_until'),
+    tags: text('tags').array().notNull().default(sql`'{}'::text[]`),
+    lastMessageAt: ts('last_message_at').notNull(),
+    lastIncomingAt: ts('last_incoming_at'),
+    messageCount: integer('message_count').notNull().default(0),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.id] }),
+    // One index per filter, each ending in the page order (newest `last_message_at` first, ties by id).
+    index('threads_list').on(t.organizationId, t.lastMessageAt, t.id),
+    index('threads_status').on(t.organizationId, t.status, t.lastMessageAt, t.id),
+    index('threads_assignee').on(t.organizationId, t.assigneeId, t.status, t.lastMessageAt, t.id),
+    index('threads_contact').on(t.organizationId, t.contactId, t.lastMessageAt, t.id).where(sql`${t.contactId} IS NOT NULL`),
+    index('threads_channel').on(t.organizationId, t.channelId, t.lastMessageAt, t.id).where(sql`${t.channelId} IS NOT NULL`),
+    index('threads_tags').using('gin', t.organizationId, t.tags),
+    // The snoozes to end, across organizations (the snooze worker).
+    index('threads_snoozed').on(t.snoozedUntil).where(sql`${t.status} = 'snoozed'`),
+  ],
+);
+
+/** Internal notes on a thread: kept in the service, never sent (no outbox row, no provider call). */
+export const threadNotes = pgTable(
+  'thread_notes',
+  {
+    ...audit,
+    organizationId: orgRef(),
+    threadId: text('thread_id').notNull(),
+    text: text('text').notNull(),
+    /** user | apiKey */
+    authorType: text('author_type').notNull(),
+    authorId: uuid('author_id'),
+    authorName: text('author_name'),
+    /** The OAuth client an assistant wrote it through (its name), when it did. */
+    authorClient: text('author_client'),
+  },
+  (t) => [
+    foreignKey({ columns: [t.organizationId, t.threadId], foreignColumns: [threads.organizationId, threads.id] }),
+    index('thread_notes_thread').on(t.organizationId, t.threadId, t.createdAt, t.id).where(sql`${t.deletedAt} IS NULL`),
+  ],
+);
+
 /**
  * The bytes of attachments, once per organization and content (`sha256` of the bytes, hex): a message
  * received on several channels of one organization, a forward and a copy all name the same row. Never
@@ -376,7 +442,7 @@ export const channelSyncStates = pgTable(
 
 );
 
-/** A text channel's provider (Twilio-compatible or SMPP), without the secret; see src/modules/sms. */
+/** A text channel's provider (Twilio-compatible or SMPP), without the secret; see src/modules/channels/sms. */
 export type SmsProviderSettings =
   | { kind: 'twilio'; accountSid: string; apiBaseUrl: string; messagingServiceSid: string | null }
   | { kind: 'smpp'; host: string; port: number; tls: boolean; systemId: string; systemType: string | null };

@@ -9,10 +9,13 @@ declare module 'fastify' {
 }
 
 /**
- * CORS by `@fastify/cors`, decided per route: off by default (the REST API is called by servers with API
- * keys and sends no CORS headers), on where a route's `config.cors` says so: the OAuth endpoints and
- * metadata (`ANY_ORIGIN`) and the MCP transports (their own Origin rule, in `mcp/guard.ts`). Preflights
- * are answered in the first `onRequest` hook, before any authentication. A preflight needs no
+ * CORS by `@fastify/cors`, decided per route, for the context it is registered in: `buildApp` registers it
+ * only around the OAuth server and the MCP transports, the endpoints a browser calls, so the REST API, the
+ * health checks and the API reference (called by servers with API keys, or read as pages) never run its
+ * hook and send no CORS headers. Within that context it is off by default, on where a route's
+ * `config.cors` says so: the OAuth endpoints and metadata (`ANY_ORIGIN`) and the MCP transports (their own
+ * Origin rule, in `mcp/guard.ts`). Preflights are answered in the first `onRequest` hook of the route,
+ * before any authentication; a preflight of any other path is a 404. A preflight needs no
  * `Access-Control-Request-Method` to be answered (non-browser clients probe with a bare OPTIONS).
  */
 export async function registerCors(app: FastifyInstance) {

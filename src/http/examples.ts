@@ -24,6 +24,7 @@ const BY_NAME: Record<string, unknown> = {
   type: 'email',
   text: 'Thanks for the quote, see you Monday.',
   q: 'quote',
+  threadId: '9b2f4e1c-6d3a-4f8b-a1c2-7e5d4c3b2a10',
   label: 'work',
   city: 'London',
   amount: '19.99',

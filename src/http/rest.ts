@@ -3,9 +3,10 @@ import { idempotencyKeyOf, requestHash, runIdempotent } from '../idempotency.js'
 import { useJsonBodyParser } from './json-body.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../core/errors.js';
+import { carriesJsonText, envelopeJson } from '../core/json-text.js';
 import { toJsonSchema } from '../core/json-schema.js';
 import { withDeadline } from '../core/deadline.js';
-import { inputLocation, operationPermission, pathParams, readsOnly, successStatus, type Operation } from '../core/operation.js';
+import { inputLocation, operationPermission, pathParams, readsOnly, successStatus, type Envelope, type Operation } from '../core/operation.js';
 import { hasPermission } from '../core/permissions.js';
 import type { Limiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
@@ -112,7 +113,7 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
       const key = op.method === 'POST' ? idempotencyKeyOf(req.headers['idempotency-key']) : undefined;
       const input = rawInput(op, req, types, params);
       const caller = { orgId: principal.orgId, actor: { type: 'api_key' as const, id: principal.keyId, depth: 0 }, permissions: principal.permissions, db: deps.db };
-      if (!key) return { status, body: await runOperation(op, input, caller) };
+      if (!key) return { status, body: await runOperation(op, input, { ...caller, jsonText: true }) };
       const scope = { callerId: principal.keyId, orgId: principal.orgId, key, hash: requestHash(op.method, req.url.split('?')[0]!, input) };
       const committed = new CommittedWork(); // a replay runs nothing and announces nothing
       const answer = await runIdempotent(deps.db, scope, status, (tx) => runOperation(op, input, caller, tx, committed));
@@ -131,7 +132,10 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
         if (params.some((p) => fromPath[p] === '')) throw new AppError('NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`);
         const answer = deadline ? await withDeadline(serve(req), deadline) : await serve(req);
         if (answer.replayed) reply.header('idempotent-replayed', 'true');
-        return reply.code(answer.status).send(answer.body);
+        reply.code(answer.status);
+        // The database's JSON goes into the body as it is; any other answer is serialized as Fastify does.
+        const envelope = answer.body as Envelope;
+        return carriesJsonText(envelope) ? reply.type('application/json; charset=utf-8').send(envelopeJson(envelope)) : reply.send(envelope);
       },
     });
   }

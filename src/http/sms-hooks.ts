@@ -4,10 +4,10 @@ import { AppError } from '../core/errors.js';
 import { createLimiter, createOutcomeLimiter } from '../core/rate-limit.js';
 import { sendError } from './errors.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
-import type { OperationRunner } from '../modules/messages/inbound.js';
-import { applyStatus, addOptOut, announceFailed, hookUrl, loadSmsChannel } from '../modules/sms/sms.repository.js';
-import { parseTwilioInbound, parseTwilioStatus, validTwilioSignature } from '../modules/sms/providers/twilio.js';
-import { receiveText } from '../modules/sms/sms.inbound.js';
+import type { OperationRunner } from '../modules/channels/email/inbound.js';
+import { applyStatus, addOptOut, announceFailed, hookUrl, loadSmsChannel } from '../modules/channels/sms/sms.repository.js';
+import { parseTwilioInbound, parseTwilioStatus, validTwilioSignature } from '../modules/channels/sms/providers/twilio.js';
+import { receiveText } from '../modules/channels/sms/sms.inbound.js';
 import { ipKey } from '../workers/smtp-addresses.js';
 
 /**

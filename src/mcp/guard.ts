@@ -132,6 +132,23 @@ export function parseJson(raw: unknown): unknown {
   }
 }
 
+/**
+ * A check of a header's value, remembered for the values seen: every request of a client sends the same
+ * Host and Origin, so the URL is parsed once, not per request. Bounded (a client may send any value).
+ */
+function remembered(check: (value: string) => boolean, max = 64): (value: string) => boolean {
+  const seen = new Map<string, boolean>();
+  return (value) => {
+    let verdict = seen.get(value);
+    if (verdict === undefined) {
+      verdict = check(value);
+      if (seen.size >= max) seen.clear();
+      seen.set(value, verdict);
+    }
+    return verdict;
+  };
+}
+
 export function createTransportGuard(opts: GuardOptions): TransportGuard {
   const publicUrl = new URL(opts.publicUrl);
   const publicOrigin = publicUrl.origin;
@@ -154,26 +171,27 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
    * inspector). Requests without Origin come from non-browser clients and are let through to the
    * bearer check. A loopback service also checks Host, the classic DNS-rebinding defence.
    */
-  const originAllowed = (origin: string | undefined) => {
-    if (origin === undefined) return true;
-    if (origin === publicOrigin) return true;
-    if (!publicIsLoopback) return false;
+  const loopbackOrigin = remembered((origin) => {
     try {
       const url = new URL(origin);
       return (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackHost(url.hostname);
     } catch {
       return false;
     }
+  });
+  const originAllowed = (origin: string | undefined) => {
+    if (origin === undefined) return true;
+    if (origin === publicOrigin) return true;
+    return publicIsLoopback && loopbackOrigin(origin);
   };
-  const hostAllowed = (host: string | undefined) => {
-    if (!publicIsLoopback) return true;
-    if (!host) return false;
+  const loopbackHost = remembered((host) => {
     try {
       return isLoopbackHost(new URL(`http://${host}`).hostname);
     } catch {
       return false;
     }
-  };
+  });
+  const hostAllowed = (host: string | undefined) => !publicIsLoopback || (!!host && loopbackHost(host));
 
   const grants = new WeakMap<FastifyRequest, Grant>();
 

@@ -5,7 +5,8 @@ import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult } from '@
 import type { FastifyBaseLogger } from 'fastify';
 import { fieldError, logServerError, toAppError } from '../core/errors.js';
 import { withDeadline } from '../core/deadline.js';
-import { operationPermission, readsOnly, successStatus, type Operation } from '../core/operation.js';
+import { readsOnly, successStatus, type Envelope, type Operation } from '../core/operation.js';
+import { envelopeJson } from '../core/json-text.js';
 import { categoryPermissions, hasPermission } from '../core/permissions.js';
 import type { Db } from '../db/client.js';
 import type { Grant } from '../oauth/grants.js';
@@ -40,8 +41,18 @@ const INSTRUCTIONS =
   'Methods that send email or text messages need the send consent: the person ticked "Send email and text messages on your behalf" when connecting you (else FORBIDDEN; they can add it at /account/apps). ' +
   'You cannot make an automation active: `approve`, `resume` or `status: "active"` answer `approvalUrl`, a page where a person of the organization reviews and approves it; give them the link.';
 
-/** What the grant may do: read and write in its categories (or read only), or an API key's own permissions. */
-const permissionsOf = (g: Grant) => g.apiKey?.permissions ?? categoryPermissions(g.categories, g.readOnly, g.send);
+/** Per grant (a verified token's grant is kept, unchanged, while the token lives): what it may do. */
+const grantPermissions = new WeakMap<Grant, readonly string[]>();
+
+/**
+ * What the grant may do: read and write in its categories (or read only), or an API key's own permissions.
+ * Computed once per grant, so a call (its tool looked up, then run) and the calls after it reuse it.
+ */
+function permissionsOf(g: Grant): readonly string[] {
+  let found = grantPermissions.get(g);
+  if (!found) grantPermissions.set(g, (found = g.apiKey?.permissions ?? categoryPermissions(g.categories, g.readOnly, g.send)));
+  return found;
+}
 
 /** The tools of a grant: listed, and called through the operation table. Shared by the SDK server and the JSON fast path. */
 export interface ToolRunner {
@@ -70,9 +81,9 @@ export const approvalNotice = (url: string) =>
 const LIST_CACHE_MAX = 256;
 
 export function createToolRunner(deps: McpServerDeps): ToolRunner {
-  // Every method of a tool needs the same permission (reading, or writing, in its category).
+  // Every method of a tool needs the same permission (reading, or writing, in its category): `entry.permissions`.
   const offered = (entry: ToolEntry, g: Grant, permissions: readonly string[]) =>
-    g.categories.includes(entry.category) && [...entry.methods.values()].every((op) => hasPermission(permissions, operationPermission(op)));
+    g.categories.includes(entry.category) && entry.permissions.every((p) => hasPermission(permissions, p));
   // Grants with the same categories and permissions see the same list: it is filtered and serialized once.
   const lists = new LRUCache<string, { tools: ToolDefinition[]; json: string }>({ max: LIST_CACHE_MAX });
 
@@ -128,19 +139,20 @@ export function createToolRunner(deps: McpServerDeps): ToolRunner {
       // `idempotencyKey` is an argument of creating methods only; elsewhere it is an unknown field like any other.
       const { idempotencyKey, ...args } = input;
       const key = op.method === 'POST' ? idempotencyArgument(idempotencyKey) : undefined;
-      let envelope: unknown;
+      let envelope: Envelope;
       if (key === undefined) {
-        const running = runOperation(op, op.method === 'POST' ? args : input, caller);
+        const running = runOperation(op, op.method === 'POST' ? args : input, { ...caller, jsonText: true });
         envelope = await (readsOnly(op) ? withDeadline(running, deps.readTimeoutMs) : running);
       } else {
         const scope = { callerId: g.id, orgId: g.organizationId, key, hash: requestHash('TOOL', `${name}.${String(method)}`, args) };
         const committed = new CommittedWork();
-        envelope = (await runIdempotent(deps.db, scope, successStatus(op), (tx) => runOperation(op, args, caller, tx, committed))).body;
+        envelope = (await runIdempotent(deps.db, scope, successStatus(op), (tx) => runOperation(op, args, caller, tx, committed))).body as Envelope;
         committed.announce();
       }
-      // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST).
+      // One serialisation gives both the text copy and plain JSON (Dates become ISO strings, as in REST);
+      // a record the database wrote as JSON is spliced in as it is.
       const link = approvalLinkOf(envelope);
-      return { ok: true, text: JSON.stringify(envelope), notice: link && approvalNotice(link) };
+      return { ok: true, text: envelopeJson(envelope), notice: link && approvalNotice(link) };
     } catch (err) {
       const appError = toAppError(err);
       logServerError(deps.log, appError, err, { tool: name });

@@ -2,7 +2,8 @@ import { IDEMPOTENCY_ARGUMENT_SCHEMA } from '../idempotency.js';
 import type { z } from 'zod';
 import { CATEGORIES, type Category } from '../core/categories.js';
 import { toJsonSchema, type JsonSchema } from '../core/json-schema.js';
-import { envelopeSchema, operationCategory, type Operation } from '../core/operation.js';
+import { envelopeSchema, operationCategory, operationPermission, type Operation } from '../core/operation.js';
+import type { Permission } from '../core/permissions.js';
 
 /** MCP tool annotations: hints for clients, derived from what the tool's methods do. */
 export interface ToolAnnotations {
@@ -37,6 +38,8 @@ export interface ToolEntry {
   kind: ToolKind;
   /** The tool's methods: the operation's id without its category (`list`, `create_email`), to the operation. */
   methods: ReadonlyMap<string, Operation>;
+  /** The permissions its methods need (one: reading, or writing, in its category); a grant is offered the tool when it holds them all. */
+  permissions: readonly Permission[];
   definition: ToolDefinition;
 }
 
@@ -159,20 +162,25 @@ function outputSchema(ops: readonly Operation[]): JsonSchema & { type: 'object' 
     ...(shared ? { $defs: { record } } : {}),
     properties: {
       data: variants.length === 1 ? variants[0]! : { anyOf: variants },
-      ...(ops.some((op) => op.kind === 'list') ? { meta: { type: 'object', properties: { pagination: { type: 'object' } } } } : {}),
+      // A list's `meta.pagination` (`limit`, `offset`, `hasMore`, `total`?), the same for every list.
+      ...(ops.some((op) => op.kind === 'list') ? { meta: { type: 'object' } } : {}),
     },
     required: ['data'],
   };
 }
 
 /** Which tool of its category an operation belongs to. */
-export function toolKind(op: Pick<Operation, 'method' | 'effects'>): ToolKind {
+export function toolKind(op: Pick<Operation, 'method' | 'effects' | 'tool'>): ToolKind {
   if (op.method === 'GET') return 'read';
-  return op.method === 'DELETE' || op.effects?.destructive ? 'delete' : 'write';
+  if (op.tool) return op.tool;
+  return destroys(op) ? 'delete' : 'write';
 }
 
+/** Whether an operation deletes or destroys (a soft delete is still gone for the client). */
+const destroys = (op: Pick<Operation, 'method' | 'effects'>) => op.method === 'DELETE' || op.effects?.destructive === true;
+
 /** The (tool, method) an operation is reached through on MCP: `contacts.create_email` is `contacts_write` with method `create_email`. */
-export function toolMethodOf(op: Pick<Operation, 'id' | 'method' | 'effects'>): { tool: string; method: string } {
+export function toolMethodOf(op: Pick<Operation, 'id' | 'method' | 'effects' | 'tool'>): { tool: string; method: string } {
   const category = operationCategory(op);
   return { tool: `${category}_${toolKind(op)}`, method: op.id.slice(category.length + 1) };
 }
@@ -188,7 +196,7 @@ export function toolAnnotations(ops: readonly Pick<Operation, 'method' | 'effect
   if (ops.every((op) => op.method === 'GET')) return { readOnlyHint: true, openWorldHint };
   return {
     readOnlyHint: false,
-    destructiveHint: ops.some((op) => toolKind(op) === 'delete'),
+    destructiveHint: ops.some(destroys),
     idempotentHint: ops.every((op) => op.method !== 'POST'),
     openWorldHint,
   };
@@ -219,6 +227,15 @@ function argumentList(op: Operation, withIdempotency: boolean): string {
 }
 
 /**
+ * The page arguments of list methods: their keywords say what they take (bounds, default, values) and the
+ * method's summary says its order, so their prose is left out, once per read tool.
+ */
+const PAGE_ARGUMENTS = new Set(['limit', 'offset', 'sortOrder']);
+const withoutDescription = ({ description: _d, ...rest }: JsonSchema): JsonSchema => rest;
+/** A record's id described as only that ("Id of the message"): its name, its format and its method's summary say it already. */
+const namesItself = (schema: JsonSchema) => schema.format === 'uuid' && typeof schema.description === 'string' && /^Id of the [a-z ]+$/.test(schema.description);
+
+/**
  * The input schema of a tool: `method` (required, one of the tool's methods) and every argument of its
  * methods, once each. Which arguments a method takes, and which it requires, is in the tool description;
  * the method's own Zod schema checks the call and names any field it does not take.
@@ -230,7 +247,8 @@ function inputSchema(methods: ReadonlyMap<string, Operation>): ToolDefinition['i
   const variants = new Map<string, Map<string, JsonSchema>>();
   for (const op of methods.values()) {
     const own = (slimInput(jsonSchema(op.input, 'input')) as JsonSchema).properties as Record<string, JsonSchema> | undefined;
-    for (const [name, schema] of Object.entries(own ?? {})) {
+    for (const [name, given] of Object.entries(own ?? {})) {
+      const schema = PAGE_ARGUMENTS.has(name) || namesItself(given) ? withoutDescription(given) : given;
       const seen = variants.get(name) ?? new Map<string, JsonSchema>();
       seen.set(JSON.stringify(schema), schema);
       variants.set(name, seen);
@@ -296,7 +314,8 @@ export function buildToolCatalog(operations: readonly Operation[]): ToolCatalog 
   if (placed !== operations.length) throw new Error('An operation belongs to no category of CATEGORIES: it would have no tool');
   const catalog = new Map<string, ToolEntry>();
   for (const [name, { category, kind, methods }] of grouped) {
-    catalog.set(name, { name, category, kind, methods, definition: toolDefinition(name, category, kind, methods) });
+    const permissions = [...new Set([...methods.values()].map(operationPermission))];
+    catalog.set(name, { name, category, kind, methods, permissions, definition: toolDefinition(name, category, kind, methods) });
   }
   return catalog;
 }

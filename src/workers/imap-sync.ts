@@ -8,9 +8,10 @@ import { isDatabaseUnavailable } from '../core/errors.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { channels, channelSyncStates } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, imapOptions } from '../modules/channels/channels.connect.js';
-import { ChannelGone, CREDENTIALS_FIX, loadChannelCredentials, showChannelOutcome, type ChannelCredentials, type ChannelOutcome } from '../modules/channels/channels.repository.js';
-import { databaseErrorReason, failureReason, MailBusy, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/messages/inbound.js';
-import { MAX_ATTEMPTS, recordInboundFailure } from '../modules/messages/inbound-failures.js';
+import { ChannelGone, CREDENTIALS_FIX, loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { showChannelOutcome, type ChannelOutcome } from '../modules/channels/channel-health.js';
+import { databaseErrorReason, failureReason, MailBusy, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/channels/email/inbound.js';
+import { MAX_ATTEMPTS, recordInboundFailure } from '../modules/channels/email/inbound-failures.js';
 import { channelLeases, reconcileConnections, stopConnections, wakeOnChannelChanges } from './channel-leases.js';
 import { createWorkerLoop, type WorkerLoop } from './loop.js';
 

@@ -7,11 +7,12 @@ import { ForbiddenAddressError } from '../core/outbound.js';
 import type { Db } from '../db/client.js';
 import { channels, mailOutbox, messages } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, tlsOptions, tlsRequired, type MailTarget } from '../modules/channels/channels.connect.js';
-import { CREDENTIALS_FIX, loadChannelCredentials, recordChannelOutcome, showChannelOutcome, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { CREDENTIALS_FIX, loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { recordChannelOutcome, showChannelOutcome } from '../modules/channels/channel-health.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
 import { attachmentBytes } from '../modules/messages/messages.repository.js';
-import { composeMail, envelopeRecipients } from '../modules/messages/outgoing-mail.js';
+import { composeMail, envelopeRecipients } from '../modules/channels/email/outgoing-mail.js';
 import { createQueue, settleMessages } from '../modules/outbox.js';
 import { createOutboxWorker, type OutboxWorker } from './outbox-worker.js';
 

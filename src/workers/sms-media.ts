@@ -8,11 +8,11 @@ import { messages, smsMedia } from '../db/schema.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
 import { getMessage, insertAttachments } from '../modules/messages/messages.repository.js';
-import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/sms/media.js';
-import { storedMediaBytes, updateMediaEntry } from '../modules/sms/media.repository.js';
+import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/channels/sms/media.js';
+import { storedMediaBytes, updateMediaEntry } from '../modules/channels/sms/media.repository.js';
 import { createQueue } from '../modules/outbox.js';
-import { providerFor } from '../modules/sms/providers/index.js';
-import { loadSmsChannel } from '../modules/sms/sms.repository.js';
+import { providerFor } from '../modules/channels/sms/providers/index.js';
+import { loadSmsChannel } from '../modules/channels/sms/sms.repository.js';
 import { createOutboxWorker, type OutboxWorker } from './outbox-worker.js';
 
 /**

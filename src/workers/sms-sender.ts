@@ -5,11 +5,13 @@ import type { Db } from '../db/client.js';
 import { channels, messages, smsOptOuts, smsOutbox } from '../db/schema.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
 import { createQueue, settleMessages } from '../modules/outbox.js';
-import type { SendOutcome } from '../modules/sms/provider.js';
-import { providerFor } from '../modules/sms/providers/index.js';
-import { boundSmppChannels } from '../modules/sms/providers/smpp.js';
-import { CREDENTIALS_FIX, showChannelOutcome } from '../modules/channels/channels.repository.js';
-import { addOptOut, announceFailed, hookUrl, loadSmsChannel, OPTED_OUT_REASON } from '../modules/sms/sms.repository.js';
+import type { SendOutcome } from '../modules/channels/sms/provider.js';
+import { providerFor } from '../modules/channels/sms/providers/index.js';
+import { boundSmppChannels } from '../modules/channels/sms/providers/smpp.js';
+import { CREDENTIALS_FIX } from '../modules/channels/channels.repository.js';
+import { showChannelOutcome } from '../modules/channels/channel-health.js';
+import { kindOf } from '../modules/channels/kinds.js';
+import { addOptOut, announceFailed, hookUrl, loadSmsChannel, OPTED_OUT_REASON } from '../modules/channels/sms/sms.repository.js';
 import { createOutboxWorker, type OutboxWorker } from './outbox-worker.js';
 
 /**
@@ -140,7 +142,7 @@ export function createSmsSender(deps: SmsSenderDeps): OutboxWorker & { runOnce()
   /** The channels' pacing in this process (kept between batches, dropped once full again). */
   const buckets = new Map<string, ReturnType<typeof tokenBucket>>();
   const bucketOf = (channel: Channel) => {
-    const rate = channel.sms?.rate ?? 1;
+    const rate = kindOf(channel).pacing(channel)?.perSecond ?? 1;
     let bucket = buckets.get(channel.id);
     if (!bucket || bucket.rate !== rate) buckets.set(channel.id, (bucket = tokenBucket(rate, () => Date.now())));
     return bucket;

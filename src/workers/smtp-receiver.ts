@@ -9,9 +9,9 @@ import { isDatabaseUnavailable } from '../core/errors.js';
 import { createLimiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
 import { ChannelGone, ChannelUnavailable, type ChannelRow } from '../modules/channels/channels.repository.js';
-import { failureReason, MailBusy, MailRefused, readReceivedEmail, writeReceivedEmail, type InboundDeps } from '../modules/messages/inbound.js';
-import { recordInboundFailure, smtpFingerprint } from '../modules/messages/inbound-failures.js';
-import { parseQueueFull } from '../modules/messages/parse-pool.js';
+import { failureReason, MailBusy, MailRefused, readReceivedEmail, writeReceivedEmail, type InboundDeps } from '../modules/channels/email/inbound.js';
+import { recordInboundFailure, smtpFingerprint } from '../modules/channels/email/inbound-failures.js';
+import { parseQueueFull } from '../modules/channels/email/parse-pool.js';
 import { runOperation } from '../run-operation.js';
 import { createAddressBook, ipKey } from './smtp-addresses.js';
 

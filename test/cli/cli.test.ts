@@ -11,7 +11,7 @@ import { openTestDatabase, testDbKind } from '../helpers/database.js';
 import { cli, startServer } from '../helpers/cli.js';
 
 /**
- * The real command line, spawned as a user runs it (through tsx, so no build is needed), against a
+ * The real command line, spawned as a user runs it (from dist/, built once per run), against a
  * temporary DATA_DIR (embedded database) or a fresh PostgreSQL database.
  */
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { dataDirHolder } from '../../src/db/lock.js';
-import { baseEnv, cli, root, spawnServer } from '../helpers/cli.js';
+import { baseEnv, cli, entry, root, spawnServer } from '../helpers/cli.js';
 import { openTestDatabase, testDbKind } from '../helpers/database.js';
 import { freePort } from '../helpers/listen.js';
 
@@ -71,8 +71,8 @@ describe('every command says which database it used', () => {
     mkdirSync(elsewhere);
     const env = baseEnv({});
     delete env.DATA_DIR;
-    // The CLI from its sources (as bin/switchboard.js runs its build), in a directory outside the repository.
-    const r = spawnSync(process.execPath, ['--import', import.meta.resolve('tsx'), join(root, 'src/cli.ts'), 'org', 'create', '--name', 'Acme'], { cwd: elsewhere, env, encoding: 'utf8' });
+    // The CLI as bin/switchboard.js runs it, in a directory outside the repository.
+    const r = spawnSync(process.execPath, [entry.cli, 'org', 'create', '--name', 'Acme'], { cwd: elsewhere, env, encoding: 'utf8' });
     expect(r.status).toBe(1);
     expect(r.stderr).toContain(`It was run in ${elsewhere}, outside the repository`);
     expect(r.stderr).toContain(`cd ${root} && npm run -s cli -- …`);

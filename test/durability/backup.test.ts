@@ -7,6 +7,7 @@ import { PgTable } from 'drizzle-orm/pg-core';
 import { describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/client.js';
 import * as schema from '../../src/db/schema.js';
+import { entry } from '../helpers/cli.js';
 import { testDbKind } from '../helpers/database.js';
 import { send, startServer, useStore } from './server-process.js';
 
@@ -20,7 +21,7 @@ const store = useStore(testDbKind === 'pglite');
 
 function cli(args: string[], env: Record<string, string>) {
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((done, fail) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: '', ...env } });
+    const child = spawn(process.execPath, [entry.cli, ...args], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: '', ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -7,14 +7,15 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { createApiKey, createOrganization } from '../../src/accounts/accounts.js';
-import { openDatabase } from '../../src/db/client.js';
-import { testDbKind } from '../helpers/database.js';
+import { openDatabase, restorePglite } from '../../src/db/client.js';
+import { pgliteTemplate, testDbKind } from '../helpers/database.js';
 import { withDatabase } from '../helpers/postgres-setup.js';
+import { entry } from '../helpers/cli.js';
 import { freePort } from '../helpers/listen.js';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 
 /**
- * The real server as a child process (`node --import tsx src/main.ts`) on loopback, for the fault tests:
+ * The real server as a child process (`node dist/src/main.js`, as `npm start` runs it) on loopback, for the fault tests:
  * signals, kill -9, restarts. Each test file gets its own store (a temp DATA_DIR, or a fresh PostgreSQL
  * database when the suite runs on PostgreSQL) and cleans it up.
  */
@@ -67,7 +68,9 @@ export async function createStore(): Promise<Store> {
     await c.query(`CREATE DATABASE ${dbName} TEMPLATE ${process.env.SB_TEST_PG_TEMPLATE!}`).finally(() => c.end());
     url = withDatabase(admin, dbName);
   }
-  // The embedded database is opened here before any server holds the directory, then closed (lock released).
+  // The embedded database: the run's migrated template restored into the directory (as `switchboard restore`
+  // does), then opened here before any server holds it, and closed (lock released).
+  if (!url) await restorePglite(dataDir, pgliteTemplate());
   const database = await openDatabase(url ? { url, poolSize: 1 } : { dataDir });
   let key: string;
   try {
@@ -109,7 +112,7 @@ const running = new Set<ChildProcess>();
 /** Spawns the server; does not wait for it (see `waitReady`). */
 export async function spawnServer(env: Record<string, string>): Promise<ServerProcess> {
   const port = await freePort();
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts')], {
+  const proc = spawn(process.execPath, [entry.server], {
     cwd: ROOT,
     env: {
       ...process.env,

@@ -1,11 +1,18 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './listen.js';
 
-/** The real command line and server entry, spawned as a user runs them (through tsx, so no build is needed). */
+/**
+ * The real command line and server entry, spawned as a user runs them: from the compiled output in dist/
+ * (`bin/switchboard.js`, `npm start`), which test/helpers/global-setup.ts builds once per run when the
+ * sources are newer. Starting from JavaScript spares every spawn the TypeScript loader's start-up.
+ */
 
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** What `switchboard` (bin/switchboard.js) and `npm start` run. */
+export const entry = { cli: join(root, 'dist/src/cli.js'), server: join(root, 'dist/src/main.js') };
 
 export interface CliResult {
   code: number | null;
@@ -24,7 +31,7 @@ export function baseEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 /** `switchboard ARGS` with the environment `env`; resolves when it exits. */
 export function cli(args: string[], env: Record<string, string>): Promise<CliResult> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [entry.cli, ...args], { cwd: root, env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -44,7 +51,7 @@ export function cli(args: string[], env: Record<string, string>): Promise<CliRes
 
 /** `npm start`'s entry with `env`, not waited for: its stderr is collected in `log()`. */
 export function spawnServer(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env: baseEnv(env), stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [entry.server], { cwd: root, env: baseEnv(env), stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   child.stderr!.on('data', (d) => (log += d));
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { openDatabase } from '../../src/db/client.js';
 
-/** Once per run: a migrated template database that each test file copies (CREATE DATABASE … TEMPLATE). */
+/** Once per run (from global-setup.ts): a migrated template database that each test file copies (CREATE DATABASE … TEMPLATE). */
 export async function setup() {
   const url = process.env.SB_TEST_PG_URL!;
   const template = process.env.SB_TEST_PG_TEMPLATE!;

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { twilioSignature } from '../../src/modules/sms/providers/twilio.js';
+import { twilioSignature } from '../../src/modules/channels/sms/providers/twilio.js';
 import { TEST_ORIGIN, toTestResponse, type TestResponse } from './app.js';
 
 /**

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { twilioSignature } from '../../src/modules/sms/providers/twilio.js';
+import { twilioSignature } from '../../src/modules/channels/sms/providers/twilio.js';
 import { setGrantCategories } from '../../src/oauth/grants.js';
 import { createSmsSender } from '../../src/workers/sms-sender.js';
 import type { Tenant } from '../helpers/app.js';

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { executeCommandLine } from '../../src/cli/execute.js';
 import { channels, domains } from '../../src/db/schema.js';
 import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
+import { entry } from '../helpers/cli.js';
 import { testDbKind } from '../helpers/database.js';
 import { skipWithoutDnsmasq, startDnsmasq, type DnsServer } from '../helpers/dnsmasq.js';
 import { verifyDomainFor } from '../helpers/domains.js';
@@ -221,7 +222,7 @@ describe.runIf(testDbKind === 'pglite')('domain verify on the command line, with
     new Promise<{ code: number | null; json: Json; stderr: string }>((done, fail) => {
       const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'warn', DATA_DIR: dataDir };
       delete env.DATABASE_URL;
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [entry.cli, ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d) => (stdout += d));

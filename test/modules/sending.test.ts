@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { mailOutbox } from '../../src/db/schema.js';
 import { operationById } from '../../src/operations.js';
-import { AutomaticMessageRefused } from '../../src/modules/messages/sending.repository.js';
+import { AutomaticMessageRefused } from '../../src/modules/channels/email/sending.repository.js';
 import { runOperation } from '../../src/run-operation.js';
 import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { startTestReceiver } from '../helpers/smtp-receiver.js';

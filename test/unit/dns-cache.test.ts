@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cachingResolver } from '../../src/modules/messages/inbound.js';
+import { cachingResolver } from '../../src/modules/channels/email/inbound.js';
 
 /** A resolver that counts its queries and answers from a table; names not in it do not exist. */
 function counting(table: Record<string, unknown>, failWith?: string) {

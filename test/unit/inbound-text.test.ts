@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cleanText, legacyHeadersAsUtf8 } from '../../src/modules/messages/inbound.js';
+import { cleanText, legacyHeadersAsUtf8 } from '../../src/modules/channels/email/inbound.js';
 import { messageIdList, normalizeMessageId } from '../../src/modules/messages/threads.js';
 
 describe('received text made storable', () => {

@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import { describe, expect, it } from 'vitest';
-import { composeMail } from '../../src/modules/messages/outgoing-mail.js';
+import { composeMail } from '../../src/modules/channels/email/outgoing-mail.js';
 import { headerOf } from '../helpers/smtp-relay.js';
 
 describe('DKIM signature of outgoing mail', () => {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { and, eq, isNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channels, channelSyncStates, events, messages } from '../../src/db/schema.js';
-import { receiveEmail } from '../../src/modules/messages/inbound.js';
+import { receiveEmail } from '../../src/modules/channels/email/inbound.js';
 import { createImapSync, type ImapSyncDeps, type ReceiveFn } from '../../src/workers/imap-sync.js';
 import { useTestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/listen.js';

@@ -3,7 +3,7 @@ import { connect } from 'node:net';
 import { and, eq, isNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inboundFailures, messages } from '../../src/db/schema.js';
-import { receiveEmail } from '../../src/modules/messages/inbound.js';
+import { receiveEmail } from '../../src/modules/channels/email/inbound.js';
 import { createImapSync } from '../../src/workers/imap-sync.js';
 import type { SmtpReceiver } from '../../src/workers/smtp-receiver.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';

@@ -1,4 +1,4 @@
-import { looksLikeText } from '../sms/sms.schemas.js';
+import { kindNamed } from '../channels/kinds.js';
 import { SENDER_VERIFIED } from './condition.js';
 import type { Condition, ConditionTest, Plan, PlanStep } from './plan.js';
 import { triggerEventTypes } from './plan.js';
@@ -246,7 +246,7 @@ function through(channelId: unknown, text: boolean, context: SummaryContext): st
   if (channelId === '{{mailChannel}}') return "through one of the organization's email channels that can send (another than the channel the event is about, when there is one)";
   const channels = context.channels ?? [];
   if (channelId === undefined && text) {
-    const lines = channels.filter((c) => c.type === 'sms' && c.status === 'active');
+    const lines = channels.filter((c) => kindNamed(c.type)?.defaultChannel !== undefined && c.status === 'active');
     if (lines.length === 1) return `through the organization's text channel, ${named(lines[0]!)}`;
     return `through the organization's only text channel (it has ${lines.length === 0 ? 'none' : lines.length} now: the step fails until it has exactly one)`;
   }
@@ -292,9 +292,12 @@ function describeStep(step: PlanStep, index: number, context: StepContext): stri
     return `forwards ${what} to ${recipients(input.to)}${via}${typeof input.text === 'string' && input.text ? ` with the note ${quote(input.text)}` : ''}`;
   }
   if (step.operation === 'messages.send' && Object.keys(input).every((k) => ['channelId', 'to', 'subject', 'text'].includes(k))) {
-    // A text or an email: by the channel it names, else as the operation tells them apart (numbers, no subject).
+    // A text or an email: by the kind of the channel it names (a kind whose messages have no subject sends
+    // texts); without a channel, a text (only texts go through a default channel); through a channel named
+    // when it runs, as the step reads (no subject).
     const channel = (context.channels ?? []).find((c) => c.id === input.channelId);
-    const text = channel ? channel.type === 'sms' : looksLikeText(input);
+    const kind = channel && kindNamed(channel.type);
+    const text = kind ? !('subject' in kind.schemas.send.shape) : input.channelId === undefined || input.subject === undefined;
     if (text) return `sends a text to ${recipients(input.to)} ${through(input.channelId, true, context)}, with the text ${quote(input.text)}`;
     const subject = input.subject === '' ? 'no subject' : `the subject ${quote(input.subject)}`;
     return `sends an email to ${recipients(input.to)} ${through(input.channelId, false, context)}, with ${subject} and the text ${quote(input.text)}`;

@@ -6,6 +6,8 @@ import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pag
 import type { DbOrTx } from '../../db/client.js';
 import { contactAddresses, contactEmails, contactPhoneNumbers, contacts } from '../../db/schema.js';
 import { jsonChildren, jsonRow } from '../../db/json.js';
+import { JsonText } from '../../core/json-text.js';
+import { textRead } from '../../db/text-read.js';
 import { scopedRepository, softDeleteLive } from '../../db/scoped.js';
 import { placeholder, writeShapes, Write } from '../../db/write.js';
 import type { Contact } from './contacts.schemas.js';
@@ -28,38 +30,35 @@ const contactJson = jsonRow(contacts, {
 export type ContactWithChildren = z.input<typeof Contact>;
 
 /**
- * The two hot reads run as prepared statements: planning these queries costs more than running them
- * (about 1 ms of planning for 0.3 ms of execution). Prepared once per database handle (a transaction
- * handle prepares its own), named so node-postgres keeps the plan on each pooled connection.
+ * The reads answer each contact as the JSON text PostgreSQL built (`JsonText`): it goes into the answer as
+ * it is. The two hot reads (a contact, a page without filters) go straight to the driver as prepared
+ * statements (`textRead`): planning these queries costs more than running them (about 1 ms of planning
+ * for 0.3 ms of execution), and nothing is mapped per row in JavaScript.
  */
 const org = sql.placeholder('orgId');
-const select = (db: DbOrTx) => db.select({ contact: sql<ContactWithChildren>`${contactJson}` }).from(contacts);
-const prepareGet = (db: DbOrTx) =>
+const select = (db: DbOrTx) => db.select({ contact: sql<string>`${contactJson}::text` }).from(contacts);
+const getStatement = textRead('contacts_get_json', (db) =>
   select(db)
     .where(and(eq(contacts.organizationId, org), isNull(contacts.deletedAt), eq(contacts.id, sql.placeholder('id'))))
     .limit(1)
-    .prepare('contacts_get');
-const prepareList = (db: DbOrTx, dir: 'asc' | 'desc') =>
-  select(db)
-    .where(and(eq(contacts.organizationId, org), isNull(contacts.deletedAt)))
-    .orderBy(...pageOrder({ sortOrder: dir, limit: 1, offset: 0 }, contacts.createdAt, contacts.id))
-    .limit(sql.placeholder('limit') as unknown as number)
-    .offset(sql.placeholder('offset') as unknown as number)
-    .prepare(`contacts_list_${dir}`);
-const prepared = new WeakMap<DbOrTx, { get: ReturnType<typeof prepareGet>; asc: ReturnType<typeof prepareList>; desc: ReturnType<typeof prepareList> }>();
-function statements(db: DbOrTx) {
-  let found = prepared.get(db);
-  if (!found) {
-    found = { get: prepareGet(db), asc: prepareList(db, 'asc'), desc: prepareList(db, 'desc') };
-    prepared.set(db, found);
-  }
-  return found;
-}
+    .getSQL(),
+);
+const listStatement = (dir: 'asc' | 'desc') =>
+  textRead(`contacts_list_${dir}_json`, (db) =>
+    select(db)
+      .where(and(eq(contacts.organizationId, org), isNull(contacts.deletedAt)))
+      .orderBy(...pageOrder({ sortOrder: dir, limit: 1, offset: 0 }, contacts.createdAt, contacts.id))
+      .limit(sql.placeholder('limit') as unknown as number)
+      .offset(sql.placeholder('offset') as unknown as number)
+      .getSQL(),
+  );
+const listStatements = { asc: listStatement('asc'), desc: listStatement('desc') };
 
-export async function getContact(db: DbOrTx, orgId: string, id: string): Promise<ContactWithChildren> {
-  const [row] = await statements(db).get.execute({ orgId, id });
-  if (!row) throw notFound('Contact');
-  return row.contact;
+/** The contact with its children, as the database's JSON text. */
+export async function getContact(db: DbOrTx, orgId: string, id: string): Promise<JsonText> {
+  const [contact] = await getStatement(db, { orgId, id });
+  if (!contact) throw notFound('Contact');
+  return contact;
 }
 
 export interface ContactFilters {
@@ -73,11 +72,8 @@ export interface ContactFilters {
 
 const likeEscape = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
-export async function listContacts(db: DbOrTx, orgId: string, page: PageInput & ContactFilters): Promise<Page<ContactWithChildren>> {
-  if (!page.name && !page.email && !page.phone) {
-    const rows = await statements(db)[page.sortOrder].execute({ orgId, ...pageWindow(page) });
-    return { items: rows.map((r) => r.contact) };
-  }
+export async function listContacts(db: DbOrTx, orgId: string, page: PageInput & ContactFilters): Promise<Page<JsonText>> {
+  if (!page.name && !page.email && !page.phone) return { items: await listStatements[page.sortOrder](db, { orgId, ...pageWindow(page) }) };
   const words = (page.name ?? '').trim().split(/\s+/).filter(Boolean);
   const digits = (page.phone ?? '').replace(/\D/g, '');
   const haystack = sql`concat_ws(' ', ${contacts.name}, ${contacts.firstName}, ${contacts.lastName}, ${contacts.company})`;
@@ -99,7 +95,7 @@ export async function listContacts(db: DbOrTx, orgId: string, page: PageInput & 
     .orderBy(...pageOrder(page, contacts.createdAt, contacts.id))
     .limit(pageWindow(page).limit)
     .offset(pageWindow(page).offset);
-  return { items: rows.map((r) => r.contact) };
+  return { items: rows.map((r) => new JsonText(r.contact)) };
 }
 
 /** A new contact has no emails, phone numbers or addresses yet. */

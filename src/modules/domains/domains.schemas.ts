@@ -130,3 +130,32 @@ export const DomainId = z.strictObject(DomainIdParam);
 // Named schemas of the OpenAPI document (components/schemas).
 components.add(Domain, { id: 'Domain' });
 components.add(DomainRegistration, { id: 'DomainRegistration' });
+
+/**
+ * An address as stored: lower-cased, its domain in A-labels (IDNA, as `canonicalDomain` stores a domain), so
+ * "support@bücher.example" and "support@xn--bcher-kva.example" are one address; undefined when it is none.
+ */
+export function asciiEmail(input: string): string | undefined {
+  const at = input.lastIndexOf('@');
+  const given = input.slice(at + 1);
+  // A label starts and ends with a letter or digit in either form ("-bücher" has an A-label that would pass).
+  if (at < 0 || given.split('.').some((label) => label.startsWith('-') || label.endsWith('-'))) return undefined;
+  const domain = domainToASCII(given.toLowerCase());
+  const address = `${input.slice(0, at).toLowerCase()}@${domain}`;
+  return domain && address.length <= 320 && z.regexes.email.test(address) ? address : undefined;
+}
+
+/** An email address, its domain in Unicode or A-labels; stored as `asciiEmail` gives it. */
+export const EmailAddress = z
+  .string()
+  .max(320)
+  .meta({ format: 'idn-email' })
+  .describe('Email address, stored lower-cased')
+  .transform((value, ctx) => {
+    const address = asciiEmail(value);
+    if (address === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'Must be a valid email address' });
+      return z.NEVER;
+    }
+    return address;
+  });

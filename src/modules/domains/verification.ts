@@ -5,8 +5,8 @@ import { AppError, fieldError, pgErrorCode } from '../../core/errors.js';
 import type { DbOrTx } from '../../db/client.js';
 import { channels, domains } from '../../db/schema.js';
 import { recordEvents } from '../events/events.recorder.js';
-import { asciiEmail } from '../channels/channels.schemas.js';
-import { canonicalDomain } from './domains.schemas.js';
+import { asciiEmail, canonicalDomain } from './domains.schemas.js';
+import { toEmailChannel } from '../channels/email/email.view.js';
 
 /**
  * Who may receive mail at a domain. An organization proves a domain by publishing the token of its domain
@@ -124,10 +124,9 @@ async function releaseSquattedAddresses(db: DbOrTx, orgId: string, name: string,
     .where(and(ne(channels.organizationId, orgId), isNull(channels.deletedAt), sql`${channels.inbound}->>'mode' = 'smtp'`, sql`split_part(${channels.address}, '@', 2) = ${name}`))
     .returning();
   if (released.length === 0) return;
-  const { toChannel } = await import('../channels/channels.repository.js'); // on use: channels import this module
   await recordEvents(
     db,
     { type: 'system', id: null, depth: 0 },
-    released.map((c) => ({ type: 'channel.deleted' as const, organizationId: c.organizationId, resourceId: c.id, data: toChannel(c) })),
+    released.map((c) => ({ type: 'channel.deleted' as const, organizationId: c.organizationId, resourceId: c.id, data: toEmailChannel(c) })),
   );
 }

@@ -43,6 +43,10 @@ export const EVENT_TYPES = [
   'channel.opt_out.deleted',
   'channel.error',
   'channel.recovered',
+  'thread.updated',
+  'thread.reopened',
+  'thread.note_added',
+  'thread.note_deleted',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
@@ -60,6 +64,7 @@ const AREA_OF_RESOURCE: Record<TopResource, Category> & Record<string, Category 
   domain: 'domains',
   webhook: 'webhooks',
   channel: 'channels',
+  thread: 'threads',
 };
 
 /**
@@ -81,6 +86,10 @@ export function describeEventType(type: EventType): string {
   if (type === 'message.failed') return 'An outgoing email or text could not be sent or delivered (its statusReason says why)';
   if (type === 'message.delivered') return "An outgoing text was delivered to the phone (its provider's delivery report)";
   if (type === 'channel.error') return 'A channel stopped working: its mailbox, relay or provider failed or refused its credentials (its lastError says what to fix); once per outage';
+  if (type === 'thread.updated') return "A thread's status, snooze, assignee or tags changed (its `changes` hold the fields before and after)";
+  if (type === 'thread.reopened') return 'A pending, snoozed or closed thread opened again (its `reason`: `message`, an incoming message; `snooze_ended`)';
+  if (type === 'thread.note_added') return 'An internal note was added to a thread';
+  if (type === 'thread.note_deleted') return 'An internal note was deleted';
   if (type === 'channel.recovered') return 'A channel in error works again (the side that failed succeeded)';
   const dot = type.lastIndexOf('.');
   const resource = type.slice(0, dot).replace('.', ' ').replace('_', ' ');

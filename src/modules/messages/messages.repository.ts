@@ -9,6 +9,8 @@ import { attachmentContents, contactEmails, messageAttachments, messages } from 
 import { jsonRow } from '../../db/json.js';
 import { definedOnly, scopedRepository, softDeleteLive } from '../../db/scoped.js';
 import { placeholder, writeShapes, Write } from '../../db/write.js';
+import type { Actor } from '../../core/operation.js';
+import { reopenOnIncoming } from '../threads/threads.repository.js';
 import type { Message } from './messages.schemas.js';
 import { LRUCache } from 'lru-cache';
 
@@ -19,15 +21,13 @@ export const messageRows = scopedRepository(messages, 'Message');
  * the text itself, so no query reads it back.
  */
 const { searchVector: _searchVector, ...columns } = getTableColumns(messages);
-/** The columns a write to `messages` answers (`RETURNING`): every one but `search_vector`. */
-export const messageColumns = columns;
 
 export type MessageRow = Omit<typeof messages.$inferSelect, 'searchVector'>;
 export type Direction = 'incoming' | 'outgoing';
 
 const byId = (orgId: string, id: string) => messageRows.live(orgId, eq(messages.id, id));
 
-/** A message as the JSON document of the API, built by PostgreSQL (no per-row mapping in Node); also in the `RETURNING` of a write to `messages`. */
+/** A message as the JSON document of the API, built by PostgreSQL (no per-row mapping in Node). */
 export type MessageJson = z.input<typeof Message>;
 export const messageJson = sql<MessageJson>`${jsonRow(messages, {}, ['searchVector'])}`;
 
@@ -342,16 +342,17 @@ export async function insertReceivedMessage(db: DbOrTx, orgId: string, values: R
   const [row] = await db
     .insert(messages)
     .values({ ...rest, organizationId: orgId, ...(timestamp ? { timestamp: new Date(timestamp) } : {}) })
-    .onConflictDoNothing(receivedOnce)
+    .onConflictDoNothing({
+      target: [messages.organizationId, messages.channelId, messages.providerMessageId],
+      where: sql`${messages.providerMessageId} IS NOT NULL AND ${messages.deletedAt} IS NULL`,
+    })
     .returning(columns);
+  // An incoming message opens its thread again (pending, snoozed or closed), with its events, in this transaction.
+  if (row?.threadId && row.direction === 'incoming') await reopenOnIncoming(db, orgId, row.threadId, SYSTEM);
   return row;
 }
 
-/** The conflict that makes a received message one per provider id and channel (the partial unique index `messages_channel_provider_id`). */
-export const receivedOnce = {
-  target: [messages.organizationId, messages.channelId, messages.providerMessageId],
-  where: sql`${messages.providerMessageId} IS NOT NULL AND ${messages.deletedAt} IS NULL`,
-};
+const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
 
 /** The live message of a channel with this Message-ID, with its content fingerprint (null on messages received before they were kept). */
 export async function receivedOnChannel(db: DbOrTx, orgId: string, channelId: string, providerMessageId: string): Promise<{ id: string; contentHash: string | null } | undefined> {

@@ -1,0 +1,68 @@
+import type { z } from 'zod';
+import type { OperationContext } from '../../core/operation.js';
+import type { DbOrTx } from '../../db/client.js';
+import type { MessageJson, MessageRow } from '../messages/messages.repository.js';
+import type { ChannelRow } from './channels.repository.js';
+
+/**
+ * What a channel kind (email, sms, …) is to the rest of the service: one object per kind, exported by its
+ * folder (`channels/<kind>/<kind>.kind.ts`) and listed once in `kinds.ts`. Code outside the kind's folder
+ * reaches it through the registry by the channel's stored `type`, never by a string check and never by the
+ * shape of a request body. Adding a kind is its folder, one line in `kinds.ts`, its `type` in the schema
+ * and a migration (ARCHITECTURE.md, "Channel kinds").
+ */
+export interface ChannelKind {
+  /** The stored `channels.type`, and `type` in requests and answers. */
+  readonly type: ChannelRow['type'];
+  /** How documents and errors name its channels: "email", "text". */
+  readonly noun: string;
+  /** The heading of its rules where the documents describe several kinds' fields at once: "Email", "Texts". */
+  readonly heading: string;
+
+  readonly schemas: {
+    /** `POST /channels` with this `type`: the kind's own object shape (with `type` a literal). */
+    create: KindShape;
+    /** The `PATCH /channels/{id}` fields of its own (besides `id`, `name`, `status`, shared by every kind). */
+    update: Record<string, z.ZodType>;
+    /** The fields its channels have in answers besides the shared ones (`Channel` in the documents). */
+    output: Record<string, z.ZodType>;
+    /** Its `inbound` in answers. */
+    inbound: z.ZodType;
+    /** Its `inbound` in the answer of `POST /channels/{id}/test`. */
+    testInbound: z.ZodType;
+    /** `POST /messages/send` through one of its channels. */
+    send: KindShape;
+  };
+
+  /** The channel as the API answers it (secrets left out). */
+  toJson(row: ChannelRow): ChannelJson;
+  /** `POST /channels` with this `type`; the input has passed `schemas.create`. */
+  create(db: DbOrTx, orgId: string, input: Record<string, unknown>): Promise<ChannelJson>;
+  /** `PATCH /channels/{id}` of one of its channels: the patch's fields of other kinds are refused before (see `refuse`). */
+  update(db: DbOrTx, orgId: string, current: ChannelRow, patch: Record<string, unknown>): Promise<ChannelJson>;
+  /** Why a field of the shared PATCH body does not apply to its channels (the default: "Only … channels have this setting"). */
+  refuse?(field: string): string | undefined;
+  /** `POST /channels/{id}/test`: what worked, step by step (a failure is an answer, not an error). */
+  test(ctx: OperationContext, row: ChannelRow): Promise<Record<string, unknown>>;
+
+  /** `POST /messages/send` through one of its channels: queues the message (the outbox sends it). The input has passed `schemas.send`. */
+  send(ctx: OperationContext, channel: ChannelRow, input: Record<string, unknown>): Promise<MessageJson>;
+  /** `POST /messages/{id}/reply` to a message of one of its channels. */
+  reply(ctx: OperationContext, message: MessageRow, input: { id: string; text: string; html?: string | undefined; attachments?: unknown; replyAll?: boolean }): Promise<MessageJson>;
+  /** `POST /messages/{id}/forward` through one of its channels; absent: its channels cannot forward. */
+  forward?(ctx: OperationContext, input: Record<string, unknown>): Promise<MessageJson>;
+  /** The channel a send without `channelId` goes through, when the kind has such a default (the organization's only text channel). */
+  defaultChannel?(db: DbOrTx, orgId: string): Promise<{ id: string } | { error: string } | undefined>;
+
+  /** How fast one channel sends: units (texts' segments) a second, or undefined for no limit of its own (email: the relay's answers pace it). */
+  pacing(row: ChannelRow): { perSecond: number } | undefined;
+}
+
+/** A channel kind's object shape: its schema (which checks) and its fields (which the documents merge). */
+export interface KindShape {
+  schema: z.ZodType;
+  shape: Record<string, z.ZodType>;
+}
+
+/** A channel as answered. */
+export type ChannelJson = { id: string; type: string } & Record<string, unknown>;

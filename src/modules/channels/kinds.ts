@@ -1,0 +1,104 @@
+import { z } from 'zod';
+import { AuditFields, components } from '../../core/schemas.js';
+import { fieldError, validationError } from '../../core/errors.js';
+import type { ChannelRow } from './channels.repository.js';
+import { ChannelHead, ChannelTail, ChannelTestFields, ChannelUpdateShared } from './channels.schemas.js';
+import { emailKind } from './email/email.kind.js';
+import type { ChannelJson, ChannelKind } from './kind.js';
+import { routedObject } from './routed.js';
+import { smsKind } from './sms/sms.kind.js';
+
+/**
+ * The channel kinds, one line each: every place that treats channels differently by kind asks this table by
+ * the channel's stored `type`. A kind's `type` in the schema (`channels.type`) must be here too (checked by
+ * the compiler), and the first kind is the one a message without a channel is answered as.
+ */
+export const CHANNEL_KINDS = {
+  email: emailKind,
+  sms: smsKind,
+} as const satisfies Record<ChannelRow['type'], ChannelKind>;
+
+const KINDS: ChannelKind[] = Object.values(CHANNEL_KINDS);
+
+/** The kind of a stored channel (or of a channel's `type`). */
+export const kindOf = (channel: Pick<ChannelRow, 'type'>): ChannelKind => CHANNEL_KINDS[channel.type];
+
+/** The first kind: what a message without a channel is answered as (its handler explains what is missing). */
+export const FIRST_KIND: ChannelKind = KINDS[0]!;
+
+/** The kind a `type` names, when it names one. */
+export const kindNamed = (type: unknown): ChannelKind | undefined => (typeof type === 'string' && Object.hasOwn(CHANNEL_KINDS, type) ? CHANNEL_KINDS[type as ChannelRow['type']] : undefined);
+
+/** A channel as the API answers it, whatever its kind. */
+export const toChannel = (row: ChannelRow): ChannelJson => kindOf(row).toJson(row);
+
+/** Checks an input with a kind's own shape, its errors shaped as every validation error is. */
+export function parseAs<T = Record<string, unknown>>(schema: z.ZodType, value: unknown): T {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw validationError(parsed.error);
+  return parsed.data as T;
+}
+
+const quoted = (types: string[]) => types.map((t) => `"${t}"`).join(' or ');
+
+// ------------------------------------------------------------------ the documents' channel
+
+/** A channel as answered, every kind in one object: the shared fields and each kind's own. */
+export const Channel: z.ZodObject<Record<string, z.ZodType>> = z.object({
+  ...AuditFields,
+  type: z.enum(KINDS.map((k) => k.type) as [string, ...string[]]).describe(`Kind of channel: ${quoted(KINDS.map((k) => k.type))}`),
+  ...ChannelHead,
+  inbound: z.union(KINDS.map((k) => k.schemas.inbound) as [z.ZodType, z.ZodType, ...z.ZodType[]]),
+  ...(Object.assign({}, ...KINDS.map((k) => k.schemas.output)) as Record<string, z.ZodType>),
+  ...ChannelTail,
+});
+components.add(Channel, { id: 'Channel' });
+
+/** `POST /channels`: the shape of the kind its `type` names, checked alone. */
+export const ChannelCreateInput = routedObject(
+  KINDS.map((k) => ({ key: k.type, heading: k.heading, ...k.schemas.create })),
+  (value) => {
+    const kind = kindNamed(value.type) ?? FIRST_KIND;
+    return { key: kind.type, heading: kind.heading, ...kind.schemas.create };
+  },
+  { type: 'email', name: 'Support', address: 'support@acme.example', inbound: { mode: 'smtp' } },
+);
+
+/** `PATCH /channels/{id}`: the shared fields and every kind's own (a field of another kind is refused, see `updateChannel`). */
+export const ChannelUpdateInput = z.strictObject(Object.assign({ ...ChannelUpdateShared }, ...KINDS.map((k) => k.schemas.update)) as Record<string, z.ZodType>);
+
+export const ChannelTestResult: z.ZodObject<Record<string, z.ZodType>> = z.object({
+  ok: ChannelTestFields.ok,
+  inbound: z.union(KINDS.map((k) => k.schemas.testInbound) as [z.ZodType, z.ZodType, ...z.ZodType[]]).describe('Receiving: the IMAP server (mode imap); for mode smtp or a text channel, whether the channel can receive'),
+  outbound: ChannelTestFields.outbound,
+});
+components.add(ChannelTestResult, { id: 'ChannelTestResult' });
+
+/** `POST /messages/send`: every kind's fields in the documents; checked by the shape of the kind of the channel it names. */
+export const MessageSendAnyInput = routedObject(
+  KINDS.map((k) => ({ key: k.type, heading: k.heading, ...k.schemas.send })),
+  undefined,
+  { channelId: '3f0e5c1a-8b7d-4c2e-9f10-5a6b7c8d9e0f', to: ['ada@example.com'], subject: 'Your invoice', text: 'Thanks, we received your invoice.' },
+);
+
+// ------------------------------------------------------------------ the shared operations' dispatch
+
+/** PATCH of a channel through its kind; a field that only other kinds have is a 400 at that field. */
+export function refusedField(kind: ChannelKind, patch: Record<string, unknown>): void {
+  for (const [field, value] of Object.entries(patch)) {
+    if (value === undefined || field in ChannelUpdateShared || field in kind.schemas.update) continue;
+    const owner = KINDS.find((k) => field in k.schemas.update);
+    throw fieldError(field, kind.refuse?.(field) ?? `Only ${owner?.noun ?? 'other'} channels have this setting`);
+  }
+}
+
+/** The channel a send without `channelId` goes through: the default of the one kind that has one; a 400 at `channelId` otherwise. */
+export async function defaultSendingChannel(db: Parameters<NonNullable<ChannelKind['defaultChannel']>>[0], orgId: string): Promise<string> {
+  let reason: string | undefined;
+  for (const kind of KINDS) {
+    const found = await kind.defaultChannel?.(db, orgId);
+    if (found && 'id' in found) return found.id;
+    reason ??= found?.error;
+  }
+  throw fieldError('channelId', reason ?? 'Required: the channel to send through');
+}

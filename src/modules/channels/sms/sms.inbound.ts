@@ -1,0 +1,139 @@
+import { z } from 'zod';
+import { isUniqueViolation } from '../../../core/errors.js';
+import { defineOperation, type Actor, type Operation } from '../../../core/operation.js';
+import { JsonObject, Uuid } from '../../../core/schemas.js';
+import type { Db, DbOrTx } from '../../../db/client.js';
+import { recordEvents } from '../../events/events.recorder.js';
+import { assertChannelLive, type ChannelRow } from '../channels.repository.js';
+import { recordChannelOutcome } from '../channel-health.js';
+import { cleanText, type OperationRunner } from '../email/inbound.js';
+import { getMessage, insertReceivedMessage, receivedOnChannel } from '../../messages/messages.repository.js';
+import { Message } from '../../messages/messages.schemas.js';
+import { partyNumber } from './numbers.js';
+import { pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
+import type { IncomingText } from './provider.js';
+import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, providerNameOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
+import { smsSize } from './segments.js';
+
+/**
+ * Receiving a text: whatever the provider (a Twilio-compatible webhook, an SMPP deliver_sm), one received
+ * text becomes one incoming message through the operation runner (`messages.receive`, as for email), so it
+ * has its events, webhooks and automations. A whole-message STOP/START/HELP is handled in the same
+ * transaction: the opt-out is recorded (or removed), the help text queued.
+ */
+
+const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
+
+class DuplicateText extends Error {}
+
+const ReceiveTextInput = z.strictObject({
+  channelId: Uuid,
+  providerName: z.enum(['twilio', 'signalwire', 'smpp']),
+  providerMessageId: z.string().min(1).max(200),
+  from: z.string().max(64),
+  to: z.string().max(64),
+  text: z.string(),
+  metadata: JsonObject,
+});
+
+/** `media`: the MMS items, queued for the media worker with the message; `inTransaction` runs in the message's transaction. */
+function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTransaction?: (tx: DbOrTx) => Promise<void>): Operation {
+  return defineOperation({
+    id: 'messages.receive',
+    method: 'POST',
+    event: () => ['message.created', 'message.received'],
+    path: '/messages/receive',
+    summary: 'Record a received text',
+    input: ReceiveTextInput,
+    output: Message,
+    handler: async (input, ctx) => {
+      const row = await insertReceivedMessage(ctx.db, ctx.orgId, {
+        type: 'sms',
+        direction: 'incoming',
+        status: 'received',
+        channelId: input.channelId,
+        providerName: input.providerName,
+        providerMessageId: input.providerMessageId,
+        threadId: smsThreadId(input.channelId, input.from),
+        sender: { phoneNumber: input.from },
+        recipient: { phoneNumber: input.to },
+        text: input.text,
+        phoneNumberId: await contactPhoneIdFor(ctx.db, ctx.orgId, input.from),
+        metadata: input.metadata,
+      });
+      if (!row) throw new DuplicateText();
+      await queueMedia(ctx.db, ctx.orgId, row.id, input.channelId, media);
+      await inTransaction?.(ctx.db);
+      await recordChannelOutcome(ctx.db, input.channelId, { ok: true, side: 'mailbox' });
+      // A channel deleted meanwhile (by any process) stores nothing: checked, and held, until the commit.
+      await assertChannelLive(ctx.db, input.channelId);
+      await keywordEffects(ctx.db, channel, input.from, input.text);
+      return row;
+    },
+  });
+}
+
+/** STOP records an opt-out (and fails the texts still queued to the number), START removes it, HELP answers the channel's help text. */
+async function keywordEffects(db: Parameters<typeof recordEvents>[0], channel: ChannelRow, from: string, text: string) {
+  const keyword = keywordOf(text);
+  if (!keyword || !from.startsWith('+')) return;
+  const orgId = channel.organizationId;
+  if (keyword === 'stop') {
+    const { optOut, created, failed } = await addOptOut(db, orgId, channel.id, from, 'keyword');
+    if (created) await recordEvents(db, SYSTEM, [{ type: 'channel.opt_out.created', organizationId: orgId, resourceId: optOut.id, data: optOut }]);
+    await announceFailed(db, orgId, SYSTEM, failed);
+  } else if (keyword === 'start') {
+    const removed = await removeOptOut(db, orgId, channel.id, from);
+    if (removed) await recordEvents(db, SYSTEM, [{ type: 'channel.opt_out.deleted', organizationId: orgId, resourceId: removed.id, data: removed }]);
+  } else if (channel.sms?.helpText && !(await isOptedOut(db, channel.id, from))) {
+    const reply = await queueText(db, orgId, SYSTEM, channel, from, channel.sms.helpText);
+    await recordEvents(db, SYSTEM, [{ type: 'message.created', organizationId: orgId, resourceId: reply.id, data: await getMessage(db, orgId, reply.id) }]);
+  }
+}
+
+/** The longest received text kept whole (characters): as much as one SMPP `message_payload` carries. */
+const MAX_TEXT = 65_536;
+
+export interface ReceivedText {
+  messageId: string;
+  duplicate: boolean;
+}
+
+/**
+ * Writes one received text with its events, in one transaction; the same provider id on the same channel
+ * answers the existing message (`duplicate`), also when two deliveries race (the unique index decides).
+ * `inTransaction` runs in the message's transaction (SMPP: the joined parts are deleted with it).
+ */
+export async function receiveText(run: OperationRunner, db: Db, channel: ChannelRow, incoming: IncomingText, opts: { inTransaction?: (tx: DbOrTx) => Promise<void> } = {}): Promise<ReceivedText> {
+  const from = partyNumber(incoming.from);
+  const text = cleanText(incoming.text, MAX_TEXT);
+  const size = smsSize(text);
+  const media = incoming.media.map((m) => ({ url: cleanText(m.url, 2000), contentType: m.contentType && cleanText(m.contentType, 200) }));
+  const metadata = {
+    sms: {
+      encoding: size.encoding,
+      segments: size.segments,
+      // Listed now, fetched by the media worker after the commit (src/workers/sms-media.ts).
+      ...(media.length ? { media: media.map(pendingEntry) } : {}),
+      ...(keywordOf(text) ? { keyword: keywordOf(text) } : {}),
+    },
+  };
+  const input = {
+    channelId: channel.id,
+    providerName: providerNameOf(channel.sms!.provider),
+    providerMessageId: cleanText(incoming.providerMessageId, 200),
+    from,
+    to: partyNumber(incoming.to || channel.address),
+    text,
+    metadata,
+  };
+  try {
+    const out = await run(receiveTextOperation(channel, media, opts.inTransaction), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
+    return { messageId: (out.data as { id: string }).id, duplicate: false };
+  } catch (err) {
+    if (!(err instanceof DuplicateText) && !isUniqueViolation(err)) throw err;
+    const existing = (await receivedOnChannel(db, channel.organizationId, channel.id, input.providerMessageId))?.id;
+    if (!existing) throw err;
+    return { messageId: existing, duplicate: true };
+  }
+}

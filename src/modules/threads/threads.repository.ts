@@ -1,0 +1,299 @@
+import { and, arrayContains, asc, desc, eq, isNull, sql, type SQL } from 'drizzle-orm';
+import type { z } from 'zod';
+import { fieldError, notFound } from '../../core/errors.js';
+import type { Actor } from '../../core/operation.js';
+import { pageWindow, type Page, type PageInput } from '../../core/pagination.js';
+import type { DbOrTx } from '../../db/client.js';
+import { apiKeys, automations, oauthClients, oauthGrants, threadNotes, threads, users } from '../../db/schema.js';
+import { eventCtes, committedColumns, committedOf, type Recorded } from '../events/events.recorder.js';
+import type { Note, ThreadListInput, ThreadStatus, ThreadUpdateInput } from './threads.schemas.js';
+
+export type ThreadRow = typeof threads.$inferSelect;
+type NoteJson = z.input<typeof Note>;
+
+/** The columns of the API's thread, in its order. */
+const threadColumns = {
+  id: threads.id,
+  createdAt: threads.createdAt,
+  updatedAt: threads.updatedAt,
+  organizationId: threads.organizationId,
+  channelId: threads.channelId,
+  subject: threads.subject,
+  contactId: threads.contactId,
+  status: threads.status,
+  assigneeId: threads.assigneeId,
+  snoozedUntil: threads.snoozedUntil,
+  tags: threads.tags,
+  lastMessageAt: threads.lastMessageAt,
+  lastIncomingAt: threads.lastIncomingAt,
+  messageCount: threads.messageCount,
+};
+
+/** The API's thread as a JSON expression over a `threads` row (events built in SQL carry the same document). */
+export const threadJson = (t: string, extra = '') => sql.raw(`json_build_object(
+  'id', ${t}.id, 'createdAt', ${iso(`${t}.created_at`)}, 'updatedAt', ${iso(`${t}.updated_at`)}, 'organizationId', ${t}.organization_id,
+  'channelId', ${t}.channel_id, 'subject', ${t}.subject, 'contactId', ${t}.contact_id, 'status', ${t}.status,
+  'assigneeId', ${t}.assignee_id, 'snoozedUntil', ${iso(`${t}.snoozed_until`)}, 'tags', to_json(${t}.tags),
+  'lastMessageAt', ${iso(`${t}.last_message_at`)}, 'lastIncomingAt', ${iso(`${t}.last_incoming_at`)}, 'messageCount', ${t}.message_count${extra ? `, ${extra}` : ''})`);
+function iso(column: string) {
+  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}
+
+const byId = (orgId: string, id: string) => and(eq(threads.organizationId, orgId), eq(threads.id, id));
+
+/**
+ * One page of the organization's threads, newest `lastMessageAt` first: one query, on the index of its
+ * filter (`threads_status`, `threads_assignee`, `threads_contact`, `threads_channel`, `threads_tags`, or
+ * `threads_list` without one).
+ */
+export async function listThreads(db: DbOrTx, orgId: string, input: z.output<typeof ThreadListInput>): Promise<Page<ThreadRow>> {
+  const where: (SQL | undefined)[] = [
+    eq(threads.organizationId, orgId),
+    input.status ? eq(threads.status, input.status) : undefined,
+    input.assigneeId === 'none' ? isNull(threads.assigneeId) : input.assigneeId ? eq(threads.assigneeId, input.assigneeId) : undefined,
+    input.tag ? arrayContains(threads.tags, [input.tag]) : undefined,
+    input.channelId ? eq(threads.channelId, input.channelId) : undefined,
+    input.contactId ? eq(threads.contactId, input.contactId) : undefined,
+  ];
+  const dir = input.sortOrder === 'asc' ? asc : desc;
+  const { limit, offset } = pageWindow(input);
+  const items = await db
+    .select(threadColumns)
+    .from(threads)
+    .where(and(...where))
+    .orderBy(dir(threads.lastMessageAt), dir(threads.id))
+    .limit(limit)
+    .offset(offset);
+  return { items };
+}
+
+export async function getThread(db: DbOrTx, orgId: string, id: string): Promise<ThreadRow> {
+  const [row] = await db.select(threadColumns).from(threads).where(byId(orgId, id)).limit(1);
+  if (!row) throw notFound('Thread');
+  return row;
+}
+
+/** The people a thread can be assigned to: the organization's users who may sign in. */
+export async function listMembers(db: DbOrTx, orgId: string, page: PageInput) {
+  const { limit, offset } = pageWindow(page);
+  const dir = page.sortOrder === 'asc' ? asc : desc;
+  const items = await db
+    .select({ id: users.id, name: users.name, email: users.email })
+    .from(users)
+    .where(memberWhere(orgId))
+    .orderBy(dir(users.createdAt), dir(users.id))
+    .limit(limit)
+    .offset(offset);
+  return { items };
+}
+const memberWhere = (orgId: string, ...extra: SQL[]) => and(eq(users.organizationId, orgId), isNull(users.deletedAt), isNull(users.disabledAt), ...extra);
+
+/** A change of a field: what it was and what it is. */
+export type Changes = Record<string, { before: unknown; after: unknown }>;
+type Patch = Omit<z.output<typeof ThreadUpdateInput>, 'id'>;
+
+/**
+ * The rules of a PATCH: `snoozed` needs a future `snoozedUntil`; a `snoozedUntil` alone snoozes (null alone
+ * ends a snooze); any other status clears it. The assignee must be a member of the organization.
+ */
+function nextState(current: ThreadRow, patch: Patch, now: Date): Partial<ThreadRow> {
+  const next: Partial<ThreadRow> = {};
+  let status: ThreadStatus | undefined = patch.status;
+  if (status === undefined && patch.snoozedUntil !== undefined) status = patch.snoozedUntil === null ? (current.status === 'snoozed' ? 'open' : undefined) : 'snoozed';
+  if (status === 'snoozed') {
+    if (!patch.snoozedUntil) throw fieldError('snoozedUntil', 'Required with status "snoozed": when the snooze ends');
+    const until = new Date(patch.snoozedUntil);
+    if (until.getTime() <= now.getTime()) throw fieldError('snoozedUntil', 'Must be in the future');
+    next.snoozedUntil = until;
+  } else if (status !== undefined) {
+    if (patch.snoozedUntil) throw fieldError('snoozedUntil', `Only with status "snoozed" (status "${status}" clears it)`);
+    next.snoozedUntil = null;
+  }
+  if (status !== undefined) next.status = status;
+  if (patch.assigneeId !== undefined) next.assigneeId = patch.assigneeId;
+  if (patch.tags !== undefined) next.tags = [...new Set(patch.tags)].sort();
+  return next;
+}
+
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Applies a PATCH in the caller's transaction: the thread is read under a row lock, the rules applied, and
+ * only the fields that change are written. Answers the thread and its changes (before and after).
+ */
+export async function updateThread(db: DbOrTx, orgId: string, id: string, patch: Patch, now = new Date()): Promise<{ thread: ThreadRow; changes: Changes }> {
+  if (patch.assigneeId) {
+    const [member] = await db.select({ id: users.id }).from(users).where(memberWhere(orgId, eq(users.id, patch.assigneeId))).limit(1);
+    if (!member) throw fieldError('assigneeId', 'Not a member of the organization (see GET /members)');
+  }
+  const [current] = await db.select(threadColumns).from(threads).where(byId(orgId, id)).for('update').limit(1);
+  if (!current) throw notFound('Thread');
+  const next = nextState(current, patch, now);
+  const changes: Changes = {};
+  for (const [key, after] of Object.entries(next)) {
+    const before = current[key as keyof ThreadRow];
+    if (!same(before, after)) changes[key] = { before, after };
+  }
+  if (Object.keys(changes).length === 0) return { thread: current, changes };
+  const set = Object.fromEntries(Object.keys(changes).map((k) => [k, next[k as keyof ThreadRow]]));
+  const [thread] = await db
+    .update(threads)
+    .set({ ...set, updatedAt: sql`now()` })
+    .where(byId(orgId, id))
+    .returning(threadColumns);
+  return { thread: thread!, changes };
+}
+
+/**
+ * Reopens a thread that an incoming message arrived on when it was pending, snoozed or closed, with its
+ * events (`thread.updated`, `thread.reopened` with reason `message`), in one statement of the message's
+ * transaction. Nothing is written when the thread is open.
+ */
+export async function reopenOnIncoming(db: DbOrTx, orgId: string, threadId: string, actor: Actor): Promise<Recorded> {
+  const result = await db.execute(sql`WITH before AS (
+      SELECT organization_id, id, status, snoozed_until FROM threads
+       WHERE organization_id = ${orgId} AND id = ${threadId} AND status <> 'open' FOR UPDATE
+    ), ${reopenCte('message')}, ${sql.join(eventCtes(REOPEN_EVENTS, actor), sql`, `)}
+    SELECT ${sql.join(committedColumns, sql`, `)}`);
+  return committedOf(result.rows[0] as Record<string, unknown> | undefined);
+}
+
+/**
+ * The events of reopened threads (the CTE `r` of `reopenCte`): `thread.updated` with the changes and
+ * `thread.reopened` with the reason, each carrying the thread.
+ */
+export const REOPEN_EVENTS = sql`SELECT r.organization_id, x.type, r.resource_id, CASE WHEN x.type = 'thread.reopened' THEN r.reopened ELSE r.updated END AS data
+    FROM r CROSS JOIN (VALUES ('thread.updated'), ('thread.reopened')) AS x(type)`;
+
+/**
+ * Reopens the threads of the CTE `before` (locked rows: `organization_id`, `id`, `status`,
+ * `snoozed_until`) as the CTE `r`, with the two event documents.
+ */
+export const reopenCte = (reason: 'message' | 'snooze_ended') => sql`r AS (
+      UPDATE threads t SET status = 'open', snoozed_until = NULL, updated_at = now()
+        FROM before b WHERE t.organization_id = b.organization_id AND t.id = b.id
+      RETURNING t.organization_id, ${resourceIdOf('t.id')} AS resource_id,
+                ${threadJson('t', `'changes', ${changesJson('b')}`)} AS updated,
+                ${threadJson('t', `'reason', '${reason}'`)} AS reopened
+    )`;
+
+/** An event's `resource_id`: the thread's id when it is a UUID (every channel's threads), else null. */
+export const resourceIdOf = (column: string) =>
+  sql.raw(`CASE WHEN ${column} ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN ${column}::uuid END`);
+
+/** The changes of a reopening, from the row as it was (`b`): status, and the snooze it ended. */
+export const changesJson = (b: string) =>
+  `(jsonb_build_object('status', jsonb_build_object('before', ${b}.status, 'after', 'open'))
+    || CASE WHEN ${b}.snoozed_until IS NULL THEN '{}'::jsonb
+            ELSE jsonb_build_object('snoozedUntil', jsonb_build_object('before', ${iso(`${b}.snoozed_until`)}, 'after', NULL)) END)`;
+
+// ---------------------------------------------------------------- notes
+
+const noteColumns = {
+  id: threadNotes.id,
+  threadId: threadNotes.threadId,
+  text: threadNotes.text,
+  authorType: threadNotes.authorType,
+  authorId: threadNotes.authorId,
+  authorName: threadNotes.authorName,
+  authorClient: threadNotes.authorClient,
+  createdAt: threadNotes.createdAt,
+};
+type NoteRow = { [K in keyof typeof noteColumns]: (typeof threadNotes.$inferSelect)[K] };
+
+const toNote = (r: NoteRow): NoteJson => ({
+  id: r.id,
+  threadId: r.threadId,
+  text: r.text,
+  author: {
+    type: r.authorType as 'user' | 'apiKey',
+    id: r.authorId,
+    name: r.authorName,
+    ...(r.authorClient ? { client: r.authorClient } : {}),
+  },
+  createdAt: r.createdAt.toISOString(),
+});
+
+interface Author {
+  type: 'user' | 'apiKey';
+  id: string | null;
+  name: string | null;
+  client: string | null;
+}
+
+async function personOrKey(db: DbOrTx, orgId: string, id: string, type?: 'user' | 'api_key'): Promise<Omit<Author, 'client'> | undefined> {
+  if (type !== 'api_key') {
+    const [user] = await db.select({ name: users.name, email: users.email }).from(users).where(and(eq(users.organizationId, orgId), eq(users.id, id))).limit(1);
+    if (user) return { type: 'user', id, name: user.name ?? user.email };
+  }
+  if (type !== 'user') {
+    const [key] = await db.select({ name: apiKeys.name, prefix: apiKeys.prefix }).from(apiKeys).where(and(eq(apiKeys.organizationId, orgId), eq(apiKeys.id, id))).limit(1);
+    if (key) return { type: 'apiKey', id, name: key.name ?? key.prefix };
+  }
+  return undefined;
+}
+
+/**
+ * Who writes a note: the person (and the assistant, the OAuth client, they write through), the API key,
+ * or for an automation the person or key that set it up, with the automation named as the client.
+ */
+async function authorOf(db: DbOrTx, orgId: string, actor: Actor): Promise<Author> {
+  if (actor.type === 'automation' && actor.id) {
+    const [a] = await db.select({ name: automations.name, createdBy: automations.createdBy }).from(automations).where(eq(automations.id, actor.id)).limit(1);
+    const owner = a ? await personOrKey(db, orgId, a.createdBy) : undefined;
+    return { ...(owner ?? { type: 'apiKey', id: null, name: null }), client: a ? `automation: ${a.name}` : 'automation' };
+  }
+  const found = actor.id && (actor.type === 'user' || actor.type === 'api_key') ? await personOrKey(db, orgId, actor.id, actor.type) : undefined;
+  let client: string | null = null;
+  if (actor.grantId) {
+    const [g] = await db
+      .select({ name: oauthClients.clientName, id: oauthClients.id })
+      .from(oauthGrants)
+      .innerJoin(oauthClients, eq(oauthClients.id, oauthGrants.clientId))
+      .where(eq(oauthGrants.id, actor.grantId))
+      .limit(1);
+    client = g ? (g.name ?? g.id) : null;
+  }
+  return { ...(found ?? { type: actor.type === 'user' ? 'user' : 'apiKey', id: actor.id, name: null }), client };
+}
+
+const threadExists = async (db: DbOrTx, orgId: string, id: string) => {
+  const [row] = await db.select({ id: threads.id }).from(threads).where(byId(orgId, id)).limit(1);
+  if (!row) throw notFound('Thread');
+};
+
+export async function addNote(db: DbOrTx, orgId: string, actor: Actor, threadId: string, text: string): Promise<NoteJson> {
+  await threadExists(db, orgId, threadId);
+  const author = await authorOf(db, orgId, actor);
+  const [row] = await db
+    .insert(threadNotes)
+    .values({ organizationId: orgId, threadId, text, authorType: author.type, authorId: author.id, authorName: author.name, authorClient: author.client })
+    .returning(noteColumns);
+  return toNote(row!);
+}
+
+/** A thread's live notes, oldest first unless `desc` is asked. */
+export async function listNotes(db: DbOrTx, orgId: string, threadId: string, page: PageInput): Promise<Page<NoteJson>> {
+  await threadExists(db, orgId, threadId);
+  const dir = page.sortOrder === 'asc' ? asc : desc;
+  const { limit, offset } = pageWindow(page);
+  const rows = await db
+    .select(noteColumns)
+    .from(threadNotes)
+    .where(and(eq(threadNotes.organizationId, orgId), eq(threadNotes.threadId, threadId), isNull(threadNotes.deletedAt)))
+    .orderBy(dir(threadNotes.createdAt), dir(threadNotes.id))
+    .limit(limit)
+    .offset(offset);
+  return { items: rows.map(toNote) };
+}
+
+/** Soft-deletes a live note of the thread; 404 otherwise. */
+export async function deleteNote(db: DbOrTx, orgId: string, threadId: string, noteId: string): Promise<NoteJson> {
+  const [row] = await db
+    .update(threadNotes)
+    .set({ deletedAt: sql`now()`, updatedAt: sql`now()` })
+    .where(and(eq(threadNotes.organizationId, orgId), eq(threadNotes.threadId, threadId), eq(threadNotes.id, noteId), isNull(threadNotes.deletedAt)))
+    .returning(noteColumns);
+  if (!row) throw notFound('Note');
+  return toNote(row);
+}
