@@ -14,7 +14,7 @@ import { CommittedWork } from '../modules/events/events.signal.js';
 import { attachmentBytes } from '../modules/messages/messages.repository.js';
 import { composeMail, envelopeRecipients } from '../modules/channels/email/outgoing-mail.js';
 import { createQueue, settleMessages } from '../modules/outbox.js';
-import { createOutboxWorker, type OutboxWorker } from './outbox-worker.js';
+import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /**
  * Sends the outgoing email the sending operations queued (the `mail_outbox` table), through each
@@ -106,7 +106,8 @@ async function relayConnection(
   });
 }
 
-export function createMailSender(deps: MailSenderDeps): OutboxWorker & { runOnce(): Promise<number> } {
+/** Mail to send, as a queue of the queue engine: the claim, and the transmit step through the channel's relay. */
+export function mailSending(deps: MailSenderDeps): QueueWork<OutboxRow> {
   const { db, clock } = deps;
   const queue = createQueue(
     db,
@@ -330,13 +331,9 @@ export function createMailSender(deps: MailSenderDeps): OutboxWorker & { runOnce
       await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
     });
 
-  const worker = createOutboxWorker<OutboxRow>({
-    name: 'mail sender',
-    db,
-    clock,
-    log: deps.log,
+  return {
+    name: 'mail send',
     table: 'mail_outbox',
-    pollMs: deps.pollMs ?? 1000,
     maxInFlight: MAX_IN_FLIGHT,
     claim: (now, limit) =>
       queue.claim(now, {
@@ -357,23 +354,23 @@ export function createMailSender(deps: MailSenderDeps): OutboxWorker & { runOnce
     async settleAbandoned(now) {
       for (const row of await queue.abandoned(now, 16)) await fail(row, UNKNOWN_OUTCOME);
     },
+    start() {
+      stopping = false;
+    },
     // Ends the attempts under way that have not handed the relay the whole message (their claims are given
     // back, so another process sends them at once); the others' answers are waited for.
-    abort: () => {
+    stop() {
+      stopping = true;
       for (const close of open) close();
     },
     stopWaitMs: deps.sendTimeoutMs + 1000,
-  });
+  };
+}
+
+export function createMailSender(deps: MailSenderDeps): OutboxWorker & { runOnce(): Promise<number> } {
+  const worker = createOutboxWorker({ name: 'mail sender', db: deps.db, clock: deps.clock, log: deps.log, pollMs: deps.pollMs ?? 1000, queues: [mailSending(deps)] });
   return {
     ...worker,
-    start() {
-      stopping = false;
-      worker.start();
-    },
-    async stop() {
-      stopping = true;
-      await worker.stop();
-    },
     /** A pass that also waits for the attempts it started (tests, and the command line). */
     async runOnce() {
       const total = await worker.pass();

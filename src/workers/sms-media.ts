@@ -13,7 +13,7 @@ import { storedMediaBytes, updateMediaEntry } from '../modules/channels/sms/medi
 import { createQueue } from '../modules/outbox.js';
 import { providerFor } from '../modules/channels/sms/providers/index.js';
 import { loadSmsChannel } from '../modules/channels/sms/sms.repository.js';
-import { createOutboxWorker, type OutboxWorker } from './outbox-worker.js';
+import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /**
  * Fetches the media of received texts (MMS), queued in `sms_media` by the webhook in the message's
@@ -147,23 +147,28 @@ export function createSmsMediaFetcher(deps: SmsMediaDeps): OutboxWorker & { runO
     return retryLater(row, outcome.error, outcome.retryAfterMs);
   }
 
-  const worker = createOutboxWorker<MediaRow>({
+  const worker = createOutboxWorker({
     name: 'text media fetcher',
     db,
     clock,
     log: deps.log,
-    table: 'sms_media',
     pollMs: deps.pollMs ?? 2000,
-    maxInFlight: MAX_IN_FLIGHT,
-    claim: (now, limit) => queue.claim(now, { limit, mode: 'batch', perLane: 1 }),
-    laneOf: (row) => row.channelId,
-    run: ([row]) => attempt(row!),
-    async recover(rows) {
-      for (const row of rows) await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
-    },
-    // A fetch under way may take up to its deadlines: shutdown waits at most 2 s; its lease then runs out
-    // and whichever process comes next fetches the item again.
-    stopWaitMs: 2000,
+    queues: [
+      {
+        name: 'media fetch',
+        table: 'sms_media',
+        maxInFlight: MAX_IN_FLIGHT,
+        claim: (now, limit) => queue.claim(now, { limit, mode: 'batch', perLane: 1 }),
+        laneOf: (row: MediaRow) => row.channelId,
+        run: ([row]: MediaRow[]) => attempt(row!),
+        async recover(rows: MediaRow[]) {
+          for (const row of rows) await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
+        },
+        // A fetch under way may take up to its deadlines: shutdown waits at most 2 s; its lease then runs out
+        // and whichever process comes next fetches the item again.
+        stopWaitMs: 2000,
+      } satisfies QueueWork<MediaRow>,
+    ],
   });
   return { ...worker, runOnce: worker.pass };
 }

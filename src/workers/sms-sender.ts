@@ -12,7 +12,7 @@ import { CREDENTIALS_FIX } from '../modules/channels/channels.repository.js';
 import { showChannelOutcome } from '../modules/channels/channel-health.js';
 import { kindOf } from '../modules/channels/kinds.js';
 import { addOptOut, announceFailed, hookUrl, loadSmsChannel, OPTED_OUT_REASON } from '../modules/channels/sms/sms.repository.js';
-import { createOutboxWorker, type OutboxWorker } from './outbox-worker.js';
+import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /**
  * Sends the texts the sending operations queued (the `sms_outbox` table) through each channel's provider.
@@ -110,7 +110,8 @@ function tokenBucket(rate: number, clock: () => number) {
   };
 }
 
-export function createSmsSender(deps: SmsSenderDeps): OutboxWorker & { runOnce(): Promise<number> } {
+/** Texts to send, as a queue of the queue engine: the batch claim, and the transmit step through the channel's provider. */
+export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
   const { db, clock } = deps;
   const leaseMs = deps.sendTimeoutMs * 2;
   const queue = createQueue(
@@ -319,13 +320,9 @@ export function createSmsSender(deps: SmsSenderDeps): OutboxWorker & { runOnce()
     }
   }
 
-  const worker = createOutboxWorker<OutboxRow>({
-    name: 'text sender',
-    db,
-    clock,
-    log: deps.log,
+  return {
+    name: 'text send',
     table: 'sms_outbox',
-    pollMs: deps.pollMs ?? 1000,
     maxInFlight: MAX_IN_FLIGHT,
     claim(now, limit) {
       // An SMPP channel's texts go over its bind: only the process holding it (src/workers/smpp-binds.ts) claims them.
@@ -349,21 +346,20 @@ export function createSmsSender(deps: SmsSenderDeps): OutboxWorker & { runOnce()
       const rows = await queue.abandoned(now, 64);
       await fail(rows.map((row) => ({ row, reason: SMS_UNKNOWN_OUTCOME })));
     },
+    start() {
+      stopping = false;
+    },
+    stop() {
+      stopping = true;
+      for (const wake of [...wakers]) wake();
+    },
     // A request under way may take up to its timeout: shutdown waits at most 2 s for it. Its row keeps its
     // lease; as the request may have left, whoever finds the lease expired marks it an unknown outcome.
     stopWaitMs: 2000,
-  });
-  return {
-    ...worker,
-    runOnce: worker.pass,
-    start() {
-      stopping = false;
-      worker.start();
-    },
-    async stop() {
-      stopping = true;
-      for (const wake of [...wakers]) wake();
-      await worker.stop();
-    },
   };
+}
+
+export function createSmsSender(deps: SmsSenderDeps): OutboxWorker & { runOnce(): Promise<number> } {
+  const worker = createOutboxWorker({ name: 'text sender', db: deps.db, clock: deps.clock, log: deps.log, pollMs: deps.pollMs ?? 1000, queues: [textSending(deps)] });
+  return { ...worker, runOnce: worker.pass };
 }

@@ -8,7 +8,7 @@ import { onEventsCommitted } from '../modules/events/events.signal.js';
 import { toEvent } from '../modules/events/events.repository.js';
 import { outboundRequest, OutboundProblem } from '../core/outbound.js';
 import { createQueue, retryDelay as backoff } from '../modules/outbox.js';
-import { createOutboxWorker, type OutboxWorker } from './outbox-worker.js';
+import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /** A 2xx within this time counts as delivered. */
 export const DELIVERY_TIMEOUT_MS = 10_000;
@@ -161,22 +161,27 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): OutboxWorker &
     }
   }
 
-  const worker = createOutboxWorker<DeliveryRow>({
+  const worker = createOutboxWorker({
     name: 'webhook delivery',
     db,
     clock,
     log: deps.log,
-    table: 'webhook_deliveries',
     pollMs: deps.pollMs ?? 1000,
-    maxInFlight: MAX_IN_FLIGHT,
-    claim: (now, limit) => queue.claim(now, { limit, mode: 'batch', perLane: PER_ENDPOINT }),
-    laneOf: (d) => d.endpointId,
-    run,
-    recover: async () => {},
-    // The events' own statement says how many deliveries it queued (`Recorded.deliveries`).
-    wake: (kick) => onEventsCommitted(kick, (c) => c.deliveries > 0),
-    // A delivery under way ends within its timeout; what is left is taken over when its lease runs out.
-    stopWaitMs: DELIVERY_TIMEOUT_MS,
+    queues: [
+      {
+        name: 'webhook delivery',
+        table: 'webhook_deliveries',
+        maxInFlight: MAX_IN_FLIGHT,
+        claim: (now, limit) => queue.claim(now, { limit, mode: 'batch', perLane: PER_ENDPOINT }),
+        laneOf: (d: DeliveryRow) => d.endpointId,
+        run,
+        recover: async () => {},
+        // The events' own statement says how many deliveries it queued (`Recorded.deliveries`).
+        wake: (kick: () => void) => onEventsCommitted(kick, (c) => c.deliveries > 0),
+        // A delivery under way ends within its timeout; what is left is taken over when its lease runs out.
+        stopWaitMs: DELIVERY_TIMEOUT_MS,
+      } satisfies QueueWork<DeliveryRow>,
+    ],
   });
   /** Passes until nothing is due, each waiting for the deliveries it started (tests). */
   async function runOnce(): Promise<number> {
