@@ -14,7 +14,6 @@ import { sendError } from './http/errors.js';
 import { registerCors } from './http/cors.js';
 import { lazyRequestLogger } from './http/request-logger.js';
 import { registerDocs } from './http/docs.js';
-import { createMetrics } from './http/metrics.js';
 import { buildOpenApi } from './http/openapi.js';
 import { registerRestRoutes } from './http/rest.js';
 import { registerMcp } from './mcp/index.js';
@@ -105,8 +104,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });
-  // GET /metrics and the timing of every request, only when a scraper may read them (METRICS_TOKEN).
+  // GET /metrics and the timing of every request, only when a scraper may read them (METRICS_TOKEN); a
+  // process without it never loads prom-client.
   if (deps.config.metricsToken) {
+    const { createMetrics } = await import('./http/metrics.js');
     createMetrics({ database: deps.database, clock: deps.clock ?? systemClock, readTimeoutMs: deps.config.dbReadTimeoutMs, token: deps.config.metricsToken }).register(app);
   }
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));

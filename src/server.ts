@@ -1,5 +1,4 @@
 import closeWithGrace from 'close-with-grace';
-import { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import { loadConfig, type Config } from './config.js';
 import { startCommandSocket, type CommandSocket } from './cli/command-socket.js';
@@ -64,7 +63,8 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
   signals.check();
   await database.migrate();
   signals.check();
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
+  // Loaded only when configured: a process without Redis does not hold its client.
+  const redis = config.redisUrl ? new (await import('ioredis')).Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
   redis?.on('error', () => {}); // rate limits fall back to memory while Redis is away
   if (redis) opened.push(() => redis.disconnect());
   const app = await buildApp({ config, database, redis, logger: { level: config.logLevel } });

@@ -1,4 +1,3 @@
-import type { Envelope } from './operation.js';
 
 /**
  * A record's JSON as the database wrote it (`json_build_object(…)::text`), carried to the answer as it is:
@@ -7,6 +6,12 @@ import type { Envelope } from './operation.js';
  * schema describes (the statement builds it with `jsonRow`, timestamps as ISO 8601 UTC), written with the
  * spaces PostgreSQL puts after its colons and commas. A caller that needs the values reads `value()`.
  */
+/** The shape of an answer's envelope as these functions read it (the `Envelope` of `operation.ts`). */
+interface Envelope {
+  data: unknown;
+  meta?: unknown;
+}
+
 export class JsonText {
   constructor(readonly text: string) {}
 

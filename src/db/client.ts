@@ -5,6 +5,7 @@ import { drizzle as drizzlePg, type NodePgDatabase } from 'drizzle-orm/node-post
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { packagePath } from '../core/paths.js';
+import { shareEventLoop } from './pglite-turns.js';
 import { acquireDataDirLock, preparePrivateDataDir, tightenPermissions, withPrivateUmask, type DataDirLock } from './lock.js';
 import { provideNotifications, type Listen } from './notify.js';
 import * as schema from './schema.js';
@@ -230,11 +231,15 @@ export async function restorePglite(dataDir: string, backup: Uint8Array) {
 
 /**
  * bytea on the embedded database, which runs on the main thread: its default serializer and parser convert
- * one byte at a time in JavaScript (4 MB took 1.8 s to write and 0.8 s to read, holding every request), so
- * both go through Node's native hex coding instead (about a tenth of that).
+ * one byte at a time in JavaScript (4 MB took 1.8 s to write and 0.8 s to read, holding every request).
+ * Written, the bytes go as they are: PGlite sends a parameter that is a byte array in the binary format,
+ * which for bytea is the bytes themselves (no hex text of twice the size for JavaScript to measure, encode
+ * and PostgreSQL to decode: a 4 MB HTML part took about 450 ms of the main thread as hex). Read, the hex
+ * text goes through Node's native hex coding.
  */
 const BYTEA_OID = 17;
-const serializeByteaHex = (value: Uint8Array) => `\\x${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}`;
+// PGlite's types say a serializer answers text; its Bind writer takes a byte array as well (binary format).
+const serializeByteaBinary = ((value: Uint8Array) => value) as unknown as (value: unknown) => string;
 const parseByteaHex = (text: string) => Buffer.from(text.slice(2), 'hex');
 
 async function openPglite(dataDir: string | undefined, initialData: Uint8Array | undefined): Promise<Database> {
@@ -247,7 +252,7 @@ async function openPglite(dataDir: string | undefined, initialData: Uint8Array |
   ]);
   let lock: DataDirLock | undefined;
   const startParams = [...PGlite.defaultStartParams, ...Object.entries(PGLITE_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
-  const options = { relaxedDurability: false, startParams, extensions, serializers: { [BYTEA_OID]: serializeByteaHex }, parsers: { [BYTEA_OID]: parseByteaHex } };
+  const options = { relaxedDurability: false, startParams, extensions, serializers: { [BYTEA_OID]: serializeByteaBinary }, parsers: { [BYTEA_OID]: parseByteaHex } };
   const start = async () => {
     if (!dataDir) return PGlite.create('memory://', initialData ? { ...options, loadDataDir: new Blob([initialData]) } : options);
     // DATA_DIR is private (0700, checked like PostgreSQL checks its own), and what start-up and the
@@ -267,6 +272,8 @@ async function openPglite(dataDir: string | undefined, initialData: Uint8Array |
     lock?.release();
     throw err;
   }
+  // Its statements share the event loop with requests (`pglite-turns.ts`).
+  shareEventLoop(client);
   const db = drizzlePglite(client, { schema }) as unknown as Db;
   provideNotifications(db, (channel, onPayload) => client.listen(channel, onPayload).then((unlisten) => () => unlisten()));
   return {

@@ -13,14 +13,14 @@ import { apiKeys, automationExecutions, automations, channels, events, users, ty
 import { ENGINE_TRANSITIONS, type AutomationStatus } from '../modules/automations/automations.lifecycle.js';
 import { digestSince, planPermissions, recordedCredential, toAutomation, type AutomationRow } from '../modules/automations/automations.repository.js';
 import { channelIdsOf, summarizePlan, type ChannelNaming } from '../modules/automations/plan-summary.js';
-import { AutomaticMessageRefused, claimAutomaticMessages, recipientsOf, refuseSilenced, triggeringMessage } from '../modules/automations/automatic-messages.js';
-import { SCHEDULE_TRIGGER } from '../modules/events/events.catalog.js';
+import { AutomaticMessageRefused, claimAutomaticMessages, recipientsOf, refuseSilenced, triggeringMessage } from '../modules/channels/automatic-messages.js';
+import { SCHEDULE_TRIGGER, TRIGGER_EVENT_SEPARATOR } from '../modules/events/events.catalog.js';
 import type { TriggerType } from '../modules/automations/automations.schemas.js';
 import { evaluateCondition } from '../modules/automations/condition.js';
 import { evaluateAutomation, validatePlan } from './evaluator/index.js';
-import { TRIGGER_EVENT_SEPARATOR, triggerMatches, type Condition, type EvaluationOutcome, type Evaluator, type Plan, type PlanStep } from '../modules/automations/plan.js';
+import { triggerMatches, type Condition, type EvaluationOutcome, type Evaluator, type Plan, type PlanStep } from '../modules/automations/plan.js';
 import { renderTemplates, usesDigest, usesMailChannel, type TemplateContext } from '../modules/automations/template.js';
-import { noticeChannelOf } from '../modules/channels/channels.repository.js';
+import { noticeChannelOf } from '../modules/channels/email/email.channels.js';
 import type { EventRecord } from '../modules/events/events.recorder.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork, onEventsCommitted, type Committed } from '../modules/events/events.signal.js';

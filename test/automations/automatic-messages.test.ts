@@ -5,7 +5,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/client.js';
 import { automaticMessages, automationExecutions, messages } from '../../src/db/schema.js';
-import { AutomaticMessageRefused, claimAutomaticMessages } from '../../src/modules/automations/automatic-messages.js';
+import { AutomaticMessageRefused, claimAutomaticMessages } from '../../src/modules/channels/automatic-messages.js';
 import { createAutomationEngine, type AutomationEngine } from '../../src/workers/automation-engine.js';
 import { builtinEvaluator } from '../../src/workers/evaluator/deterministic.js';
 import { createMailSender } from '../../src/workers/mail-sender.js';

@@ -18,7 +18,7 @@ import { eventReadPermission, SCHEDULE_TRIGGER } from '../events/events.catalog.
 import { evaluateCondition } from './condition.js';
 import { triggerEventTypes, type Condition, type PlanStep } from './plan.js';
 import { renderTemplates, usesDigest, usesMailChannel, type TemplateContext } from './template.js';
-import { noticeChannelOf } from '../channels/channels.repository.js';
+import { noticeChannelOf } from '../channels/email/email.channels.js';
 import {
   DEFAULT_STATUS,
   PLACEHOLDER_TRIGGER_EVENT,

@@ -1,3 +1,5 @@
+import { TRIGGER_EVENT_SEPARATOR } from '../events/events.catalog.js';
+
 /**
  * What evaluation makes of an automation's instructions: the plan. The engine runs it; the evaluators
  * (built-in English vocabulary, or an OpenAI-compatible model) produce it; `validatePlan` checks it.
@@ -50,12 +52,6 @@ export interface DayOfWeekTest {
 
 /** A condition: a test on the record or on the event's time, or `all` / `any` of conditions, or `not` one. */
 export type Condition = ConditionTest | TimeOfDayTest | DayOfWeekTest | { all: Condition[] } | { any: Condition[] } | { not: Condition };
-
-/**
- * A plan triggered by several event types (`contact.created,contact.updated`: "created or updated")
- * lists them in `triggerEvent`, separated by commas, without spaces.
- */
-export const TRIGGER_EVENT_SEPARATOR = ',';
 
 /** The event types a `triggerEvent` names (one, or several separated by commas). */
 export const triggerEventTypes = (triggerEvent: string): string[] => triggerEvent.split(TRIGGER_EVENT_SEPARATOR);

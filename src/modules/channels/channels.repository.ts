@@ -1,4 +1,4 @@
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { and, eq, isNull } from 'drizzle-orm';
 import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../core/encryption.js';
 import { AppError, fieldError, notFound } from '../../core/errors.js';
 import type { DbOrTx } from '../../db/client.js';
@@ -57,25 +57,6 @@ export async function sendingChannelOf(
   if (refused) throw fieldError(refused.field ?? field, refused.message);
   if (channel.status === 'disabled') throw fieldError(field, 'The channel is disabled');
   return channel;
-}
-
-/**
- * The email channel an automation's notice goes through (`{{mailChannel}}`): a live email channel of the
- * organization with a relay, active ones first, one other than `except` (the channel a `channel.error` is
- * about) when there is another, the oldest first; null when the organization has none.
- */
-export async function noticeChannelOf(db: DbOrTx, orgId: string, except: string | null): Promise<string | null> {
-  const [row] = await db
-    .select({ id: channels.id })
-    .from(channels)
-    .where(and(eq(channels.organizationId, orgId), isNull(channels.deletedAt), eq(channels.type, 'email'), sql`${channels.outbound} IS NOT NULL`, sql`${channels.status} <> 'disabled'`))
-    .orderBy(
-      sql`${except ? sql`${channels.id} = ${except}` : sql`false`}`,
-      sql`${channels.status} <> 'active'`,
-      channels.createdAt,
-    )
-    .limit(1);
-  return row?.id ?? null;
 }
 
 /**

@@ -107,3 +107,9 @@ export const SCHEDULE_TRIGGER = 'schedule.tick';
  * and never offered to automations.
  */
 export const WEBHOOK_TEST_EVENT = 'webhook.test';
+
+/**
+ * A plan triggered by several event types (`contact.created,contact.updated`: "created or updated")
+ * lists them in `triggerEvent`, separated by commas, without spaces.
+ */
+export const TRIGGER_EVENT_SEPARATOR = ',';

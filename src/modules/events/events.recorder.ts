@@ -2,8 +2,7 @@ import { sql, type Placeholder, type SQL } from 'drizzle-orm';
 import type { Actor } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
 import type { events } from '../../db/schema.js';
-import { TRIGGER_EVENT_SEPARATOR } from '../automations/plan.js';
-import type { EventType } from './events.catalog.js';
+import { TRIGGER_EVENT_SEPARATOR, type EventType } from './events.catalog.js';
 
 export type { Actor };
 

@@ -158,3 +158,21 @@ export async function updateEmailChannel(db: DbOrTx, orgId: string, current: Cha
   return toEmailChannel(row);
 }
 
+/**
+ * The email channel an automation's notice goes through (`{{mailChannel}}`): a live email channel of the
+ * organization with a relay, active ones first, one other than `except` (the channel a `channel.error` is
+ * about) when there is another, the oldest first; null when the organization has none.
+ */
+export async function noticeChannelOf(db: DbOrTx, orgId: string, except: string | null): Promise<string | null> {
+  const [row] = await db
+    .select({ id: channels.id })
+    .from(channels)
+    .where(and(eq(channels.organizationId, orgId), isNull(channels.deletedAt), eq(channels.type, 'email'), sql`${channels.outbound} IS NOT NULL`, sql`${channels.status} <> 'disabled'`))
+    .orderBy(
+      sql`${except ? sql`${channels.id} = ${except}` : sql`false`}`,
+      sql`${channels.status} <> 'active'`,
+      channels.createdAt,
+    )
+    .limit(1);
+  return row?.id ?? null;
+}

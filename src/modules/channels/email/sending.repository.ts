@@ -6,7 +6,7 @@ import type { Actor, OperationContext } from '../../../core/operation.js';
 import type { DbOrTx } from '../../../db/client.js';
 import { channels, mailOutbox, messageAttachments, messages, type OutboxMail } from '../../../db/schema.js';
 import { sendingChannelOf } from '../channels.repository.js';
-import { AutomaticMessageRefused, defineAutomaticMessageKind, silenceReason } from '../../automations/automatic-messages.js';
+import { AutomaticMessageRefused, defineAutomaticMessageKind, silenceReason } from '../automatic-messages.js';
 import { contactEmailIdFor, copyAttachment, createMessage, insertAttachments, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
 import { queuedNotice } from '../../outbox.js';
 import { newMessageId } from './outgoing-mail.js';

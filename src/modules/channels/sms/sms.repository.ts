@@ -10,7 +10,7 @@ import { recordEvents } from '../../events/events.recorder.js';
 import type { CommittedWork } from '../../events/events.signal.js';
 import { channelRows, sendingChannelOf, type ChannelRow } from '../channels.repository.js';
 import { createMessage, getMessage, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
-import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../../automations/automatic-messages.js';
+import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../automatic-messages.js';
 import { queuedNotice } from '../../outbox.js';
 import { isAlphanumericSender, isShortCode } from './numbers.js';
 import type { ProviderWithSecret, StatusReport } from './provider.js';
