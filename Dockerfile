@@ -34,4 +34,4 @@ VOLUME /app/data
 # 3000: HTTP (REST, MCP, OAuth pages, hooks); 2525: the SMTP receiver when SMTP_PORT=2525 is set.
 EXPOSE 3000 2525
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-CMD ["node", "--max-semi-space-size=16", "dist/src/main.js"]
+CMD ["node", "--max-semi-space-size=8", "dist/src/main.js"]

@@ -46,6 +46,9 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     maxWorkers: 2,
+    // SB_TEST_REPORT=file: also Vitest's JSON report there, with each file's project and timings
+    // (scripts/test-timings.mjs makes test/README.md's table of it).
+    reporters: process.env.SB_TEST_REPORT ? ['default', ['./test/helpers/json-report.ts', { outputFile: process.env.SB_TEST_REPORT }]] : ['default'],
     globalSetup: ['test/helpers/global-setup.ts'],
     projects: [
       ...project('once', [...plan.once, ...browser(plan.databases)], 'pglite'),

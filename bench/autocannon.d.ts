@@ -42,6 +42,11 @@ declare module 'autocannon' {
     statusCodeStats: Record<string, { count: number }>;
     duration: number;
   }
+  /** The running load: `response` is emitted per answer with its time in ms. */
+  export interface Instance {
+    on(event: 'response', listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): Instance;
+  }
   function autocannon(opts: Options): Promise<Result>;
+  function autocannon(opts: Options, done: (err: Error | null, result: Result) => void): Instance;
   export default autocannon;
 }

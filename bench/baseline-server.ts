@@ -62,6 +62,10 @@ const SQL = {
   search: `SELECT ${MESSAGE_JSON} AS j FROM messages m
            WHERE m.organization_id = $1 AND m.deleted_at IS NULL AND m.search_vector @@ websearch_to_tsquery('simple', $2)
            ORDER BY m.created_at DESC, m.id DESC LIMIT $3 OFFSET $4`,
+  // A member's open threads, newest message first: the one indexed query (threads_assignee) the service's list runs.
+  threads: `SELECT ${jsonOf('t', ['id', 'created_at', 'updated_at', 'organization_id', 'channel_id', 'subject', 'contact_id', 'status', 'assignee_id', 'snoozed_until', 'tags', 'last_message_at', 'last_incoming_at', 'message_count'])} AS j
+            FROM threads t WHERE t.organization_id = $1 AND t.status = $2 AND t.assignee_id = $3
+            ORDER BY t.last_message_at DESC, t.id DESC LIMIT $4 OFFSET $5`,
   // The writes: one statement each, no event, no validation: what the service's write path is measured against.
   createContact: `INSERT INTO contacts AS c (organization_id, name) VALUES ($1, $2) RETURNING ${CONTACT_JSON} AS j`,
   createMessage: `INSERT INTO messages AS m (organization_id, direction, type, text) VALUES ($1, $2, $3, $4) RETURNING ${MESSAGE_JSON} AS j`,
@@ -138,6 +142,11 @@ if (process.env.BASELINE_DATABASE_URL) {
       return row ? { data: row } : reply.code(404).send({ error: { code: 'NOT_FOUND', message: 'Message not found' } });
     });
   }
+  app.get<{ Querystring: Record<string, string> }>('/v1/threads', async (req) => {
+    const { limit, offset } = page(req.query);
+    const rows = await run('threads', [orgId, req.query.status, req.query.assigneeId, limit, offset]);
+    return { data: rows, meta: { pagination: { limit, offset, hasMore: rows.length === limit } } };
+  });
   app.get<{ Querystring: Record<string, string> }>('/v1/messages/search', async (req) => {
     const { limit, offset } = page(req.query);
     const rows = await run('search', [orgId, req.query.q ?? '', limit, offset]);

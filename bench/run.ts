@@ -16,6 +16,7 @@ import { imapSyncTime, smtpReceiveThroughput } from './email.js';
 import { apiCounter, smppReceiptThroughput, smsSendThroughput, smsWebhookThroughput, sqlCounter, type MessageCounter } from './sms.js';
 import { writeChart } from './chart.js';
 import { webhookThroughput } from './webhooks.js';
+import { seedThreads, threadRows } from './threads.js';
 import { createDatabase, dropDatabase, openSeedConnection } from './databases.js';
 import { measure, probe, type Load, type LoadOptions, type Measurement } from './measure.js';
 import { freePort } from '../test/helpers/listen.js';
@@ -37,6 +38,7 @@ const { values: args } = parseArgs({
     messages: { type: 'string' },
     email: { type: 'boolean', default: false },
     sms: { type: 'boolean', default: false },
+    threads: { type: 'boolean', default: false },
     'smtp-messages': { type: 'string' },
     'imap-messages': { type: 'string' },
     duration: { type: 'string' },
@@ -54,6 +56,7 @@ if (args.help) {
   --email        only the email rows (SMTP receiving, IMAP sync), on PostgreSQL
   --sms          only the text-message rows (signed webhooks, texts sent, each with its baseline; SMPP receipts), on PostgreSQL
                  (with --pglite: also on the embedded database)
+  --threads      only the conversation rows (a member's open threads at 100k threads; the incoming write with its thread kept), on PostgreSQL
   --smtp-messages N, --imap-messages N   their sizes (default 1000 and 10000; quick 200 and 1000)
   --duration S   seconds measured per scenario (default 5; quick 2)
   --only writes  only the write rows (with their lean baselines) and the RSS peak: a short run
@@ -80,6 +83,7 @@ const profile = {
   mcpClients: args.quick ? 100 : 300,
   smtpMessages: Number(args['smtp-messages'] ?? (args.quick ? 200 : 1000)),
   imapMessages: Number(args['imap-messages'] ?? (args.quick ? 1000 : 10_000)),
+  threads: 100_000,
 };
 if (args.only !== undefined && args.only !== 'writes' && args.only !== 'reads') {
   process.stderr.write(`--only: unknown group "${args.only}" (known: writes, reads)\n`);
@@ -464,8 +468,8 @@ async function benchPostgres() {
   let contactIds: string[];
   try {
     tenant = await createTenant(seed.db, 'Bench organization');
-    contactIds = args.email || args.sms ? [] : await timed(`seed ${label(profile.contacts)} contacts`, () => seedContacts(seed.db, tenant.orgId, profile.contacts));
-    if (!args.email && !args.sms) {
+    contactIds = args.email || args.sms || args.threads ? [] : await timed(`seed ${label(profile.contacts)} contacts`, () => seedContacts(seed.db, tenant.orgId, profile.contacts));
+    if (!args.email && !args.sms && !args.threads) {
       await timed(`seed ${label(profile.smallMessages)} messages`, () => seedMessages(seed.db, tenant.orgId, 0, profile.smallMessages, { rebuildIndexes: true }));
       await timed('vacuum analyze', () => vacuumAnalyze(seed.db));
     }
@@ -476,6 +480,19 @@ async function benchPostgres() {
 
   const smtpPort = await freePort();
   const service = await startService({ DATABASE_URL: url, ...emailEnv(smtpPort) });
+  if (args.threads) {
+    const lean = await startBaseline(url, tenant.orgId);
+    try {
+      const seeded = await timed(`seed ${label(profile.threads)} threads`, () => seedThreads(seed.db, tenant.orgId, profile.threads));
+      const runOne = (name: string, origin: string, requests: RequestSpec[], headers?: Record<string, string>) => run({ database: db, name, origin, requests, ...(headers ? { headers } : {}) });
+      await threadRows(db, runOne, service.url, lean.url, { authorization: `Bearer ${tenant.apiKey}` }, seeded, label(profile.threads), () => settleWrites(seed.db));
+    } finally {
+      await seed.close();
+      await stopChild(service);
+      await stopChild(lean);
+    }
+    return;
+  }
   if (args.email || args.sms) {
     try {
       if (args.email) await mailRowsWithRss(db, service, { authorization: `Bearer ${tenant.apiKey}` }, seed.db, smtpPort);

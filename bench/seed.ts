@@ -130,7 +130,7 @@ export async function vacuumAnalyze(db: Db) {
  * of pages first touched after a checkpoint falling to whichever row comes first).
  */
 export async function settleWrites(db: Db) {
-  await db.execute(sql`VACUUM (ANALYZE) contacts, messages, events, webhook_deliveries`);
+  await db.execute(sql`VACUUM (ANALYZE) contacts, messages, threads, events, webhook_deliveries`);
   await db.execute(sql`CHECKPOINT`);
 }
 

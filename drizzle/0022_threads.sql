@@ -59,9 +59,69 @@ SELECT m.organization_id, m.thread_id, min(m.created_at),
  WHERE m.thread_id IS NOT NULL AND m.deleted_at IS NULL
  GROUP BY m.organization_id, m.thread_id;
 --> statement-breakpoint
+-- A thread as the API shows it, with one more field (an event's `changes` or `reason`).
+CREATE FUNCTION thread_event_data(t threads, extra_key text, extra_value jsonb) RETURNS json LANGUAGE sql STABLE AS $$
+  SELECT json_build_object(
+    'id', t.id, 'createdAt', to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    'updatedAt', to_char(t.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'organizationId', t.organization_id,
+    'channelId', t.channel_id, 'subject', t.subject, 'contactId', t.contact_id, 'status', t.status, 'assigneeId', t.assignee_id,
+    'snoozedUntil', to_char(t.snoozed_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'tags', to_json(t.tags),
+    'lastMessageAt', to_char(t.last_message_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    'lastIncomingAt', to_char(t.last_incoming_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    'messageCount', t.message_count, extra_key, extra_value)
+$$;
+--> statement-breakpoint
+-- Records an event of the service itself as the operation runner does (src/modules/events/events.recorder.ts,
+-- `eventCtes`): dispatched already unless an active automation of the organization listens for its type, and
+-- a delivery queued for every enabled webhook endpoint whose types match.
+CREATE FUNCTION record_system_event(org uuid, event_type text, resource uuid, payload json) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  event_id uuid;
+BEGIN
+  INSERT INTO events (organization_id, type, resource_id, data, actor_type, actor_id, depth, dispatched_at)
+  VALUES (org, event_type, resource, payload, 'system', NULL, 0,
+          CASE WHEN EXISTS (
+            SELECT 1 FROM automations a
+             WHERE a.organization_id = org AND a.status = 'active' AND a.deleted_at IS NULL
+               AND a.trigger_type = 'event' AND (a.trigger_event = event_type OR a.trigger_event LIKE '%,%')
+          ) THEN NULL ELSE now() END)
+  RETURNING id INTO event_id;
+  INSERT INTO webhook_deliveries (organization_id, endpoint_id, event_id, event_type)
+  SELECT org, w.id, event_id, event_type FROM webhook_endpoints w
+   WHERE w.organization_id = org AND w.enabled AND w.deleted_at IS NULL AND (event_type = ANY (w.event_types) OR '*' = ANY (w.event_types))
+  ON CONFLICT DO NOTHING;
+END $$;
+--> statement-breakpoint
+-- Opens a pending, snoozed or closed thread again, with its events (`thread.updated` with the changes,
+-- `thread.reopened` with the reason): for an incoming message (the trigger below) and for a snooze that
+-- ended (the snooze worker). The caller holds the thread's row lock. Answers whether it reopened the thread.
+CREATE FUNCTION reopen_thread(org uuid, thread text, why text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  before threads;
+  after threads;
+  changes jsonb;
+  resource uuid;
+BEGIN
+  SELECT * INTO before FROM threads WHERE organization_id = org AND id = thread;
+  IF NOT FOUND OR before.status = 'open' THEN RETURN false; END IF;
+  UPDATE threads SET status = 'open', snoozed_until = NULL, updated_at = now()
+   WHERE organization_id = org AND id = thread RETURNING * INTO after;
+  changes := jsonb_build_object('status', jsonb_build_object('before', before.status, 'after', 'open'));
+  IF before.snoozed_until IS NOT NULL THEN
+    changes := changes || jsonb_build_object('snoozedUntil', jsonb_build_object('before', to_char(before.snoozed_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'after', NULL));
+  END IF;
+  resource := CASE WHEN thread ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN thread::uuid END;
+  PERFORM record_system_event(org, 'thread.updated', resource, thread_event_data(after, 'changes', changes));
+  PERFORM record_system_event(org, 'thread.reopened', resource, thread_event_data(after, 'reason', to_jsonb(why)));
+  RETURN true;
+END $$;
+--> statement-breakpoint
 -- Thread upkeep, in the statement that writes the message (whichever path writes it): a new message
--- creates its thread or counts in it, one atomic upsert of the thread's row.
+-- creates its thread or counts in it, one atomic upsert of the thread's row (which holds its lock to the
+-- commit); an incoming one opens it again.
 CREATE FUNCTION threads_upkeep_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  now_status text;
 BEGIN
   INSERT INTO threads AS t (organization_id, id, channel_id, subject, contact_id, last_message_at, last_incoming_at, message_count)
   VALUES (NEW.organization_id, NEW.thread_id, NEW.channel_id,
@@ -75,7 +135,9 @@ BEGIN
     channel_id = COALESCE(t.channel_id, EXCLUDED.channel_id),
     subject = COALESCE(t.subject, EXCLUDED.subject),
     contact_id = COALESCE(t.contact_id, EXCLUDED.contact_id),
-    updated_at = now();
+    updated_at = now()
+  RETURNING t.status INTO now_status;
+  IF NEW.direction = 'incoming' AND now_status <> 'open' THEN PERFORM reopen_thread(NEW.organization_id, NEW.thread_id, 'message'); END IF;
   RETURN NULL;
 END $$;
 --> statement-breakpoint

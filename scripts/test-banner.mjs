@@ -19,7 +19,7 @@ function recorded() {
     try {
       const { results } = JSON.parse(readFileSync(join(dir, sub, 'results.json'), 'utf8'));
       for (const [key, { duration }] of results) {
-        if (!tests.includes(key.slice(key.indexOf(':') + 1)) || (!postgres && key.startsWith('postgres:'))) continue;
+        if (!tests.includes(key.slice(key.indexOf(':') + 1)) || (!postgres && key.startsWith('postgres'))) continue;
         total += duration;
         counted++;
       }
@@ -32,9 +32,9 @@ function recorded() {
 
 const past = recorded();
 const lines = [
-  `npm test: ${tests.length} test files on the embedded database${postgres ? ', and the database tests again on PostgreSQL (TEST_DATABASE_URL)' : ' (set TEST_DATABASE_URL to run them on PostgreSQL too)'}.`,
-  `It takes a while: roughly half an hour on a 2-core machine${past ? `; the files' last recorded runs here add up to ${past.minutes} min (${past.counted} of them)` : ''}. Vitest prints each file as it finishes.`,
+  `npm test: ${tests.length} test files; the database-bound ones on the embedded database${postgres ? ' and again on PostgreSQL (TEST_DATABASE_URL)' : ' (set TEST_DATABASE_URL to run them on PostgreSQL too)'}, the others once (test/README.md).`,
+  `Two files run side by side, then the timing-sensitive ones alone${past ? `; the files' last recorded runs here add up to ${past.minutes} min (${past.counted} of them)` : ''}. Vitest prints each file as it finishes.`,
   'Less of it: one file, npx vitest run test/modules/contacts.test.ts; a folder, npx vitest run test/modules; by test name, npx vitest run -t "creates a contact";',
-  'one database, --project pglite or --project postgres (with TEST_DATABASE_URL).',
+  "one database, --project 'pglite*' or --project 'postgres*' (with TEST_DATABASE_URL).",
 ];
 process.stderr.write(`${lines.join('\n')}\n\n`);

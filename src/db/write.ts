@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
-import { getTableName, sql, type Query, type SQL } from 'drizzle-orm';
+import { fillPlaceholders, getTableName, sql, type Query, type SQL } from 'drizzle-orm';
 import type { PgDialect, PgSession, PgTable } from 'drizzle-orm/pg-core';
 import { notFound } from '../core/errors.js';
 import type { DbOrTx } from './client.js';
+import { poolOf } from './text-read.js';
 
 /**
  * A write that has not been sent yet: one data-modifying statement (`INSERT`, `UPDATE` or `DELETE` …
@@ -194,6 +195,10 @@ export function renderWrite(db: DbOrTx, spec: WriteSpec, variant: string, compos
 
 /** Runs a rendered write with its placeholders' values; answers the rows. */
 export async function executeRendered(db: DbOrTx, { query, name }: Rendered, values: Record<string, unknown>): Promise<Record<string, unknown>[]> {
+  // On PostgreSQL outside a transaction, straight to the pool (its columns are JSON, counts and checks:
+  // the driver reads them as Drizzle's session would).
+  const pool = poolOf(db);
+  if (pool) return (await pool.query<Record<string, unknown>>({ name, text: query.sql, values: fillPlaceholders(query.params, values) })).rows;
   const { session } = db as unknown as Internals;
   const result = (await session.prepareQuery(query, undefined, name, false).execute(values)) as { rows: Record<string, unknown>[] };
   return result.rows;

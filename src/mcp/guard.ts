@@ -157,10 +157,13 @@ export function createTransportGuard(opts: GuardOptions): TransportGuard {
     `Bearer realm="OAuth", resource_metadata="${publicOrigin}/.well-known/oauth-protected-resource${path}", error="invalid_token", error_description="Missing or invalid access token"`;
   const challenges = { '/mcp': challenge('/mcp'), '/sse': challenge('/sse') } as const;
 
+  // A token is good for both transports when it is bound to the origin, /mcp or /sse (RFC 8707); the
+  // verdict per resource is remembered (a grant's resource is one of a few URLs).
+  const ourResource = remembered((resource) => matchResource(resource, opts.publicUrl) !== undefined);
+
   async function lookUp(token: string): Promise<Grant | undefined> {
     const grant = await verifyAccessToken(opts.db, token, opts.clock);
-    // A token is good for both transports when it is bound to the origin, /mcp or /sse (RFC 8707).
-    if (grant && grant.scopes.includes('mcp') && matchResource(grant.resource, opts.publicUrl)) return grant;
+    if (grant && grant.scopes.includes('mcp') && ourResource(grant.resource)) return grant;
     const principal = !grant && opts.apiKeys ? await opts.apiKeys.verify(token) : undefined;
     return principal ? apiKeyGrant(principal, opts.publicUrl) : undefined;
   }

@@ -17,9 +17,9 @@ label{font-weight:600}
 input[type=email],input[type=password]{font:inherit;padding:.55rem .6rem;border:1px solid GrayText;border-radius:.4rem}
 fieldset{border:1px solid GrayText;border-radius:.5rem;margin:0 0 1.25rem;padding:.5rem 1rem}
 legend{font-weight:600;padding:0 .3rem}
-.category{display:grid;grid-template-columns:auto 1fr;column-gap:.6rem;align-items:start;margin:.6rem 0}
+.category{display:grid;grid-template-columns:auto 1fr;column-gap:.6rem;align-items:start;margin:0;padding:.3rem 0}
 .category input{margin-top:.3rem;width:1.1rem;height:1.1rem}
-.category p{grid-column:2;margin:0;font-size:.9rem;opacity:.8}
+.category p{grid-column:2;margin:0;font-size:.85rem;line-height:1.3;opacity:.8}
 .category .sub{grid-column:2;display:grid;grid-template-columns:auto 1fr;column-gap:.5rem;align-items:start;margin-top:.3rem}
 .actions{display:flex;gap:.75rem}
 button{font:inherit;font-weight:600;padding:.55rem 1.3rem;border-radius:.4rem;border:1px solid GrayText;background:ButtonFace;color:ButtonText;cursor:pointer}
@@ -31,7 +31,7 @@ button:focus-visible,input:focus-visible{outline:3px solid #f59e0b;outline-offse
 code{overflow-wrap:anywhere}
 .consent{display:grid;gap:0 2rem}
 .consent fieldset{margin-bottom:1rem}
-@media (min-width:48rem){.consent{grid-template-columns:minmax(0,2fr) minmax(0,1fr);align-items:start}.consent .categories{display:grid;grid-template-columns:1fr 1fr;column-gap:1.25rem;align-items:start}.consent .categories legend{grid-column:1/-1}}
+@media (min-width:48rem){.consent{grid-template-columns:minmax(0,2fr) minmax(0,1fr);align-items:start}.consent .categories{column-count:2;column-gap:1.25rem}.consent .category{break-inside:avoid}}
 button.danger{background:#b91c1c;border-color:#b91c1c;color:#fff}
 .danger-zone{margin:1.25rem 0 0;padding:1rem 0 0;border-top:1px solid GrayText}
 .danger-zone p{margin:0 0 .6rem}

@@ -11,7 +11,7 @@ import type { Db, DbOrTx } from '../db/client.js';
 import { credentialStanding, missingPermissions, type Credential } from '../accounts/credentials.js';
 import { apiKeys, automationExecutions, automations, channels, events, users, type ExecutionStepRecord } from '../db/schema.js';
 import { ENGINE_TRANSITIONS, type AutomationStatus } from '../modules/automations/automations.lifecycle.js';
-import { digestSince, planPermissions, recordedCredential, toAutomation, type AutomationRow } from '../modules/automations/automations.repository.js';
+import { digestSince, unreadDigests, planPermissions, recordedCredential, toAutomation, type AutomationRow } from '../modules/automations/automations.repository.js';
 import { channelIdsOf, summarizePlan, type ChannelNaming } from '../modules/automations/plan-summary.js';
 import { AutomaticMessageRefused, claimAutomaticMessages, recipientsOf, refuseSilenced, triggeringMessage } from '../modules/channels/automatic-messages.js';
 import { SCHEDULE_TRIGGER, TRIGGER_EVENT_SEPARATOR } from '../modules/events/events.catalog.js';
@@ -426,6 +426,7 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
         timezone: a.timezone,
       };
       if (usesDigest(a.actions)) ctx.digest = await digestSince(sp, a.organizationId, a.lastRunAt ?? new Date(now.getTime() - 24 * 3600_000), now);
+      ctx.unreadDigest = await unreadDigests(sp, a.organizationId, a.actions);
       if (usesMailChannel(a.actions)) ctx.mailChannel = await noticeChannelOf(sp, a.organizationId, event?.type.startsWith('channel.') ? event.resourceId : null);
       // The message that set the run off, when it was one: an automatic message never answers what must stay unanswered.
       let trigger: Awaited<ReturnType<typeof triggeringMessage>> | undefined;

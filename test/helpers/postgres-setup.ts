@@ -10,7 +10,8 @@ export async function setup() {
   await admin.query(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`);
   await admin.query(`CREATE DATABASE ${template}`);
   await admin.end();
-  const db = await openDatabase({ url: withDatabase(url, template), poolSize: 1 });
+  // No 15 s client-side limit on a statement: on a busy machine a migration may take longer.
+  const db = await openDatabase({ url: withDatabase(url, template), poolSize: 1, statementTimeoutMs: 600_000 });
   await db.migrate();
   await db.close();
 }

@@ -45,6 +45,24 @@ const BY_FORMAT: Record<string, () => unknown> = {
   hostname: () => 'example.com',
 };
 
+/**
+ * Strings matching a pattern, sampled with a fixed seed: the same five every time, so each pattern is
+ * sampled once (sampling takes a quarter of a second; every request of the operation tables builds an input).
+ */
+const patternSamples = new Map<string, string[]>();
+function matching(pattern: string): string[] {
+  let samples = patternSamples.get(pattern);
+  if (!samples) {
+    try {
+      samples = fc.sample(fc.stringMatching(new RegExp(pattern)), { numRuns: 5, seed: 1 });
+    } catch {
+      samples = []; // a pattern JavaScript cannot compile: other candidates remain
+    }
+    patternSamples.set(pattern, samples);
+  }
+  return samples;
+}
+
 function candidates(name: string, schema: JsonSchema): unknown[] {
   const out: unknown[] = [];
   if (Array.isArray(schema.examples)) out.push(...(schema.examples as unknown[]));
@@ -56,13 +74,7 @@ function candidates(name: string, schema: JsonSchema): unknown[] {
   }
   for (const [re, values] of BY_NAME) if (re.test(name)) out.push(...values);
   if (typeof schema.format === 'string' && BY_FORMAT[schema.format]) out.push(BY_FORMAT[schema.format]!());
-  if (typeof schema.pattern === 'string') {
-    try {
-      out.push(...fc.sample(fc.stringMatching(new RegExp(schema.pattern as string)), { numRuns: 5, seed: 1 }));
-    } catch {
-      // a pattern JavaScript cannot compile: other candidates remain
-    }
-  }
+  if (typeof schema.pattern === 'string') out.push(...matching(schema.pattern));
   switch (schema.type) {
     case 'string': {
       const min = (schema.minLength as number | undefined) ?? 1;

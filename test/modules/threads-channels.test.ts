@@ -6,6 +6,8 @@ import { openDatabase } from '../../src/db/client.js';
 import { mailOutbox, smsOutbox } from '../../src/db/schema.js';
 import { createSmsSender } from '../../src/workers/sms-sender.js';
 import { createSnoozeWorker } from '../../src/workers/snoozes.js';
+import { createWebhookDelivery } from '../../src/workers/webhook-delivery.js';
+import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 import { ok, toTestResponse, useTestApp } from '../helpers/app.js';
 import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
 
@@ -18,17 +20,20 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 
 const silent = { error: () => {}, warn: () => {} };
 const SECRETS_KEY = randomBytes(32).toString('base64');
-const { t, a } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true', SMS_HOOK_RATE_LIMIT: '1000' } } });
+const { t, a } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true', SMS_HOOK_RATE_LIMIT: '1000', WEBHOOK_ALLOW_INSECURE: 'true' } } });
+let receiver: Receiver;
 let twilio: FakeTwilio;
 let sender: ReturnType<typeof createSmsSender>;
 
 beforeAll(async () => {
   twilio = await startFakeTwilio();
+  receiver = await startReceiver();
   sender = createSmsSender({ db: t.database.db, clock: () => new Date(), log: silent, allowPrivate: true, sendTimeoutMs: 1500, random: () => 0.5, sleep: async () => {} });
 });
 afterAll(async () => {
   await sender?.stop();
   await twilio?.close();
+  await receiver?.close();
 });
 
 let sids = 0;
@@ -60,6 +65,7 @@ const outgoing = async () => {
 
 describe('threads of a text channel', () => {
   it('threads a customer’s texts, reopens the closed thread on a reply, and sends no note anywhere', async () => {
+    ok(await a.request('POST', '/v1/webhooks', { url: receiver.url, eventTypes: ['*'] }), 201);
     const channel = await textChannel('+12125550100');
     const contact = ok(await a.request('POST', '/v1/contacts', { firstName: 'Rita' }), 201) as Json;
     ok(await a.request('POST', `/v1/contacts/${contact.id}/phone-numbers`, { phoneNumber: '+12125550199' }), 201);
@@ -84,6 +90,17 @@ describe('threads of a text channel', () => {
     expect(reopened).toMatchObject({ status: 'open', messageCount: 2 });
     const events = (ok(await a.request('GET', '/v1/events?type=thread.reopened&limit=100')) as Json[]).filter((e) => e.data.id === thread.id);
     expect(events.map((e) => [e.data.reason, e.resourceId, e.actor.type])).toEqual([['message', thread.id, 'system']]);
+
+    // Delivered to webhooks like every other event; a note's text travels only in its own event.
+    const delivery = createWebhookDelivery({ db: t.database.db, clock: () => new Date(), log: silent, allowInsecure: true, random: () => 0.5 });
+    while ((await delivery.runOnce()) > 0);
+    const bodies = receiver.received.map((r) => JSON.parse(r.body) as Json);
+    const types = bodies.map((e) => e.type as string);
+    expect(types.filter((x) => x === 'thread.note_added')).toHaveLength(100);
+    expect(bodies.filter((e) => JSON.stringify(e).includes('call the customer back')).every((e) => e.type === 'thread.note_added')).toBe(true);
+    const updated = bodies.filter((e) => e.type === 'thread.updated' && e.data.id === thread.id).map((e) => e.data.changes);
+    expect(updated).toEqual([{ status: { before: 'open', after: 'closed' } }, { status: { before: 'closed', after: 'open' } }]);
+    expect(bodies.find((e) => e.type === 'thread.reopened')?.data).toMatchObject({ id: thread.id, reason: 'message', status: 'open' });
   });
 });
 

@@ -17,7 +17,7 @@ import { activatesDirectly, approvalUrl, whoIs, type Who } from './approvals.js'
 import { eventReadPermission, SCHEDULE_TRIGGER } from '../events/events.catalog.js';
 import { evaluateCondition } from './condition.js';
 import { triggerEventTypes, type Condition, type PlanStep } from './plan.js';
-import { renderTemplates, usesDigest, usesMailChannel, type TemplateContext } from './template.js';
+import { renderTemplates, unreadDigestsIn, usesDigest, usesMailChannel, type TemplateContext, type UnreadDigest } from './template.js';
 import { noticeChannelOf } from '../channels/email/email.channels.js';
 import {
   DEFAULT_STATUS,
@@ -391,15 +391,8 @@ export async function listExecutions(db: DbOrTx, orgId: string, automationId: st
 
 const DIGEST_MESSAGES = 50;
 
-/** The `{{digest}}` of a run: the organization's messages recorded after `since`, up to `now`, newest first. */
-export async function digestSince(tx: DbOrTx, orgId: string, since: Date, now: Date): Promise<string> {
-  const rows = await tx
-    .select({ createdAt: messages.createdAt, direction: messages.direction, sender: messages.sender, summary: messages.summary, text: messages.text })
-    .from(messages)
-    .where(and(eq(messages.organizationId, orgId), isNull(messages.deletedAt), gt(messages.createdAt, since), lte(messages.createdAt, now)))
-    .orderBy(desc(messages.createdAt))
-    .limit(DIGEST_MESSAGES + 1);
-  if (rows.length === 0) return `No new messages since ${since.toISOString()}.`;
+/** The lines of a digest: one per message, newest first, at most DIGEST_MESSAGES (and a note when there were more). */
+function digestLines(rows: { createdAt: Date; direction: string; sender: unknown; summary: string | null; text: string | null }[]) {
   const shown = rows.slice(0, DIGEST_MESSAGES);
   const lines = shown.map((m) => {
     const who = typeof m.sender === 'string' ? m.sender : m.sender && typeof m.sender === 'object' ? String((m.sender as Record<string, unknown>).email ?? (m.sender as Record<string, unknown>).name ?? '') : '';
@@ -407,7 +400,42 @@ export async function digestSince(tx: DbOrTx, orgId: string, since: Date, now: D
     return `- ${m.createdAt.toISOString()} ${m.direction}${who ? ` from ${who}` : ''}: ${what}`;
   });
   const more = rows.length > DIGEST_MESSAGES ? `\n(and more; the ${DIGEST_MESSAGES} newest are listed)` : '';
-  return `${shown.length}${rows.length > DIGEST_MESSAGES ? '+' : ''} message(s) since ${since.toISOString()}:\n${lines.join('\n')}${more}`;
+  return { count: `${shown.length}${rows.length > DIGEST_MESSAGES ? '+' : ''}`, text: `${lines.join('\n')}${more}` };
+}
+
+const digestColumns = { createdAt: messages.createdAt, direction: messages.direction, sender: messages.sender, summary: messages.summary, text: messages.text };
+
+/** The `{{digest}}` of a run: the organization's messages recorded after `since`, up to `now`, newest first. */
+export async function digestSince(tx: DbOrTx, orgId: string, since: Date, now: Date): Promise<string> {
+  const rows = await tx
+    .select(digestColumns)
+    .from(messages)
+    .where(and(eq(messages.organizationId, orgId), isNull(messages.deletedAt), gt(messages.createdAt, since), lte(messages.createdAt, now)))
+    .orderBy(desc(messages.createdAt))
+    .limit(DIGEST_MESSAGES + 1);
+  if (rows.length === 0) return `No new messages since ${since.toISOString()}.`;
+  const { count, text } = digestLines(rows);
+  return `${count} message(s) since ${since.toISOString()}:\n${text}`;
+}
+
+/** `{{digest.unread}}` and `{{digest.unreadEmails}}`: the incoming messages (or emails) not read yet, newest first. */
+export async function unreadDigest(tx: DbOrTx, orgId: string, which: UnreadDigest): Promise<string> {
+  const what = which === 'unreadEmails' ? 'unread email(s)' : 'unread message(s)';
+  const rows = await tx
+    .select(digestColumns)
+    .from(messages)
+    .where(and(eq(messages.organizationId, orgId), isNull(messages.deletedAt), eq(messages.direction, 'incoming'), isNull(messages.readAt), which === 'unreadEmails' ? eq(messages.type, 'email') : undefined))
+    .orderBy(desc(messages.createdAt))
+    .limit(DIGEST_MESSAGES + 1);
+  if (rows.length === 0) return `No ${what.replace('(s)', 's')}.`;
+  const { count, text } = digestLines(rows);
+  return `${count} ${what}:\n${text}`;
+}
+
+/** The unread digests the actions use, computed. */
+export async function unreadDigests(tx: DbOrTx, orgId: string, actions: unknown): Promise<TemplateContext['unreadDigest']> {
+  const wanted = unreadDigestsIn(actions);
+  return Object.fromEntries(await Promise.all(wanted.map(async (w) => [w, await unreadDigest(tx, orgId, w)] as const)));
 }
 
 /**
@@ -446,6 +474,7 @@ export async function previewAutomation(ctx: OperationContext, id: string, event
     timezone: row.timezone,
   };
   if (usesDigest(row.actions)) tctx.digest = await digestSince(ctx.db, ctx.orgId, row.lastRunAt ?? new Date(now.getTime() - 24 * 3600_000), now);
+  tctx.unreadDigest = await unreadDigests(ctx.db, ctx.orgId, row.actions);
   if (usesMailChannel(row.actions)) tctx.mailChannel = await noticeChannelOf(ctx.db, ctx.orgId, event?.type.startsWith('channel.') ? event.resourceId : null);
   let conditionHolds = true;
   if (row.condition) {

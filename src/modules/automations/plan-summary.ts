@@ -84,6 +84,8 @@ const EVENT_WORDS: Record<string, string> = {
   'message.sent': 'a message is sent',
   'channel.error': 'a channel stops working (event channel.error)',
   'channel.recovered': 'a channel works again (event channel.recovered)',
+  'thread.note_added': 'an internal note is added to a thread (event thread.note_added)',
+  'thread.reopened': 'a thread opens again (event thread.reopened)',
 };
 
 function describeEvents(triggerEvent: string): string {
@@ -277,6 +279,15 @@ function describeStep(step: PlanStep, index: number, context: StepContext): stri
     return parts.length ? list(parts, 'and') : 'updates the message with nothing';
   }
   if (step.operation === 'messages.create' && input.type === 'note' && input.text === '{{digest}}') return 'creates a digest note of the messages since the last run';
+  if (step.operation === 'messages.create' && input.type === 'note' && input.text === '{{digest.unread}}') return 'creates a digest note of the unread incoming messages';
+  if (step.operation === 'messages.create' && input.type === 'note' && input.text === '{{digest.unreadEmails}}') return 'creates a digest note of the unread emails';
+  if (step.operation === 'threads.update' && typeof input.id === 'string' && /^\{\{event\.data\.(?:id|threadId)\}\}$/.test(input.id)) {
+    const parts: string[] = [];
+    if (typeof input.assigneeEmail === 'string') parts.push(`assigns the thread to ${input.assigneeEmail}`);
+    if (input.assigneeId === null) parts.push('unassigns the thread');
+    if (typeof input.status === 'string') parts.push(input.status === 'closed' ? 'closes the thread' : `sets the thread's status to ${quote(input.status)}`);
+    if (parts.length) return list(parts, 'and');
+  }
   if (step.operation === 'contacts.create' && input.name === '{{sender.name}}' && Object.keys(input).length === 1) return 'creates a contact named after the sender';
   const prior = /^\{\{steps\.(\d+)\.id\}\}$/.exec(typeof input.id === 'string' ? input.id : '');
   const priorIsContact = prior && steps[Number(prior[1])]?.operation === 'contacts.create' && Number(prior[1]) < index;

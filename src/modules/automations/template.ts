@@ -11,7 +11,8 @@ import { partyOf, valueAtPath } from './condition.js';
  * - `steps.<n>`, `steps.<n>.<path>`: the record an earlier step (0-based) answered with
  * - `sender.address`, `sender.name`: taken from the event's `data.sender` as conditions read it;
  *   `sender.phoneNumber`: its phone number (a text's sender), missing when it has none
- * - `digest`: a text summary of the messages recorded since the last run (computed by the engine)
+ * - `digest`: a text summary of the messages recorded since the last run (computed by the engine);
+ *   `digest.unread`: of the incoming messages not read yet, `digest.unreadEmails`: of the emails not read yet
  * - `mailChannel`: the id of an email channel of the organization that can send (an active one with a relay,
  *   other than the channel of a `channel.*` event when there is another; computed by the engine), for notices
  *
@@ -27,6 +28,8 @@ export interface TemplateContext {
   steps: unknown[];
   timezone: string | null;
   digest?: string;
+  /** `{{digest.unread}}`, `{{digest.unreadEmails}}`: computed by the engine when the plan uses them. */
+  unreadDigest?: Partial<Record<UnreadDigest, string>>;
   /** `{{mailChannel}}`: computed by the engine when the plan uses it (null when the organization has none). */
   mailChannel?: string | null;
 }
@@ -48,6 +51,7 @@ type Parsed =
   | { kind: 'step'; index: number; path: string[] }
   | { kind: 'sender'; part: 'address' | 'name' | 'phoneNumber' }
   | { kind: 'digest' }
+  | { kind: 'unreadDigest'; which: UnreadDigest }
   | { kind: 'mailChannel' };
 
 /** Parses one expression (the text between the braces); a string says why it is not one. */
@@ -68,6 +72,8 @@ export function parseExpression(expr: string): Parsed | string {
   }
   if (expr === 'lastRunAt') return { kind: 'lastRunAt' };
   if (expr === 'digest') return { kind: 'digest' };
+  if (expr === 'digest.unread') return { kind: 'unreadDigest', which: 'unread' };
+  if (expr === 'digest.unreadEmails') return { kind: 'unreadDigest', which: 'unreadEmails' };
   if (expr === 'mailChannel') return { kind: 'mailChannel' };
   if (expr === 'sender.address' || expr === 'sender.name' || expr === 'sender.phoneNumber') return { kind: 'sender', part: expr.slice('sender.'.length) as 'address' | 'name' | 'phoneNumber' };
   if (PATH.test(expr)) {
@@ -103,6 +109,8 @@ function evaluate(parsed: Parsed, ctx: TemplateContext): unknown {
     }
     case 'digest':
       return ctx.digest;
+    case 'unreadDigest':
+      return ctx.unreadDigest?.[parsed.which];
     case 'mailChannel':
       return ctx.mailChannel;
   }
@@ -154,6 +162,15 @@ export function templateIssues(value: unknown): string[] {
 /** Whether the value uses `{{digest}}` (the engine computes the digest only then). */
 export function usesDigest(value: unknown): boolean {
   return templateExpressions(value).some(({ expr }) => expr === 'digest');
+}
+
+/** The unread messages a digest lists: the incoming ones, or only the emails. */
+export type UnreadDigest = 'unread' | 'unreadEmails';
+
+/** The unread digests the value uses (`{{digest.unread}}`, `{{digest.unreadEmails}}`): the engine computes those only. */
+export function unreadDigestsIn(value: unknown): UnreadDigest[] {
+  const found = templateExpressions(value).map(({ expr }) => parseExpression(expr));
+  return [...new Set(found.flatMap((p) => (typeof p === 'object' && p.kind === 'unreadDigest' ? [p.which] : [])))];
 }
 
 /** Whether the value uses `{{mailChannel}}` (the engine looks the channel up only then). */

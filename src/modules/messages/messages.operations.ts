@@ -1,9 +1,7 @@
 import { z } from 'zod';
 import { ShortText } from '../../core/schemas.js';
 import { Pagination } from '../../core/pagination.js';
-import { defineOperation, type Operation, type OperationContext } from '../../core/operation.js';
-import { unsent } from '../../db/write.js';
-import { reopenOnIncoming } from '../threads/threads.repository.js';
+import { defineOperation, type Operation } from '../../core/operation.js';
 import {
   countSnoozed,
   createMessage,
@@ -35,12 +33,6 @@ const listByDirection = (direction: Direction) =>
   });
 
 // Fastify matches static segments before `{id}`, so `/messages/search`, `/messages/incoming`, ... are never read as ids.
-/** An incoming message recorded in a thread opens it again first (pending, snoozed or closed), in the write's transaction. */
-async function recordIncoming(input: z.output<typeof MessageCreateInput>, threadId: string, ctx: OperationContext) {
-  await reopenOnIncoming(ctx.db, ctx.orgId, threadId, ctx.actor);
-  return unsent(createMessage(ctx.db, ctx.orgId, input));
-}
-
 export const messagesOperations: Operation[] = [
   defineOperation({
     id: 'messages.list',
@@ -142,7 +134,7 @@ export const messagesOperations: Operation[] = [
     description: 'Records a message that was sent or received. `direction` and `type` are required; every other field is optional. It does not send anything.',
     input: MessageCreateInput,
     output: Message,
-    handler: (input, ctx) => (input.direction === 'incoming' && input.threadId ? recordIncoming(input, input.threadId, ctx) : createMessage(ctx.db, ctx.orgId, input)),
+    handler: (input, ctx) => createMessage(ctx.db, ctx.orgId, input),
   }),
   defineOperation({
     id: 'messages.delete',

@@ -9,8 +9,6 @@ import { attachmentContents, contactEmails, messageAttachments, messages } from 
 import { jsonRow } from '../../db/json.js';
 import { definedOnly, scopedRepository, softDeleteLive } from '../../db/scoped.js';
 import { placeholder, writeShapes, Write } from '../../db/write.js';
-import type { Actor } from '../../core/operation.js';
-import { reopenOnIncoming } from '../threads/threads.repository.js';
 import type { Message } from './messages.schemas.js';
 import { LRUCache } from 'lru-cache';
 
@@ -347,12 +345,8 @@ export async function insertReceivedMessage(db: DbOrTx, orgId: string, values: R
       where: sql`${messages.providerMessageId} IS NOT NULL AND ${messages.deletedAt} IS NULL`,
     })
     .returning(columns);
-  // An incoming message opens its thread again (pending, snoozed or closed), with its events, in this transaction.
-  if (row?.threadId && row.direction === 'incoming') await reopenOnIncoming(db, orgId, row.threadId, SYSTEM);
   return row;
 }
-
-const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
 
 /** The live message of a channel with this Message-ID, with its content fingerprint (null on messages received before they were kept). */
 export async function receivedOnChannel(db: DbOrTx, orgId: string, channelId: string, providerMessageId: string): Promise<{ id: string; contentHash: string | null } | undefined> {

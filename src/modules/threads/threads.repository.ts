@@ -5,7 +5,6 @@ import type { Actor } from '../../core/operation.js';
 import { pageWindow, type Page, type PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
 import { apiKeys, automations, oauthClients, oauthGrants, threadNotes, threads, users } from '../../db/schema.js';
-import { eventCtes, committedColumns, committedOf, type Recorded } from '../events/events.recorder.js';
 import type { Note, ThreadListInput, ThreadStatus, ThreadUpdateInput } from './threads.schemas.js';
 
 export type ThreadRow = typeof threads.$inferSelect;
@@ -28,16 +27,6 @@ const threadColumns = {
   lastIncomingAt: threads.lastIncomingAt,
   messageCount: threads.messageCount,
 };
-
-/** The API's thread as a JSON expression over a `threads` row (events built in SQL carry the same document). */
-export const threadJson = (t: string, extra = '') => sql.raw(`json_build_object(
-  'id', ${t}.id, 'createdAt', ${iso(`${t}.created_at`)}, 'updatedAt', ${iso(`${t}.updated_at`)}, 'organizationId', ${t}.organization_id,
-  'channelId', ${t}.channel_id, 'subject', ${t}.subject, 'contactId', ${t}.contact_id, 'status', ${t}.status,
-  'assigneeId', ${t}.assignee_id, 'snoozedUntil', ${iso(`${t}.snoozed_until`)}, 'tags', to_json(${t}.tags),
-  'lastMessageAt', ${iso(`${t}.last_message_at`)}, 'lastIncomingAt', ${iso(`${t}.last_incoming_at`)}, 'messageCount', ${t}.message_count${extra ? `, ${extra}` : ''})`);
-function iso(column: string) {
-  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-}
 
 const byId = (orgId: string, id: string) => and(eq(threads.organizationId, orgId), eq(threads.id, id));
 
@@ -96,7 +85,7 @@ type Patch = Omit<z.output<typeof ThreadUpdateInput>, 'id'>;
  * The rules of a PATCH: `snoozed` needs a future `snoozedUntil`; a `snoozedUntil` alone snoozes (null alone
  * ends a snooze); any other status clears it. The assignee must be a member of the organization.
  */
-function nextState(current: ThreadRow, patch: Patch, now: Date): Partial<ThreadRow> {
+function nextState(current: ThreadRow, patch: Omit<Patch, 'assigneeEmail'>, now: Date): Partial<ThreadRow> {
   const next: Partial<ThreadRow> = {};
   let status: ThreadStatus | undefined = patch.status;
   if (status === undefined && patch.snoozedUntil !== undefined) status = patch.snoozedUntil === null ? (current.status === 'snoozed' ? 'open' : undefined) : 'snoozed';
@@ -121,8 +110,14 @@ const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
  * Applies a PATCH in the caller's transaction: the thread is read under a row lock, the rules applied, and
  * only the fields that change are written. Answers the thread and its changes (before and after).
  */
-export async function updateThread(db: DbOrTx, orgId: string, id: string, patch: Patch, now = new Date()): Promise<{ thread: ThreadRow; changes: Changes }> {
-  if (patch.assigneeId) {
+export async function updateThread(db: DbOrTx, orgId: string, id: string, given: Patch, now = new Date()): Promise<{ thread: ThreadRow; changes: Changes }> {
+  const { assigneeEmail, ...patch } = given;
+  if (assigneeEmail !== undefined) {
+    if (patch.assigneeId !== undefined) throw fieldError('assigneeEmail', 'Give assigneeId or assigneeEmail, not both');
+    const [member] = await db.select({ id: users.id }).from(users).where(memberWhere(orgId, eq(sql`lower(${users.email})`, assigneeEmail.toLowerCase()))).limit(1);
+    if (!member) throw fieldError('assigneeEmail', 'Not a member of the organization (see GET /members)');
+    patch.assigneeId = member.id;
+  } else if (patch.assigneeId) {
     const [member] = await db.select({ id: users.id }).from(users).where(memberWhere(orgId, eq(users.id, patch.assigneeId))).limit(1);
     if (!member) throw fieldError('assigneeId', 'Not a member of the organization (see GET /members)');
   }
@@ -143,49 +138,6 @@ export async function updateThread(db: DbOrTx, orgId: string, id: string, patch:
     .returning(threadColumns);
   return { thread: thread!, changes };
 }
-
-/**
- * Reopens a thread that an incoming message arrived on when it was pending, snoozed or closed, with its
- * events (`thread.updated`, `thread.reopened` with reason `message`), in one statement of the message's
- * transaction. Nothing is written when the thread is open.
- */
-export async function reopenOnIncoming(db: DbOrTx, orgId: string, threadId: string, actor: Actor): Promise<Recorded> {
-  const result = await db.execute(sql`WITH before AS (
-      SELECT organization_id, id, status, snoozed_until FROM threads
-       WHERE organization_id = ${orgId} AND id = ${threadId} AND status <> 'open' FOR UPDATE
-    ), ${reopenCte('message')}, ${sql.join(eventCtes(REOPEN_EVENTS, actor), sql`, `)}
-    SELECT ${sql.join(committedColumns, sql`, `)}`);
-  return committedOf(result.rows[0] as Record<string, unknown> | undefined);
-}
-
-/**
- * The events of reopened threads (the CTE `r` of `reopenCte`): `thread.updated` with the changes and
- * `thread.reopened` with the reason, each carrying the thread.
- */
-export const REOPEN_EVENTS = sql`SELECT r.organization_id, x.type, r.resource_id, CASE WHEN x.type = 'thread.reopened' THEN r.reopened ELSE r.updated END AS data
-    FROM r CROSS JOIN (VALUES ('thread.updated'), ('thread.reopened')) AS x(type)`;
-
-/**
- * Reopens the threads of the CTE `before` (locked rows: `organization_id`, `id`, `status`,
- * `snoozed_until`) as the CTE `r`, with the two event documents.
- */
-export const reopenCte = (reason: 'message' | 'snooze_ended') => sql`r AS (
-      UPDATE threads t SET status = 'open', snoozed_until = NULL, updated_at = now()
-        FROM before b WHERE t.organization_id = b.organization_id AND t.id = b.id
-      RETURNING t.organization_id, ${resourceIdOf('t.id')} AS resource_id,
-                ${threadJson('t', `'changes', ${changesJson('b')}`)} AS updated,
-                ${threadJson('t', `'reason', '${reason}'`)} AS reopened
-    )`;
-
-/** An event's `resource_id`: the thread's id when it is a UUID (every channel's threads), else null. */
-export const resourceIdOf = (column: string) =>
-  sql.raw(`CASE WHEN ${column} ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN ${column}::uuid END`);
-
-/** The changes of a reopening, from the row as it was (`b`): status, and the snooze it ended. */
-export const changesJson = (b: string) =>
-  `(jsonb_build_object('status', jsonb_build_object('before', ${b}.status, 'after', 'open'))
-    || CASE WHEN ${b}.snoozed_until IS NULL THEN '{}'::jsonb
-            ELSE jsonb_build_object('snoozedUntil', jsonb_build_object('before', ${iso(`${b}.snoozed_until`)}, 'after', NULL)) END)`;
 
 // ---------------------------------------------------------------- notes
 

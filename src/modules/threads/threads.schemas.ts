@@ -57,6 +57,7 @@ export const ThreadUpdateInput = z.strictObject({
     .optional()
     .describe('When the snooze ends, in the future; given alone it snoozes the thread, null alone ends its snooze'),
   assigneeId: Uuid.nullable().optional().describe('A member of the organization (GET /members), or null to unassign'),
+  assigneeEmail: z.email().optional().describe("Assigns to the member with this email instead (what an automation's plan names)"),
   tags: z
     .array(Tag)
     .max(MAX_TAGS)

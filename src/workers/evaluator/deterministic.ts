@@ -19,6 +19,9 @@ import {
   type ActionSpec,
 } from './vocabulary.js';
 
+/** What an unread digest lists. */
+const UNREAD_WORDS = { unread: 'unread messages', unreadEmails: 'unread emails' } as const;
+
 /** The sender of the messages the digest action writes. */
 export const DIGEST_SENDER = 'Switchboard automations';
 
@@ -30,6 +33,11 @@ const NO_ACTION =
 /** Actions on the message that triggered the automation (a new email goes through its channel). */
 const ON_MESSAGE = new Set<ActionSpec['kind']>(['read', 'unread', 'archive', 'snooze', 'set', 'contact', 'reply', 'forward', 'send']);
 const MESSAGE_EVENTS = new Set(['message.received', 'message.sent', 'message.created', 'message.updated']);
+
+/** The events whose record is a thread (`id` is the thread's); other thread and message events carry a `threadId`. */
+const THREAD_RECORD_EVENTS = new Set(['thread.updated', 'thread.reopened']);
+const THREAD_EVENTS = new Set([...THREAD_RECORD_EVENTS, 'thread.note_added']);
+const threadOfEvent = (eventTypes: string[]) => (eventTypes.every((t) => THREAD_RECORD_EVENTS.has(t)) ? '{{event.data.id}}' : '{{event.data.threadId}}');
 
 const updateMessage = (patch: Record<string, unknown>): PlanStep => ({ operation: 'messages.update', input: { id: '{{event.resourceId}}', ...patch } });
 
@@ -84,11 +92,15 @@ function stepsOf(action: ActionSpec, index: number, types: string[], eventTypes:
     case 'notify':
       // Through an email channel that works (not the one the event is about, when there is another).
       return [{ operation: 'messages.send', input: { channelId: '{{mailChannel}}', to: action.to.map((a) => (a === 'me' ? me! : a)), ...notice(eventTypes) } }];
+    case 'thread':
+      return [{ operation: 'threads.update', input: { id: threadOfEvent(eventTypes), ...action.patch } }];
     case 'digest':
       return [
         {
           operation: 'messages.create',
-          input: { direction: 'incoming', type: 'note', sender: DIGEST_SENDER, summary: 'Digest of the messages since {{lastRunAt}}', text: '{{digest}}' },
+          input: action.unread
+            ? { direction: 'incoming', type: 'note', sender: DIGEST_SENDER, summary: `Digest of the ${UNREAD_WORDS[action.unread]}`, text: `{{digest.${action.unread}}}` }
+            : { direction: 'incoming', type: 'note', sender: DIGEST_SENDER, summary: 'Digest of the messages since {{lastRunAt}}', text: '{{digest}}' },
         },
       ];
   }
@@ -249,6 +261,13 @@ export function planFromInstructions(request: EvaluationRequest): EvaluationOutc
       'code_generation_failed',
       `"${misplaced.phrase}" ${acts}, but ${what}. Trigger it on messages, e.g. "When a new email arrives, ${misplaced.phrase}".`,
     );
+  }
+
+  const onThread = eventTypes.length > 0 && eventTypes.every((t) => MESSAGE_EVENTS.has(t) || THREAD_EVENTS.has(t));
+  const threadAction = actions.find((a) => a.kind === 'thread');
+  if (threadAction && !onThread) {
+    const what = triggerType === 'scheduled' ? 'a scheduled automation has no message or thread' : `its trigger "${triggerEvent}" is neither a message nor a thread event`;
+    return fail('code_generation_failed', `"${threadAction.phrase}" changes the thread of the message (or thread event) that triggered the automation, but ${what}. E.g. "When a new email from ada@example.com arrives, assign the thread to lead@example.com".`);
   }
 
   const notifying = actions.find((a) => a.kind === 'notify');

@@ -29,6 +29,7 @@ function sampleContext(plan: Plan, steps: number): TemplateContext {
     steps: Array.from({ length: steps }, () => ({ id: SAMPLE_ID })),
     timezone: plan.timezone && canonicalTimeZone(plan.timezone) ? plan.timezone : null,
     digest: 'Sample digest',
+    unreadDigest: { unread: 'Sample digest', unreadEmails: 'Sample digest' },
     mailChannel: SAMPLE_ID,
   };
 }

@@ -474,10 +474,23 @@ function takeChannelTrigger(s: Scanner): Trigger | null {
   return null;
 }
 
+/** A conversation's noun. */
+const THREAD_NOUN = '(?:thread|conversation)s?';
+
+/** A thread's events: reopened (`thread.reopened`), updated or changed (`thread.updated`), a note added (`thread.note_added`). */
+function takeThreadTrigger(s: Scanner): Trigger | null {
+  if (s.take(new RegExp(`\\b${THREAD_NOUN}\\s+(?:is\\s+|are\\s+|gets\\s+|get\\s+)?re-?open(?:ed|s)?\\b`))) return { event: 'thread.reopened', types: [] };
+  if (s.take(new RegExp(`\\b${THREAD_NOUN}\\s+(?:is\\s+|are\\s+|gets\\s+|get\\s+)?(?:updated|changed)\\b`))) return { event: 'thread.updated', types: [] };
+  if (s.take(/\b(?:an?\s+)?(?:internal\s+)?notes?\s+(?:is\s+|are\s+|gets\s+)?(?:added|written|left)(?:\s+(?:to|on)\s+(?:a\s+|the\s+)?(?:thread|conversation))?\b/)) return { event: 'thread.note_added', types: [] };
+  return null;
+}
+
 /** The event the text names, and the message types it restricts to. */
 export function takeTrigger(s: Scanner): Trigger | null {
   const channel = takeChannelTrigger(s);
   if (channel) return channel;
+  const thread = takeThreadTrigger(s);
+  if (thread) return thread;
   const past = s.take(new RegExp(`\\b${RESOURCE}s?\\s+(?:is\\s+|are\\s+|gets\\s+|get\\s+|was\\s+|were\\s+|has\\s+been\\s+|have\\s+been\\s+)?${PAST}\\b`));
   const fresh = past ? null : s.take(new RegExp(`\\bnew(?: or (updated|changed|modified|edited))?\\s+${RESOURCE}s?\\b(?!\\s+(?:is|are)\\s+(?:updated|changed|deleted|removed))`));
   const present = past || fresh ? null : s.take(new RegExp(`\\b${PRESENT}s?\\s+(?:a|an|any|the|some)\\s+(?:new\\s+)?${RESOURCE}\\b`));
@@ -793,8 +806,11 @@ export const isNegation = (span: string): boolean => NEGATIONS.test(span);
 export type ActionSpec =
   | { kind: 'read' | 'unread' | 'archive' | 'contact'; at: number; phrase: string }
   /** `cadence`: "a daily / weekly / monthly digest", which the schedule must agree with. */
-  | { kind: 'digest'; at: number; phrase: string; cadence?: 'daily' | 'weekly' | 'monthly' }
+  /** `unread`: a digest of the messages (or only the emails) not read yet, rather than of those since the last run. */
+  | { kind: 'digest'; at: number; phrase: string; cadence?: 'daily' | 'weekly' | 'monthly'; unread?: 'unread' | 'unreadEmails' }
   | { kind: 'snooze'; at: number; phrase: string; until: string; error?: string }
+  /** A change of the thread of the triggering message or thread event: its status, or its assignee (a member's email). */
+  | { kind: 'thread'; at: number; phrase: string; patch: { status?: 'open' | 'pending' | 'closed'; assigneeEmail?: string } }
   | { kind: 'set'; at: number; phrase: string; field: 'importance' | 'urgency' | 'status'; value: string }
   | { kind: 'reply'; at: number; phrase: string; text: string; replyAll: boolean }
   | { kind: 'forward'; at: number; phrase: string; to: string[]; text?: string }
@@ -879,10 +895,12 @@ export function takeEmailActions(s: Scanner): ActionSpec[] {
 export function takeActions(s: Scanner): ActionSpec[] {
   const out: ActionSpec[] = [];
   const push = (m: RegExpExecArray[], spec: (m: RegExpExecArray) => ActionSpec) => out.push(...m.map(spec));
-  const simple = (kind: 'read' | 'unread' | 'archive' | 'contact' | 'digest') => (m: RegExpExecArray): ActionSpec => ({ kind, at: m.index, phrase: s.plainGroup(m, 0).trim() });
+  const simple = (kind: 'read' | 'unread' | 'archive' | 'contact') => (m: RegExpExecArray): ActionSpec => ({ kind, at: m.index, phrase: s.plainGroup(m, 0).trim() });
   const cadenced = (m: RegExpExecArray): ActionSpec => {
     const cadence = /\b(daily|weekly|monthly)\b/.exec(m[0])?.[1] as 'daily' | 'weekly' | 'monthly' | undefined;
-    return cadence ? { kind: 'digest', at: m.index, phrase: s.plainGroup(m, 0).trim(), cadence } : { kind: 'digest', at: m.index, phrase: s.plainGroup(m, 0).trim() };
+    // "a summary of unread emails": the emails not read yet (whenever they came), not the messages since the last run.
+    const unread = /\bunread\b/.test(m[0]) ? (/\b(?:emails|mails?)\b/.test(m[0]) ? 'unreadEmails' : 'unread') : undefined;
+    return { kind: 'digest', at: m.index, phrase: s.plainGroup(m, 0).trim(), ...(cadence ? { cadence } : {}), ...(unread ? { unread } : {}) };
   };
 
   push(
@@ -891,7 +909,17 @@ export function takeActions(s: Scanner): ActionSpec[] {
     ),
     cadenced,
   );
-  push(s.takeAll(/\bsummari[sz]e(?:\s+(?:the|all|my))?(?:\s+(?:new|unread|recent|latest))?(?:\s+(?:messages|emails|mails?|inbox))?(?:\s+since\s+(?:the\s+)?last\s+(?:run|time))?/), simple('digest'));
+  const THREAD_REF = `(?:the\\s+|its\\s+|this\\s+|that\\s+)?(?:${THREAD_NOUN}|it)`;
+  push(s.takeAll(new RegExp(`\\b(?:close|resolve)\\s+${THREAD_REF}\\b`)), (m) => ({ kind: 'thread', at: m.index, phrase: s.plainGroup(m, 0).trim(), patch: { status: 'closed' } }));
+  push(
+    s.takeAll(new RegExp(`\\b(?:set|change)\\s+(?:the\\s+|its\\s+)?(?:thread|conversation)(?:'s)?\\s+status\\s+to\\s+(open|pending|closed)\\b|\\bmark\\s+${THREAD_REF}\\s+(?:as\\s+)?(pending|closed)\\b`)),
+    (m) => ({ kind: 'thread', at: m.index, phrase: s.plainGroup(m, 0).trim(), patch: { status: (m[1] ?? m[2]) as 'open' | 'pending' | 'closed' } }),
+  );
+  push(
+    s.takeAll(new RegExp(`\\bassign\\s+${THREAD_REF}\\s+to\\s+(${EMAIL})`)),
+    (m) => ({ kind: 'thread', at: m.index, phrase: s.plainGroup(m, 0).trim(), patch: { assigneeEmail: m[1]! } }),
+  );
+  push(s.takeAll(/\bsummari[sz]e(?:\s+(?:the|all|my))?(?:\s+(?:new|unread|recent|latest))?(?:\s+(?:messages|emails|mails?|inbox))?(?:\s+since\s+(?:the\s+)?last\s+(?:run|time))?/), cadenced);
   push(
     s.takeAll(/\b(?:create|add|save|make)\s+(?:a\s+|the\s+)?(?:new\s+)?contact\s+(?:for|from|of|with)\s+(?:the\s+|its\s+|each\s+|their\s+)?sender\b|\b(?:add|save)\s+(?:the\s+|its\s+)?sender\s+(?:as\s+a\s+(?:new\s+)?contact|to\s+(?:my\s+|the\s+)?contacts)\b/),
     simple('contact'),

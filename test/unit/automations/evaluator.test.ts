@@ -12,6 +12,11 @@ const evaluate = (instructions: string, given: EvaluationRequest['given'] = {}, 
   evaluateAutomation(builtinEvaluator, request(instructions, given), { creatorPermissions });
 
 // Building blocks of the expected plans.
+const thread = (patch: Record<string, unknown>, id = '{{event.data.threadId}}'): PlanStep => ({ operation: 'threads.update', input: { id, ...patch } });
+const unreadDigest = (which: string, what: string): PlanStep => ({
+  operation: 'messages.create',
+  input: { direction: 'incoming', type: 'note', sender: 'Switchboard automations', summary: `Digest of the ${what}`, text: `{{digest.${which}}}` },
+});
 const contactEmail = (index: number): PlanStep[] => [
   { operation: 'contacts.create', input: { name: '{{sender.name}}' } },
   { operation: 'contacts.create_email', input: { id: `{{steps.${index}.id}}`, email: '{{sender.address}}' } },
@@ -80,6 +85,14 @@ const PLANNED: [string, Plan][] = [
   ['Every hour, write a recap', scheduled('0 * * * *')],
   ['Every day at noon, send me a digest', scheduled('0 12 * * *')],
   ['Every weekday at 8am, write a summary of the messages since the last run', scheduled('0 8 * * 1-5')],
+  // Threads: the thread of the message, or of the thread event; a member named by email.
+  ['When a new email from ada@example.com arrives, assign the thread to lead@example.com', onEvent('message.received', all(email, eq('sender', 'ada@example.com')), [thread({ assigneeEmail: 'lead@example.com' })])],
+  ['When a new text arrives, set the thread status to pending', onEvent('message.received', eq('type', 'sms'), [thread({ status: 'pending' })])],
+  ['When a thread is reopened, assign it to lead@example.com', onEvent('thread.reopened', null, [thread({ assigneeEmail: 'lead@example.com' }, '{{event.data.id}}')])],
+  ['When a note is added, close the thread', onEvent('thread.note_added', null, [thread({ status: 'closed' })])],
+  // "unread" is kept: the digest lists the emails not read yet, not the messages since the last run.
+  ['Every weekday at 8am, send me a summary of unread emails', scheduled('0 8 * * 1-5', [unreadDigest('unreadEmails', 'unread emails')])],
+  ['Every day at 9, summarize unread messages', scheduled('0 9 * * *', [unreadDigest('unread', 'unread messages')])],
   ['Every 15 minutes, write a digest', scheduled('*/15 * * * *')],
   ['Every minute, write a summary of the messages since the last run', scheduled('* * * * *')],
   ['On the first of every month at 9, write a summary', scheduled('0 9 1 * *')],
@@ -119,6 +132,9 @@ describe('the built-in evaluator: failures', () => {
     ['Every day at 9 in Europe/Atlantis time, write a digest', 'evaluation_failed', /europe\/atlantis.*time zone/],
     ['Every Friday at 5pm, mark it as read', 'code_generation_failed', /mark it as read.*scheduled automation has no message/],
     ['When a contact is deleted, archive it', 'code_generation_failed', /archive it.*contact\.deleted.*not a message event/],
+    ['Every day at 9, close the thread', 'code_generation_failed', /close the thread.*scheduled automation has no message or thread/],
+    ['When a message arrives in a thread tagged vip, assign the thread to lead@example.com', 'evaluation_failed', /did not understand "in a thread tagged vip"/],
+    ['Close threads that get no answer from the customer for 7 days', 'evaluation_failed', /No trigger or schedule/],
   ];
   it.each(FAILED)('%s → %s', async (instructions, status, reason) => {
     const outcome = await evaluate(instructions);
