@@ -11,9 +11,8 @@ import { createAutomationEngine } from './workers/automation-engine.js';
 import { createCleanup } from './workers/cleanup.js';
 import { closeParsePool, configureParsePool, onParsePoolError } from './modules/channels/email/parse-pool.js';
 import { createImapSync } from './workers/imap-sync.js';
-import { createMailSender } from './workers/mail-sender.js';
+import { createChannelSenders } from './workers/channel-senders.js';
 import { createSmsMediaFetcher } from './workers/sms-media.js';
-import { createSmsSender } from './workers/sms-sender.js';
 import { createSnoozeWorker } from './workers/snoozes.js';
 import { createSmppBinds, deliverWindowOf } from './workers/smpp-binds.js';
 import { runOperation } from './run-operation.js';
@@ -97,15 +96,15 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
     createCleanup({ db: database.db, clock: app.deps.clock, log: app.log, eventRetentionDays: config.eventRetentionDays }),
     createWebhookDelivery({ db: database.db, clock: app.deps.clock, log: app.log, allowInsecure: config.webhookAllowInsecure }),
     createSnoozeWorker({ db: database.db, clock: app.deps.clock, log: app.log }),
-    createMailSender({
+    // Every channel kind's outbox, in one loop (each kind's transmit step).
+    createChannelSenders({
       db: database.db,
       clock: app.deps.clock,
       log: app.log,
       allowPrivate: config.channelsAllowPrivate,
-      sendTimeoutMs: config.mailSendTimeoutMs,
+      sendTimeoutMs: { email: config.mailSendTimeoutMs, sms: config.sms.sendTimeoutMs },
       hostname: mailHostname(),
     }),
-    createSmsSender({ db: database.db, clock: app.deps.clock, log: app.log, allowPrivate: config.channelsAllowPrivate, sendTimeoutMs: config.sms.sendTimeoutMs }),
     createSmsMediaFetcher({
       db: database.db,
       clock: app.deps.clock,

@@ -7,6 +7,7 @@ import pg from 'pg';
 import { packagePath } from '../core/paths.js';
 import { shareEventLoop } from './pglite-turns.js';
 import { acquireDataDirLock, preparePrivateDataDir, tightenPermissions, withPrivateUmask, type DataDirLock } from './lock.js';
+import { provideNotifications, type Listen } from './notify.js';
 import * as schema from './schema.js';
 import type { OperationContext } from '../core/operation.js';
 
@@ -88,6 +89,8 @@ function openPostgres(url: string, poolSize: number, statementTimeoutMs: number 
   // An idle connection dropped by the server must not crash the process; the pool replaces it.
   pool.on('error', () => {});
   const db = drizzlePg(pool, { schema });
+  const listener = pgListener(url);
+  provideNotifications(db, listener.listen);
   return {
     db,
     kind: 'postgres',
@@ -111,7 +114,65 @@ function openPostgres(url: string, poolSize: number, statementTimeoutMs: number 
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
+      await listener.close();
       await pool.end();
+    },
+  };
+}
+
+/**
+ * The one connection a process listens on (LISTEN) for commit notifications (`src/db/notify.ts`), opened on
+ * the first subscription. A lost connection is opened again after a second, with its channels; the
+ * notifications committed meanwhile are lost, which costs the listeners one poll of their tables.
+ */
+function pgListener(url: string) {
+  const handlers = new Map<string, (payload: string) => void>();
+  let client: pg.Client | undefined;
+  let connecting: Promise<pg.Client> | undefined;
+  let closed = false;
+  let retry: NodeJS.Timeout | undefined;
+  const quote = (channel: string) => `"${channel.replaceAll('"', '""')}"`;
+  const connect = (): Promise<pg.Client> =>
+    (connecting ??= (async () => {
+      const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000, keepAlive: true, application_name: 'switchboard-listen' });
+      const lost = () => {
+        if (client !== c) return;
+        client = undefined;
+        connecting = undefined;
+        c.end().catch(() => {});
+        if (!closed && handlers.size > 0) retry ??= setTimeout(() => ((retry = undefined), void connect().catch(() => {})), 1000);
+      };
+      c.on('error', lost);
+      c.on('end', lost);
+      c.on('notification', (n) => handlers.get(n.channel)?.(n.payload ?? ''));
+      try {
+        await c.connect();
+        for (const channel of handlers.keys()) await c.query(`LISTEN ${quote(channel)}`);
+      } catch (err) {
+        connecting = undefined;
+        c.end().catch(() => {});
+        if (!closed && handlers.size > 0) retry ??= setTimeout(() => ((retry = undefined), void connect().catch(() => {})), 1000);
+        throw err;
+      }
+      client = c;
+      return c;
+    })());
+  return {
+    listen: (async (channel, onPayload) => {
+      handlers.set(channel, onPayload);
+      const c = await connect();
+      await c.query(`LISTEN ${quote(channel)}`);
+      return async () => {
+        handlers.delete(channel);
+        await client?.query(`UNLISTEN ${quote(channel)}`).catch(() => {});
+      };
+    }) satisfies Listen,
+    async close() {
+      closed = true;
+      clearTimeout(retry);
+      const c = client;
+      client = undefined;
+      await c?.end().catch(() => {});
     },
   };
 }
@@ -214,6 +275,7 @@ async function openPglite(dataDir: string | undefined, initialData: Uint8Array |
   // Its statements share the event loop with requests (`pglite-turns.ts`).
   shareEventLoop(client);
   const db = drizzlePglite(client, { schema }) as unknown as Db;
+  provideNotifications(db, (channel, onPayload) => client.listen(channel, onPayload).then((unlisten) => () => unlisten()));
   return {
     db,
     kind: 'pglite',

@@ -1,33 +1,31 @@
 import { Readable } from 'node:stream';
-import { and, eq, gt, inArray, sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import { AppError, toAppError } from '../core/errors.js';
-import type { ActorType } from '../core/operation.js';
 import { ForbiddenAddressError } from '../core/outbound.js';
-import type { Db, DbOrTx } from '../db/client.js';
+import type { Db } from '../db/client.js';
 import { channels, mailOutbox, messages } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, tlsOptions, tlsRequired, type MailTarget } from '../modules/channels/channels.connect.js';
 import { CREDENTIALS_FIX, loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { recordChannelOutcome, showChannelOutcome } from '../modules/channels/channel-health.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
-import { recordEvents } from '../modules/events/events.recorder.js';
-import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
-import { attachmentBytes, getMessage } from '../modules/messages/messages.repository.js';
+import { CommittedWork } from '../modules/events/events.signal.js';
+import { attachmentBytes } from '../modules/messages/messages.repository.js';
 import { composeMail, envelopeRecipients } from '../modules/channels/email/outgoing-mail.js';
-import { sendingOperations } from '../modules/channels/sending.operations.js';
-import { createWorkerLoop, type WorkerLoop } from './loop.js';
-
-/** The operations that queue mail: a commit of one wakes the sender (other writes leave it to its polling). */
-const QUEUEING = new Set<string>(sendingOperations.map((op) => op.id));
+import { createQueue, settleMessages } from '../modules/outbox.js';
+import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /**
  * Sends the outgoing email the sending operations queued (the `mail_outbox` table), through each
  * channel's SMTP relay, with nodemailer's SMTP client.
  *
  * Exactly one send per message, with any number of processes and across crashes:
- * - an attempt is claimed in the database (`FOR UPDATE SKIP LOCKED`, a lease longer than the attempt can
- *   last), so two processes never send the same message at once;
+ * - an attempt is claimed through the queue engine (`src/modules/outbox.ts`: `FOR UPDATE SKIP LOCKED`, a
+ *   lease longer than the attempt can last), so two processes never send the same message at once; at most
+ *   `PER_CHANNEL` attempts per channel and `PER_ORGANIZATION` per organization are under way (over all
+ *   processes), the channels and organizations taking turns, so one organization's slow or dead relays hold
+ *   at most its own share of a process's `MAX_IN_FLIGHT` attempts, each until its deadline;
  * - every attempt sends the same bytes but for the DKIM signature: the Message-ID and Date were fixed when
  *   the message was queued;
  * - the message data is streamed to the relay, and before the stream ends (the relay accepts a message only
@@ -41,11 +39,12 @@ const QUEUEING = new Set<string>(sendingOperations.map((op) => op.id));
 /** Waits before attempts 2, 3, …; a temporary failure after the last gives up. */
 export const SEND_RETRY_DELAYS_MS = [30_000, 2 * 60_000, 10 * 60_000, 30 * 60_000, 60 * 60_000, 2 * 60 * 60_000, 4 * 60 * 60_000, 8 * 60 * 60_000];
 export const MAX_SEND_ATTEMPTS = SEND_RETRY_DELAYS_MS.length + 1;
-const BATCH = 16;
 /** Attempts under way at once in one process, over all channels. */
-export const MAX_IN_FLIGHT = 16;
+export const MAX_IN_FLIGHT = 32;
 /** Attempts under way at once per channel (over all processes, as the database counts them). */
 export const PER_CHANNEL = 4;
+/** Attempts under way at once per organization (over all processes, as the database counts them). */
+export const PER_ORGANIZATION = 8;
 /** After 1, 2, 3, … relay failures in a row, a channel sends nothing to its relay for this long. */
 export const CHANNEL_PAUSE_MS = [0, 15_000, 60_000, 5 * 60_000, 15 * 60_000];
 export const channelPause = (failures: number) => CHANNEL_PAUSE_MS[Math.min(failures, CHANNEL_PAUSE_MS.length) - 1] ?? 0;
@@ -53,11 +52,6 @@ export const channelPause = (failures: number) => CHANNEL_PAUSE_MS[Math.min(fail
 export const UNKNOWN_OUTCOME =
   'Delivery outcome unknown: the sending stopped after the relay had received the whole message but before it confirmed. ' +
   'It is not sent again, so that it cannot arrive twice; the relay most likely delivered it.';
-
-export function sendRetryDelay(attempt: number, random: () => number = Math.random): number {
-  const base = SEND_RETRY_DELAYS_MS[attempt - 1] ?? SEND_RETRY_DELAYS_MS.at(-1)!;
-  return Math.round(base * (0.9 + 0.2 * random()));
-}
 
 export interface MailSenderDeps {
   db: Db;
@@ -112,37 +106,35 @@ async function relayConnection(
   });
 }
 
-export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce(): Promise<number> } {
+/** Mail to send, as a queue of the queue engine: the claim, and the transmit step through the channel's relay. */
+export function mailSending(deps: MailSenderDeps): QueueWork<OutboxRow> {
   const { db, clock } = deps;
-  const leaseMs = deps.sendTimeoutMs * 2;
+  const queue = createQueue(
+    db,
+    {
+      table: mailOutbox,
+      lane: mailOutbox.channelId,
+      working: 'sending',
+      transmittedAt: mailOutbox.transmittedAt,
+      updatedAt: mailOutbox.updatedAt,
+      leaseMs: deps.sendTimeoutMs * 2,
+      retryDelaysMs: SEND_RETRY_DELAYS_MS,
+      maxAttempts: MAX_SEND_ATTEMPTS,
+    },
+    deps.random,
+  );
+  const { mine } = queue;
 
-  const mine = (row: OutboxRow) => and(eq(mailOutbox.id, row.id), eq(mailOutbox.status, 'sending'), eq(mailOutbox.attempt, row.attempt));
-
-  /** Records the message's new status and its event (the sender's actor), in `tx`; the event goes to `work`. */
-  async function settleMessage(tx: DbOrTx, row: OutboxRow, status: 'sent' | 'failed', reason: string | null, now: Date, work: CommittedWork) {
-    await tx
-      .update(messages)
-      .set({ status, statusReason: reason, updatedAt: now, ...(status === 'sent' ? { providerMessageId: row.mail.messageId } : {}) })
-      .where(eq(messages.id, row.messageId));
-    const data = await getMessage(tx, row.organizationId, row.messageId).catch(() => null);
-    if (!data) return; // deleted meanwhile: no event for a message nobody can read
-    const type = status === 'sent' ? 'message.sent' : 'message.failed';
-    const recorded = await recordEvents(tx, { type: row.actorType as ActorType, id: row.actorId, depth: row.depth }, [
-      { type, organizationId: row.organizationId, resourceId: row.messageId, data },
-    ]);
-    work.add({ ...recorded, types: [type] });
-  }
-
-  async function fail(row: OutboxRow, error: string, where = mine(row)) {
+  async function fail(row: OutboxRow, error: string) {
     const now = clock();
     const work = new CommittedWork();
     await db.transaction(async (tx) => {
       const [updated] = await tx
         .update(mailOutbox)
         .set({ status: 'failed', lastError: error, leaseUntil: null, updatedAt: now })
-        .where(where)
+        .where(mine(row))
         .returning({ id: mailOutbox.id });
-      if (updated) await settleMessage(tx, row, 'failed', error, now, work);
+      if (updated) await settleMessages(tx, [{ row, reason: error }], 'failed', undefined, now, work);
     });
     work.announce();
   }
@@ -178,99 +170,13 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
     work.announce();
   }
 
-  /** Attempts whose process died after the data was transmitted: the outcome is unknown, so they are not sent again. */
-  async function settleAbandoned(now: Date): Promise<number> {
-    const rows = await db
-      .select()
-      .from(mailOutbox)
-      .where(and(eq(mailOutbox.status, 'sending'), sql`${mailOutbox.leaseUntil} <= ${now}`, sql`${mailOutbox.transmittedAt} IS NOT NULL`))
-      .limit(BATCH);
-    for (const row of rows) await fail(row, UNKNOWN_OUTCOME, and(mine(row), sql`${mailOutbox.leaseUntil} <= ${now}`));
-    return rows.length;
-  }
-
-  /** What may be claimed now: pending and due, or claimed by an attempt that died before it transmitted. */
-  const due = (now: Date) =>
-    sql`((${mailOutbox.status} = 'pending' AND ${mailOutbox.nextAttemptAt} <= ${now})
-         OR (${mailOutbox.status} = 'sending' AND ${mailOutbox.leaseUntil} <= ${now} AND ${mailOutbox.transmittedAt} IS NULL))`;
-
-  /** Attempts under way in this process. */
-  let inFlightTotal = 0;
-  const running = new Set<Promise<void>>();
+  /** Attempts under way in this process, and how to end each (for a stop). */
   let stopping = false;
-  /** How to end each attempt under way, for a stop. */
   const open = new Set<() => void>();
-
-  /**
-   * Claims due messages for the free slots of this process: at most `PER_CHANNEL` attempts per channel under
-   * way (counting every process's live claims), none for a channel whose relay is paused, oldest first.
-   */
-  async function claim(now: Date): Promise<OutboxRow[]> {
-    const free = MAX_IN_FLIGHT - inFlightTotal;
-    if (free <= 0) return [];
-    return db.transaction(async (tx) => {
-      // The oldest few of each channel first (ranked without locks), so that one channel's backlog never
-      // fills the candidates and holds another channel's mail back; then those are locked, skipping any
-      // another process holds.
-      const ranked = tx
-        .select({
-          id: mailOutbox.id,
-          channelId: mailOutbox.channelId,
-          nextAttemptAt: mailOutbox.nextAttemptAt,
-          createdAt: mailOutbox.createdAt,
-          turn: sql<number>`row_number() OVER (PARTITION BY ${mailOutbox.channelId} ORDER BY ${mailOutbox.nextAttemptAt}, ${mailOutbox.createdAt})`.as('turn'),
-        })
-        .from(mailOutbox)
-        .innerJoin(channels, eq(channels.id, mailOutbox.channelId))
-        .where(and(due(now), sql`(${channels.sendPausedUntil} IS NULL OR ${channels.sendPausedUntil} <= ${now})`))
-        .as('ranked');
-      const candidates = await tx
-        .select({ id: ranked.id })
-        .from(ranked)
-        .where(sql`${ranked.turn} <= ${PER_CHANNEL}`)
-        .orderBy(ranked.nextAttemptAt, ranked.createdAt)
-        .limit(free * 2);
-      if (candidates.length === 0) return [];
-      const lockable = await tx
-        .select({ id: mailOutbox.id, channelId: mailOutbox.channelId })
-        .from(mailOutbox)
-        .where(and(inArray(mailOutbox.id, candidates.map((c) => c.id)), due(now)))
-        .orderBy(mailOutbox.nextAttemptAt, mailOutbox.createdAt)
-        .for('update', { skipLocked: true });
-      if (lockable.length === 0) return [];
-      const channelIds = [...new Set(lockable.map((d) => d.channelId))];
-      const busy = await tx
-        .select({ channelId: mailOutbox.channelId, n: sql<number>`count(*)::int` })
-        .from(mailOutbox)
-        .where(and(eq(mailOutbox.status, 'sending'), gt(mailOutbox.leaseUntil, now), inArray(mailOutbox.channelId, channelIds)))
-        .groupBy(mailOutbox.channelId);
-      const slots = new Map(busy.map((b) => [b.channelId, b.n]));
-      const picked: string[] = [];
-      for (const d of lockable) {
-        if (picked.length >= free) break;
-        const used = slots.get(d.channelId) ?? 0;
-        if (used >= PER_CHANNEL) continue;
-        slots.set(d.channelId, used + 1);
-        picked.push(d.id);
-      }
-      if (picked.length === 0) return [];
-      return tx
-        .update(mailOutbox)
-        .set({ status: 'sending', leaseUntil: new Date(now.getTime() + leaseMs), attempt: sql`${mailOutbox.attempt} + 1`, transmittedAt: null, updatedAt: now })
-        .where(inArray(mailOutbox.id, picked))
-        .returning();
-    });
-  }
 
   /** Commits "the whole message is with the relay" while this attempt still holds its lease; false when it lost it. */
   async function markTransmitted(row: OutboxRow): Promise<boolean> {
-    const now = clock();
-    const [updated] = await db
-      .update(mailOutbox)
-      .set({ transmittedAt: now, updatedAt: now })
-      .where(and(mine(row), gt(mailOutbox.leaseUntil, now)))
-      .returning({ id: mailOutbox.id });
-    return Boolean(updated);
+    return (await queue.markTransmitted(clock(), [row])).has(row.id);
   }
 
   /** The bytes of the message's attachments, by id (read when sending: the outbox row holds only their ids). */
@@ -400,7 +306,7 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
           .set({ status: 'sent', sentAt: now, leaseUntil: null, lastError: refused, updatedAt: now })
           .where(mine(row))
           .returning({ id: mailOutbox.id });
-        if (updated) await settleMessage(tx, row, 'sent', refused, now, work);
+        if (updated) await settleMessages(tx, [{ row, reason: refused, providerMessageId: row.mail.messageId }], 'sent', undefined, now, work);
       });
       work.announce();
       return;
@@ -411,78 +317,65 @@ export function createMailSender(deps: MailSenderDeps): WorkerLoop & { runOnce()
 
   /** A temporary failure: the next attempt after the backoff, or failed once the attempts are used up. */
   async function retryLater(row: OutboxRow, error: string) {
-    const now = clock();
-    if (row.attempt >= MAX_SEND_ATTEMPTS) return fail(row, `Gave up after ${row.attempt} attempts; the last: ${error}`);
-    await db
-      .update(mailOutbox)
-      .set({ status: 'pending', lastError: error, leaseUntil: null, transmittedAt: null, nextAttemptAt: new Date(now.getTime() + sendRetryDelay(row.attempt, deps.random)), updatedAt: now })
-      .where(mine(row));
+    if (!(await queue.retryLater(clock(), row, error))) await fail(row, `Gave up after ${row.attempt} attempts; the last: ${error}`);
   }
 
-  /** Starts an attempt without waiting for it; its end frees its slot and wakes the loop for more. */
-  function start(row: OutboxRow) {
-    inFlightTotal++;
-    const done: Promise<void> = attempt(row)
-      .catch(async (err: unknown) => {
-        if (toAppError(err).code === 'SERVICE_UNAVAILABLE') return; // the database is away: the lease brings the attempt back
-        deps.log.error({ err, outboxId: row.id }, 'mail send attempt failed');
-        await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
-      })
-      .finally(() => {
-        inFlightTotal--;
-        running.delete(done);
-        if (!stopping) loop.kick();
-      });
-    running.add(done);
-  }
+  /** Gives the claim of an attempt that has not transmitted back (pending again, the attempt not counted). */
+  const release = (row: OutboxRow) => queue.release(clock(), [row]);
 
-  /**
-   * One pass: claims what is due for the free slots and starts it, without waiting for the attempts: each
-   * channel's mail goes at its relay's pace, and a slow or dead relay holds only its own channel's slots.
-   */
-  async function pass(): Promise<number> {
-    let total = await settleAbandoned(clock());
-    for (let round = 0; round < 20 && !stopping; round++) {
-      const claimed = await claim(clock());
-      if (claimed.length === 0) break;
-      for (const row of claimed) start(row);
-      total += claimed.length;
-    }
-    return total;
-  }
+  /** One attempt; an unexpected failure is retried later. */
+  const guarded = (row: OutboxRow) =>
+    attempt(row).catch(async (err: unknown) => {
+      if (toAppError(err).code === 'SERVICE_UNAVAILABLE') return; // the database is away: the lease brings the attempt back
+      deps.log.error({ err, outboxId: row.id }, 'mail send attempt failed');
+      await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
+    });
 
-  /** A pass that also waits for the attempts it started (tests, and the command line). */
-  async function runOnce(): Promise<number> {
-    const total = await pass();
-    while (running.size > 0) await Promise.all([...running]);
-    return total;
-  }
-
-  /** Gives the claims of attempts that have not transmitted back (pending again, the attempt not counted). */
-  async function release(row: OutboxRow) {
-    await db
-      .update(mailOutbox)
-      .set({ status: 'pending', attempt: sql`${mailOutbox.attempt} - 1`, leaseUntil: null, updatedAt: clock() })
-      .where(and(mine(row), sql`${mailOutbox.transmittedAt} IS NULL`));
-  }
-
-  const loop = createWorkerLoop({ name: 'mail sender', pass, intervalMs: deps.pollMs ?? 1000, wake: (kick) => onEventsCommitted(kick, (c) => c.operation !== undefined && QUEUEING.has(c.operation)), wakeDelayMs: 10, log: deps.log });
   return {
-    ...loop,
+    name: 'mail send',
+    table: 'mail_outbox',
+    maxInFlight: MAX_IN_FLIGHT,
+    claim: (now, limit) =>
+      queue.claim(now, {
+        limit,
+        mode: 'slots',
+        perLane: PER_CHANNEL,
+        perOrganization: PER_ORGANIZATION,
+        // None for a channel whose relay is paused.
+        where: sql`NOT EXISTS (SELECT 1 FROM ${channels} WHERE ${channels.id} = ${mailOutbox.channelId} AND ${channels.sendPausedUntil} > ${now})`,
+      }),
+    laneOf: (row) => row.channelId,
+    // Each attempt at its relay's pace: a slow or dead relay holds only its own attempts, each until its deadline.
+    run: async (rows) => void (await Promise.all(rows.map(guarded))),
+    async recover(rows) {
+      for (const row of rows) await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
+    },
+    /** Attempts whose process died after the data was transmitted: the outcome is unknown, so they are not sent again. */
+    async settleAbandoned(now) {
+      for (const row of await queue.abandoned(now, 16)) await fail(row, UNKNOWN_OUTCOME);
+    },
     start() {
       stopping = false;
-      loop.start();
     },
-    /**
-     * Stops claiming, ends the attempts under way that have not handed the relay the whole message (their
-     * claims are given back, so another process sends them at once), and waits for the others' answers.
-     */
-    async stop() {
+    // Ends the attempts under way that have not handed the relay the whole message (their claims are given
+    // back, so another process sends them at once); the others' answers are waited for.
+    stop() {
       stopping = true;
-      await loop.stop();
       for (const close of open) close();
-      while (running.size > 0) await Promise.all([...running]);
     },
-    runOnce,
+    stopWaitMs: deps.sendTimeoutMs + 1000,
+  };
+}
+
+export function createMailSender(deps: MailSenderDeps): OutboxWorker & { runOnce(): Promise<number> } {
+  const worker = createOutboxWorker({ name: 'mail sender', db: deps.db, clock: deps.clock, log: deps.log, pollMs: deps.pollMs ?? 1000, queues: [mailSending(deps)] });
+  return {
+    ...worker,
+    /** A pass that also waits for the attempts it started (tests, and the command line). */
+    async runOnce() {
+      const total = await worker.pass();
+      await worker.idle();
+      return total;
+    },
   };
 }

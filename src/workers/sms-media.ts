@@ -1,28 +1,28 @@
 import { randomUUID } from 'node:crypto';
-import { and, eq, gt, inArray, notInArray, sql } from 'drizzle-orm';
+import { and, eq, gt } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
-import { toAppError } from '../core/errors.js';
 import type { Actor } from '../core/operation.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { messages, smsMedia } from '../db/schema.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
-import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
+import { CommittedWork } from '../modules/events/events.signal.js';
 import { getMessage, insertAttachments } from '../modules/messages/messages.repository.js';
 import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/channels/sms/media.js';
-import { MEDIA_QUEUED, storedMediaBytes, updateMediaEntry } from '../modules/channels/sms/media.repository.js';
+import { storedMediaBytes, updateMediaEntry } from '../modules/channels/sms/media.repository.js';
+import { createQueue } from '../modules/outbox.js';
 import { providerFor } from '../modules/channels/sms/providers/index.js';
 import { loadSmsChannel } from '../modules/channels/sms/sms.repository.js';
-import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
+import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /**
  * Fetches the media of received texts (MMS), queued in `sms_media` by the webhook in the message's
  * transaction, so the webhook answers without waiting for them.
  *
- * - Claimed in the database (`FOR UPDATE SKIP LOCKED`, a lease covering every redirect's deadline), so
- *   several processes never fetch one item at once, and a dead process's claim is taken over.
- * - Each channel has its own chain in this process (one item per pass, the pass never waits for it): one
- *   organization's slow or dead media host holds up nothing but its own channel.
+ * - Claimed through the queue engine (`src/modules/outbox.ts`; a lease covering every redirect's deadline),
+ *   so several processes never fetch one item at once, and a dead process's claim is taken over.
+ * - One item per channel at a time (over all processes), the channels and organizations taking turns; a pass
+ *   never waits for a fetch: one organization's slow or dead media host holds up nothing but its own channel.
  * - The provider module fetches (media.ts): credentials only on the provider's API origin, everything through
  *   the outbound address check, at most EMAIL_ATTACHMENT_MAX_BYTES for all the media of one message.
  * - Network errors, 408, 429 and 5xx are retried with backoff (at least the host's `Retry-After`), at most
@@ -34,7 +34,8 @@ import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
 
 export const MEDIA_RETRY_DELAYS_MS = [30_000, 2 * 60_000, 10 * 60_000, 30 * 60_000];
 export const MAX_MEDIA_ATTEMPTS = MEDIA_RETRY_DELAYS_MS.length + 1;
-const BATCH = 32;
+/** Fetches under way in one process. */
+const MAX_IN_FLIGHT = 32;
 const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
 
 export interface SmsMediaDeps {
@@ -52,22 +53,26 @@ export interface SmsMediaDeps {
 
 type MediaRow = typeof smsMedia.$inferSelect;
 
-export function mediaRetryDelay(attempt: number, retryAfterMs: number | undefined, random: () => number = Math.random): number {
-  const base = MEDIA_RETRY_DELAYS_MS[attempt - 1] ?? MEDIA_RETRY_DELAYS_MS.at(-1)!;
-  return Math.max(retryAfterMs ?? 0, Math.round(base * (0.9 + 0.2 * random())));
-}
-
 /** The claim was taken over (its lease ran out): what this attempt wrote is rolled back. */
 class LeaseLost extends Error {}
 
-export function createSmsMediaFetcher(deps: SmsMediaDeps): WorkerLoop & { runOnce(): Promise<number>; idle(): Promise<void> } {
+export function createSmsMediaFetcher(deps: SmsMediaDeps): OutboxWorker & { runOnce(): Promise<number> } {
   const { db, clock } = deps;
-  const work = busyWork<string>();
-  const { busy } = work;
-  // Every hop (the media URL and its redirects) has its own deadline.
-  const leaseMs = deps.timeoutMs * (MAX_MEDIA_REDIRECTS + 1) + 10_000;
-
-  const mine = (row: MediaRow) => and(eq(smsMedia.id, row.id), eq(smsMedia.status, 'fetching'), eq(smsMedia.attempt, row.attempt));
+  const queue = createQueue(
+    db,
+    {
+      table: smsMedia,
+      lane: smsMedia.channelId,
+      working: 'fetching',
+      updatedAt: smsMedia.updatedAt,
+      // Every hop (the media URL and its redirects) has its own deadline.
+      leaseMs: deps.timeoutMs * (MAX_MEDIA_REDIRECTS + 1) + 10_000,
+      retryDelaysMs: MEDIA_RETRY_DELAYS_MS,
+      maxAttempts: MAX_MEDIA_ATTEMPTS,
+    },
+    deps.random,
+  );
+  const { mine } = queue;
 
   /** The item's metadata entry and its message's `message.updated` event, in `tx`. */
   async function announce(tx: DbOrTx, row: MediaRow, patch: Record<string, unknown>, work: CommittedWork) {
@@ -89,12 +94,7 @@ export function createSmsMediaFetcher(deps: SmsMediaDeps): WorkerLoop & { runOnc
   }
 
   async function retryLater(row: MediaRow, error: string, retryAfterMs?: number) {
-    if (row.attempt >= MAX_MEDIA_ATTEMPTS) return fail(row, `Gave up after ${row.attempt} attempts; the last: ${error}`);
-    const now = clock();
-    await db
-      .update(smsMedia)
-      .set({ status: 'pending', lastError: error, leaseUntil: null, nextAttemptAt: new Date(now.getTime() + mediaRetryDelay(row.attempt, retryAfterMs, deps.random)), updatedAt: now })
-      .where(mine(row));
+    if (!(await queue.retryLater(clock(), row, error, retryAfterMs))) await fail(row, `Gave up after ${row.attempt} attempts; the last: ${error}`);
   }
 
   async function store(row: MediaRow, fetched: Extract<MediaOutcome, { kind: 'fetched' }>) {
@@ -147,70 +147,28 @@ export function createSmsMediaFetcher(deps: SmsMediaDeps): WorkerLoop & { runOnc
     return retryLater(row, outcome.error, outcome.retryAfterMs);
   }
 
-  async function claim(now: Date): Promise<MediaRow[]> {
-    const skip = [...busy.keys()];
-    return db.transaction(async (tx) => {
-      const due = await tx
-        .select({ id: smsMedia.id, channelId: smsMedia.channelId })
-        .from(smsMedia)
-        .where(
-          and(
-            sql`((${smsMedia.status} = 'pending' AND ${smsMedia.nextAttemptAt} <= ${now}) OR (${smsMedia.status} = 'fetching' AND ${smsMedia.leaseUntil} <= ${now}))`,
-            skip.length ? notInArray(smsMedia.channelId, skip) : undefined,
-          ),
-        )
-        .orderBy(smsMedia.nextAttemptAt, smsMedia.createdAt)
-        .limit(BATCH)
-        .for('update', { skipLocked: true });
-      const seen = new Set<string>();
-      const ids = due.filter((d) => !seen.has(d.channelId) && seen.add(d.channelId)).map((d) => d.id);
-      if (ids.length === 0) return [];
-      return tx
-        .update(smsMedia)
-        .set({ status: 'fetching', leaseUntil: new Date(now.getTime() + leaseMs), attempt: sql`${smsMedia.attempt} + 1`, updatedAt: now })
-        .where(inArray(smsMedia.id, ids))
-        .returning();
-    });
-  }
-
-  function chain(row: MediaRow) {
-    const run = attempt(row)
-      .catch(async (err: unknown) => {
-        if (toAppError(err).code === 'SERVICE_UNAVAILABLE') return;
-        deps.log.error({ err, mediaId: row.id }, 'fetching a media item failed');
-        await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
-      })
-      .finally(() => {
-        busy.delete(row.channelId);
-        loop.kick();
-      });
-    busy.set(row.channelId, run);
-  }
-
-  async function runOnce(): Promise<number> {
-    const claimed = await claim(clock());
-    for (const row of claimed) chain(row);
-    return claimed.length;
-  }
-
-  const loop = createWorkerLoop({
+  const worker = createOutboxWorker({
     name: 'text media fetcher',
-    pass: runOnce,
-    intervalMs: deps.pollMs ?? 2000,
-    wake: (kick) => onEventsCommitted(kick, (c) => c.operation === undefined || c.operation === MEDIA_QUEUED),
-    wakeDelayMs: 10,
+    db,
+    clock,
     log: deps.log,
+    pollMs: deps.pollMs ?? 2000,
+    queues: [
+      {
+        name: 'media fetch',
+        table: 'sms_media',
+        maxInFlight: MAX_IN_FLIGHT,
+        claim: (now, limit) => queue.claim(now, { limit, mode: 'batch', perLane: 1 }),
+        laneOf: (row: MediaRow) => row.channelId,
+        run: ([row]: MediaRow[]) => attempt(row!),
+        async recover(rows: MediaRow[]) {
+          for (const row of rows) await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
+        },
+        // A fetch under way may take up to its deadlines: shutdown waits at most 2 s; its lease then runs out
+        // and whichever process comes next fetches the item again.
+        stopWaitMs: 2000,
+      } satisfies QueueWork<MediaRow>,
+    ],
   });
-  return {
-    ...loop,
-    runOnce,
-    async stop() {
-      await loop.stop();
-      // A fetch under way may take up to its deadlines: shutdown waits at most 2 s; its lease then runs out
-      // and whichever process comes next fetches the item again.
-      await work.settleWithin(2000);
-    },
-    /** Waits until every fetch under way has ended (tests). */
-    idle: work.idle,
-  };
+  return { ...worker, runOnce: worker.pass };
 }

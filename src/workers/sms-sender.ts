@@ -1,29 +1,31 @@
-import { and, eq, gt, inArray, isNull, notInArray, or, sql } from 'drizzle-orm';
+import { inArray, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
-import { toAppError } from '../core/errors.js';
-import type { ActorType } from '../core/operation.js';
-import type { Db, DbOrTx } from '../db/client.js';
-import { channels, messages, smsOutbox } from '../db/schema.js';
-import { recordEvents } from '../modules/events/events.recorder.js';
-import { CommittedWork, onEventsCommitted } from '../modules/events/events.signal.js';
-import { getMessage } from '../modules/messages/messages.repository.js';
-import { sendingOperations } from '../modules/channels/sending.operations.js';
+import type { Db } from '../db/client.js';
+import { channels, messages, smsOptOuts, smsOutbox } from '../db/schema.js';
+import { CommittedWork } from '../modules/events/events.signal.js';
+import { createQueue, settleMessages } from '../modules/outbox.js';
 import type { SendOutcome } from '../modules/channels/sms/provider.js';
 import { providerFor } from '../modules/channels/sms/providers/index.js';
 import { boundSmppChannels } from '../modules/channels/sms/providers/smpp.js';
 import { CREDENTIALS_FIX } from '../modules/channels/channels.repository.js';
 import { showChannelOutcome } from '../modules/channels/channel-health.js';
-import { addOptOut, announceFailed, hookUrl, isOptedOut, loadSmsChannel, OPTED_OUT_REASON } from '../modules/channels/sms/sms.repository.js';
-import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
+import { kindOf } from '../modules/channels/kinds.js';
+import { addOptOut, announceFailed, hookUrl, loadSmsChannel, OPTED_OUT_REASON } from '../modules/channels/sms/sms.repository.js';
+import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /**
  * Sends the texts the sending operations queued (the `sms_outbox` table) through each channel's provider.
  *
- * - Claimed in the database (`FOR UPDATE SKIP LOCKED`, a lease), so several processes never send one text twice.
- * - Each channel has its own chain of sends in this process, paced at the channel's `rate` (segments per
- *   second); a pass only starts chains and never waits for them, so one organization's slow or dead
- *   provider holds up nothing but its own channel.
+ * - Claimed through the queue engine (`src/modules/outbox.ts`): one statement claims a batch per channel (as
+ *   many texts as the channel's rate sends within half the lease, at most 50), only for a channel with no
+ *   batch under way in any process, the channels and organizations taking turns. A pass never waits for a
+ *   batch, so one organization's slow or dead provider holds up nothing but its own channel's batch.
+ * - A batch reads and decrypts its channel once, checks deleted messages and opt-outs for all its texts in
+ *   one statement, and sends in waves: as many texts at once as the channel's token bucket allows (its `rate`
+ *   in segments per second, bursts of a tenth of a second's worth), at most `SEND_CONCURRENCY`. Each wave
+ *   commits its `transmitted_at` (and renews the rest of the batch's lease) in one statement before it
+ *   leaves, and its outcomes are written set-based (one transaction for the texts sent).
  * - `transmitted_at` is committed just before the request leaves. A request that left without an answer (a
  *   timeout, a connection lost) is an unknown outcome: the text is marked failed with a reason that says so
  *   and never sent again, so a customer never gets it twice (the provider most likely sent it). The same
@@ -38,15 +40,12 @@ export const SMS_RETRY_DELAYS_MS = [10_000, 60_000, 5 * 60_000, 15 * 60_000, 60 
 export const MAX_SMS_ATTEMPTS = SMS_RETRY_DELAYS_MS.length + 1;
 export const SMS_UNKNOWN_OUTCOME =
   'Delivery outcome unknown: the request reached the provider but no answer came. It is not sent again, so that it cannot arrive twice; the provider most likely sent it.';
-const BATCH = 64;
-/**
- * Texts of one channel claimed per pass: one, so that its lease (twice the request timeout) never has to
- * cover a wait for pacing, and a dead process's claim is taken over within that lease. The channel's chain
- * ends after its pacing pause and kicks the next pass at once.
- */
-const PER_CHANNEL = 1;
-
-const QUEUEING = new Set<string>([...sendingOperations.map((op) => op.id), 'messages.receive']);
+/** The most texts of one channel claimed as one batch. */
+const MAX_BATCH = 50;
+/** The most requests of one channel under way at once. */
+export const SEND_CONCURRENCY = 16;
+/** Texts under way in one process, over all channels. */
+const MAX_IN_FLIGHT = 1000;
 
 export interface SmsSenderDeps {
   db: Db;
@@ -61,14 +60,74 @@ export interface SmsSenderDeps {
 }
 
 type OutboxRow = typeof smsOutbox.$inferSelect;
+type Channel = NonNullable<Awaited<ReturnType<typeof loadSmsChannel>>>;
 
-export function smsRetryDelay(attempt: number, retryAfterMs: number | undefined, random: () => number = Math.random): number {
-  const base = SMS_RETRY_DELAYS_MS[attempt - 1] ?? SMS_RETRY_DELAYS_MS.at(-1)!;
-  return Math.max(retryAfterMs ?? 0, Math.round(base * (0.9 + 0.2 * random())));
+/**
+ * A channel's pacing in this process: a token bucket of segments, filled at `rate` a second and holding a
+ * tenth of a second's worth (at least one segment). `take` answers how many of the next texts may leave now
+ * (at least one, after waiting for its tokens).
+ */
+function tokenBucket(rate: number, clock: () => number) {
+  const capacity = Math.max(1, Math.floor(rate / 10));
+  let tokens = capacity;
+  let at = clock();
+  const refill = () => {
+    const now = clock();
+    tokens = Math.min(capacity, tokens + ((now - at) / 1000) * rate);
+    at = now;
+  };
+  return {
+    rate,
+    /** The wait (ms) before `segments` may leave; 0 when they may leave now. */
+    wait(segments: number) {
+      refill();
+      const need = Math.min(segments, capacity);
+      return tokens >= need ? 0 : Math.ceil(((need - tokens) / rate) * 1000);
+    },
+    /** The segments that may leave now. */
+    available() {
+      refill();
+      return tokens;
+    },
+    /** Spends `segments` as they leave (the bucket may go below zero for a text larger than it holds). */
+    take(segments: number) {
+      refill();
+      tokens -= segments;
+    },
+    /**
+     * After a wave's answers: a bucket the wave emptied refills from now, not from when the requests left, so
+     * that a channel sending at its pace keeps its interval between the requests as the provider sees them
+     * arrive (however long the requests took on their way).
+     */
+    answered() {
+      if (tokens < 1) at = clock();
+    },
+    /** Full again (nothing owed): the bucket may be dropped. */
+    get idle() {
+      refill();
+      return tokens >= capacity;
+    },
+  };
 }
 
-export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): Promise<number>; idle(): Promise<void> } {
+/** Texts to send, as a queue of the queue engine: the batch claim, and the transmit step through the channel's provider. */
+export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
   const { db, clock } = deps;
+  const leaseMs = deps.sendTimeoutMs * 2;
+  const queue = createQueue(
+    db,
+    {
+      table: smsOutbox,
+      lane: smsOutbox.channelId,
+      working: 'sending',
+      transmittedAt: smsOutbox.transmittedAt,
+      updatedAt: smsOutbox.updatedAt,
+      leaseMs,
+      retryDelaysMs: SMS_RETRY_DELAYS_MS,
+      maxAttempts: MAX_SMS_ATTEMPTS,
+    },
+    deps.random,
+  );
   let stopping = false;
   const wakers = new Set<() => void>();
   /** A pause that ends early when the sender stops. */
@@ -80,217 +139,227 @@ export function createSmsSender(deps: SmsSenderDeps): WorkerLoop & { runOnce(): 
         const timer = setTimeout(done, ms);
         wakers.add(done);
       }));
-  const sleep = (ms: number) => (stopping ? Promise.resolve() : pause(ms));
-  /** Channels with a chain of sends running in this process, and the chains. */
-  const work = busyWork<string>();
-  const { busy } = work;
-  const leaseMs = deps.sendTimeoutMs * 2;
+  const sleep = (ms: number) => (stopping || ms <= 0 ? Promise.resolve() : pause(ms));
+  /** The channels' pacing in this process (kept between batches, dropped once full again). */
+  const buckets = new Map<string, ReturnType<typeof tokenBucket>>();
+  const bucketOf = (channel: Channel) => {
+    const rate = kindOf(channel).pacing(channel)?.perSecond ?? 1;
+    let bucket = buckets.get(channel.id);
+    if (!bucket || bucket.rate !== rate) buckets.set(channel.id, (bucket = tokenBucket(rate, () => Date.now())));
+    return bucket;
+  };
 
-  const mine = (row: OutboxRow) => and(eq(smsOutbox.id, row.id), eq(smsOutbox.status, 'sending'), eq(smsOutbox.attempt, row.attempt));
-  const actorOf = (row: OutboxRow) => ({ type: row.actorType as ActorType, id: row.actorId, depth: row.depth });
-
-  async function event(tx: DbOrTx, row: OutboxRow, type: 'message.sent' | 'message.failed', work: CommittedWork) {
-    const data = await getMessage(tx, row.organizationId, row.messageId).catch(() => null);
-    if (!data) return;
-    const recorded = await recordEvents(tx, actorOf(row), [{ type, organizationId: row.organizationId, resourceId: row.messageId, data }]);
-    work.add({ ...recorded, types: [type] });
-  }
-
-  async function fail(row: OutboxRow, error: string, opts: { optOut?: string } = {}) {
+  /** Fails texts (each with its reason) in one transaction; `optOut` also records the recipient's opt-out. */
+  async function fail(items: { row: OutboxRow; reason: string }[], opts: { optOut?: string } = {}) {
+    if (items.length === 0) return;
     const now = clock();
     const work = new CommittedWork();
     await db.transaction(async (tx) => {
-      const [updated] = await tx.update(smsOutbox).set({ status: 'failed', lastError: error, leaseUntil: null, updatedAt: now }).where(mine(row)).returning({ id: smsOutbox.id });
-      if (!updated) return;
+      const reasons = new Map(items.map((i) => [i.row.id, i.reason]));
+      const updated = await tx
+        .update(smsOutbox)
+        .set({ status: 'failed', lastError: sql`CASE ${sql.join(
+          items.map((i) => sql`WHEN ${smsOutbox.id} = ${i.row.id}::uuid THEN ${i.reason}`),
+          sql` `,
+        )} END`, leaseUntil: null, updatedAt: now })
+        .where(queue.allMine(items.map((i) => i.row)))
+        .returning({ id: smsOutbox.id });
+      const failed = new Set(updated.map((u) => u.id));
       // Forward only: a delivery report that came first stays.
-      const [changed] = await tx
-        .update(messages)
-        .set({ status: 'failed', statusReason: error, updatedAt: now })
-        .where(and(eq(messages.id, row.messageId), inArray(messages.status, ['queued', 'sent'])))
-        .returning({ id: messages.id });
-      if (changed) await event(tx, row, 'message.failed', work);
+      await settleMessages(
+        tx,
+        items.filter((i) => failed.has(i.row.id)).map((i) => ({ row: i.row, reason: reasons.get(i.row.id)! })),
+        'failed',
+        ['queued', 'sent'],
+        now,
+        work,
+      );
+      const first = items[0]!.row;
       if (opts.optOut) {
-        const { failed } = await addOptOut(tx, row.organizationId, row.channelId, opts.optOut, 'provider');
-        await announceFailed(tx, row.organizationId, { type: 'system', id: null, depth: 0 }, failed, work);
+        const { failed: also } = await addOptOut(tx, first.organizationId, first.channelId, opts.optOut, 'provider');
+        await announceFailed(tx, first.organizationId, { type: 'system', id: null, depth: 0 }, also, work);
       }
     });
     work.announce();
   }
 
-  async function settleAbandoned(now: Date) {
-    const rows = await db
-      .select()
-      .from(smsOutbox)
-      .where(and(eq(smsOutbox.status, 'sending'), sql`${smsOutbox.leaseUntil} <= ${now}`, sql`${smsOutbox.transmittedAt} IS NOT NULL`))
-      .limit(BATCH);
-    for (const row of rows) await fail(row, SMS_UNKNOWN_OUTCOME);
-  }
-
-  async function claim(now: Date): Promise<OutboxRow[]> {
-    const skip = [...busy.keys()];
-    // An SMPP channel's texts go over its bind: only the process holding it (src/workers/smpp-binds.ts) claims them.
-    const bound = boundSmppChannels();
-    const smppElsewhere = sql`EXISTS (SELECT 1 FROM ${channels} WHERE ${channels.id} = ${smsOutbox.channelId} AND ${channels.sms}->'provider'->>'kind' = 'smpp')`;
-    return db.transaction(async (tx) => {
-      const due = await tx
-        .select({ id: smsOutbox.id, channelId: smsOutbox.channelId })
-        .from(smsOutbox)
-        .where(
-          and(
-            sql`((${smsOutbox.status} = 'pending' AND ${smsOutbox.nextAttemptAt} <= ${now})
-                 OR (${smsOutbox.status} = 'sending' AND ${smsOutbox.leaseUntil} <= ${now} AND ${smsOutbox.transmittedAt} IS NULL))`,
-            skip.length ? notInArray(smsOutbox.channelId, skip) : undefined,
-            bound.length ? or(sql`NOT ${smppElsewhere}`, inArray(smsOutbox.channelId, bound)) : sql`NOT ${smppElsewhere}`,
-          ),
-        )
-        .orderBy(smsOutbox.nextAttemptAt, smsOutbox.createdAt)
-        .limit(BATCH)
-        .for('update', { skipLocked: true });
-      const perChannel = new Map<string, number>();
-      const ids = due
-        .filter((d) => {
-          const n = perChannel.get(d.channelId) ?? 0;
-          perChannel.set(d.channelId, n + 1);
-          return n < PER_CHANNEL;
-        })
-        .map((d) => d.id);
-      if (ids.length === 0) return [];
-      return tx
-        .update(smsOutbox)
-        .set({ status: 'sending', leaseUntil: new Date(now.getTime() + leaseMs), attempt: sql`${smsOutbox.attempt} + 1`, transmittedAt: null, updatedAt: now })
-        .where(inArray(smsOutbox.id, ids))
-        .returning();
-    });
-  }
-
-  async function attempt(row: OutboxRow): Promise<number> {
-    const [message] = await db.select({ deletedAt: messages.deletedAt }).from(messages).where(eq(messages.id, row.messageId)).limit(1);
-    if (!message || message.deletedAt) return void (await fail(row, 'The message was deleted before it was sent')), 0;
-    const channel = await loadSmsChannel(db, row.channelId);
-    if (!channel) return void (await fail(row, 'The channel was deleted before the text could be sent')), 0;
-    if (channel.status === 'disabled') return void (await fail(row, 'The channel is disabled')), 0;
-    if (await isOptedOut(db, channel.id, row.sms.to)) return void (await fail(row, OPTED_OUT_REASON)), 0;
-    // Committed before the request leaves: from here on the outcome may be "sent" whatever happens to this process.
-    const now = clock();
-    const [held] = await db.update(smsOutbox).set({ transmittedAt: now, updatedAt: now }).where(and(mine(row), gt(smsOutbox.leaseUntil, now))).returning({ id: smsOutbox.id });
-    if (!held) return 0;
-    const provider = providerFor(channel.provider, channel.id);
-    let outcome: SendOutcome;
-    try {
-      outcome = await provider.send(
-        { from: row.sms.from, to: row.sms.to, text: row.sms.text, statusCallback: `${hookUrl(channel.id, true)}?m=${row.messageId}`, messageId: row.messageId },
-        { allowPrivate: deps.allowPrivate, timeoutMs: deps.sendTimeoutMs },
+  /** The texts sent, with the provider's ids, in one transaction. */
+  async function sent(items: { row: OutboxRow; providerMessageId: string }[]) {
+    if (items.length === 0) return;
+    const at = clock();
+    const work = new CommittedWork();
+    await db.transaction(async (tx) => {
+      // The messages first, then their outbox rows: the order a delivery report's write takes them in
+      // (`applyStatus`), so that a report racing this answer (an SMPP receipt right behind its
+      // submit_sm_resp) waits for it rather than deadlocking with it. Forward only: a delivery report that
+      // arrived before this answer already moved its message on (it keeps the provider's id, set here if missing).
+      await settleMessages(
+        tx,
+        items.map((i) => ({ row: i.row, reason: null, providerMessageId: i.providerMessageId })),
+        'sent',
+        ['queued'],
+        at,
+        work,
       );
-    } catch (err) {
-      outcome = { kind: 'unknown', error: err instanceof Error ? err.message : String(err) };
-    }
-    // The channel's health (its provider side): in error when the provider refuses its credentials, active
-    // again at the next text it takes. A channel that is fine costs nothing here.
-    if (outcome.kind === 'failed' && outcome.credentials) {
-      await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: `${provider.name === 'smpp' ? 'SMPP' : 'The text API'}: ${outcome.error}`, fix: CREDENTIALS_FIX.twilio });
-    } else if (outcome.kind === 'sent' && (channel.status === 'error' || channel.lastError !== null)) {
-      await showChannelOutcome(db, channel.id, { ok: true, side: 'provider' });
-    }
-    if (outcome.kind === 'sent') {
-      const providerMessageId = outcome.providerMessageId;
-      const at = clock();
-      const work = new CommittedWork();
-      await db.transaction(async (tx) => {
-        // The message first, then its outbox row: the order a delivery report's write takes them in
-        // (`applyStatus`), so that a report racing this answer (an SMPP receipt right behind its
-        // submit_sm_resp) waits for it rather than deadlocking with it.
-        // Forward only: a delivery report that arrived before this answer already moved the message on.
-        const [changed] = await tx
-          .update(messages)
-          .set({ status: 'sent', statusReason: null, providerMessageId, updatedAt: at })
-          .where(and(eq(messages.id, row.messageId), eq(messages.status, 'queued')))
-          .returning({ id: messages.id });
-        if (changed) await event(tx, row, 'message.sent', work);
-        else await tx.update(messages).set({ providerMessageId }).where(and(eq(messages.id, row.messageId), isNull(messages.providerMessageId)));
-        await tx.update(smsOutbox).set({ status: 'sent', sentAt: at, leaseUntil: null, lastError: null, updatedAt: at }).where(mine(row));
-      });
-      work.announce();
-      return row.sms.segments;
-    }
-    if (outcome.kind === 'unknown') return void (await fail(row, `${SMS_UNKNOWN_OUTCOME} (${outcome.error})`)), row.sms.segments;
-    if (outcome.kind === 'failed') return void (await fail(row, outcome.error, outcome.code === '21610' ? { optOut: row.sms.to } : {})), 0;
-    await retryLater(row, outcome.error, outcome.retryAfterMs);
-    return 0;
+      await tx.execute(sql`
+        UPDATE ${messages} SET provider_message_id = v.pid FROM (VALUES ${sql.join(
+          items.map((i) => sql`(${i.row.messageId}::uuid, ${i.providerMessageId}::text)`),
+          sql`, `,
+        )}) AS v(id, pid)
+         WHERE ${messages.id} = v.id AND ${messages.providerMessageId} IS NULL AND ${messages.status} <> 'queued'`);
+      await tx
+        .update(smsOutbox)
+        .set({ status: 'sent', sentAt: at, leaseUntil: null, lastError: null, updatedAt: at })
+        .where(queue.allMine(items.map((i) => i.row)));
+    });
+    work.announce();
   }
 
   async function retryLater(row: OutboxRow, error: string, retryAfterMs?: number) {
-    if (row.attempt >= MAX_SMS_ATTEMPTS) return fail(row, `Gave up after ${row.attempt} attempts; the last: ${error}`);
-    const now = clock();
-    await db
-      .update(smsOutbox)
-      .set({ status: 'pending', lastError: error, leaseUntil: null, transmittedAt: null, nextAttemptAt: new Date(now.getTime() + smsRetryDelay(row.attempt, retryAfterMs, deps.random)), updatedAt: now })
-      .where(mine(row));
+    if (!(await queue.retryLater(clock(), row, error, retryAfterMs))) await fail([{ row, reason: `Gave up after ${row.attempt} attempts; the last: ${error}` }]);
   }
 
-  /** One channel's claimed texts, one after another, paced at its rate. */
-  function chain(channelId: string, rows: OutboxRow[]) {
-    const run = (async () => {
-      for (const row of rows) {
-        if (stopping) {
-          // Not attempted: back to the queue at once, for whichever process runs next.
-          await db.update(smsOutbox).set({ status: 'pending', leaseUntil: null, attempt: sql`${smsOutbox.attempt} - 1`, updatedAt: clock() }).where(mine(row)).catch(() => {});
-          continue;
-        }
+  /** Texts that must not leave: their message was deleted, or the recipient opted out (one statement). */
+  async function refused(rows: OutboxRow[]): Promise<{ row: OutboxRow; reason: string }[]> {
+    const found = await db
+      .select({
+        id: smsOutbox.id,
+        live: sql<boolean>`EXISTS (SELECT 1 FROM ${messages} WHERE ${messages.id} = ${smsOutbox.messageId} AND ${messages.deletedAt} IS NULL)`,
+        optedOut: sql<boolean>`EXISTS (SELECT 1 FROM ${smsOptOuts} WHERE ${smsOptOuts.channelId} = ${smsOutbox.channelId} AND ${smsOptOuts.phoneNumber} = ${smsOutbox.sms}->>'to')`,
+      })
+      .from(smsOutbox)
+      .where(inArray(smsOutbox.id, rows.map((r) => r.id)));
+    const byId = new Map(found.map((f) => [f.id, f]));
+    return rows.flatMap((row) => {
+      const f = byId.get(row.id);
+      if (!f?.live) return [{ row, reason: 'The message was deleted before it was sent' }];
+      if (f.optedOut) return [{ row, reason: OPTED_OUT_REASON }];
+      return [];
+    });
+  }
+
+  /** The channel's health (its provider side): in error when the provider refuses its credentials, active again at the next text it takes. */
+  async function showHealth(channel: Channel, outcomes: SendOutcome[], providerName: string) {
+    const refusal = outcomes.find((o): o is Extract<SendOutcome, { kind: 'failed' }> => o.kind === 'failed' && Boolean(o.credentials));
+    if (refusal) {
+      await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: `${providerName === 'smpp' ? 'SMPP' : 'The text API'}: ${refusal.error}`, fix: CREDENTIALS_FIX.twilio });
+    } else if (outcomes.some((o) => o.kind === 'sent') && (channel.status === 'error' || channel.lastError !== null)) {
+      await showChannelOutcome(db, channel.id, { ok: true, side: 'provider' });
+      channel.status = 'active';
+      channel.lastError = null;
+    }
+  }
+
+  /** One channel's batch: checked, then sent in waves paced by its bucket, the outcomes written per wave. */
+  async function run(batch: OutboxRow[], isStopping: () => boolean) {
+    const channelId = batch[0]!.channelId;
+    const channel = await loadSmsChannel(db, channelId);
+    if (!channel) return fail(batch.map((row) => ({ row, reason: 'The channel was deleted before the text could be sent' })));
+    if (channel.status === 'disabled') return fail(batch.map((row) => ({ row, reason: 'The channel is disabled' })));
+    const refusals = await refused(batch);
+    await fail(refusals);
+    const skip = new Set(refusals.map((r) => r.row.id));
+    let rest = batch.filter((row) => !skip.has(row.id));
+    const provider = providerFor(channel.provider, channel.id);
+    const bucket = bucketOf(channel);
+    /** The outcomes of the waves sent, written in order while the next wave goes. */
+    let written: Promise<void> = Promise.resolve();
+    try {
+      while (rest.length > 0) {
+        if (isStopping()) return await queue.release(clock(), rest);
+        await sleep(bucket.wait(rest[0]!.sms.segments));
+        if (isStopping()) return await queue.release(clock(), rest);
+        // The wave: as many texts as the bucket holds now (at least the first), at most SEND_CONCURRENCY.
+        const wave: OutboxRow[] = [];
         let segments = 0;
-        try {
-          segments = await attempt(row);
-        } catch (err) {
-          if (toAppError(err).code !== 'SERVICE_UNAVAILABLE') {
-            deps.log.error({ err, outboxId: row.id }, 'text send attempt failed');
-            await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
-          }
+        const available = bucket.available();
+        for (const row of rest) {
+          if (wave.length >= SEND_CONCURRENCY || (wave.length > 0 && segments + row.sms.segments > available)) break;
+          segments += row.sms.segments;
+          wave.push(row);
         }
-        if (segments > 0) {
-          const channel = await loadSmsChannel(db, channelId).catch(() => undefined);
-          const rate = channel?.sms?.rate ?? 1;
-          await sleep(Math.ceil((segments / rate) * 1000));
+        rest = rest.slice(wave.length);
+        // Committed before the requests leave: from here on their outcome may be "sent" whatever happens to this process.
+        const held = await queue.markTransmitted(clock(), wave, rest);
+        const leaving = wave.filter((row) => held.has(row.id));
+        rest = rest.filter((row) => held.has(row.id));
+        // Spent as they leave: the channel's pace is counted from the requests, not from the commit before them.
+        bucket.take(segments);
+        const outcomes = await Promise.all(
+          leaving.map((row) =>
+            provider
+              .send(
+                { from: row.sms.from, to: row.sms.to, text: row.sms.text, statusCallback: `${hookUrl(channel.id, true)}?m=${row.messageId}`, messageId: row.messageId },
+                { allowPrivate: deps.allowPrivate, timeoutMs: deps.sendTimeoutMs },
+              )
+              .catch((err: unknown): SendOutcome => ({ kind: 'unknown', error: err instanceof Error ? err.message : String(err) })),
+          ),
+        );
+        bucket.answered();
+        const settle = async () => {
+          await showHealth(channel, outcomes, provider.name);
+          const done = leaving.map((row, i) => ({ row, outcome: outcomes[i]! }));
+          await sent(done.flatMap(({ row, outcome }) => (outcome.kind === 'sent' ? [{ row, providerMessageId: outcome.providerMessageId }] : [])));
+          await fail(done.flatMap(({ row, outcome }) => (outcome.kind === 'unknown' ? [{ row, reason: `${SMS_UNKNOWN_OUTCOME} (${outcome.error})` }] : [])));
+          for (const { row, outcome } of done) {
+            if (outcome.kind === 'failed') await fail([{ row, reason: outcome.error }], outcome.code === '21610' ? { optOut: row.sms.to } : {});
+            if (outcome.kind === 'retry') await retryLater(row, outcome.error, outcome.retryAfterMs);
+          }
+        };
+        written = written.then(settle);
+        // A provider refusing the channel's credentials refuses the rest of the batch too: it waits for its retry.
+        if (outcomes.some((o) => o.kind === 'failed' && o.credentials)) {
+          await written;
+          for (const row of rest) await retryLater(row, 'Not sent: the provider refused the channel\'s credentials');
+          rest = [];
         }
       }
-    })().finally(() => {
-      busy.delete(channelId);
-      loop.kick();
-    });
-    busy.set(channelId, run);
+    } finally {
+      await written;
+      if (bucket.idle) buckets.delete(channel.id);
+    }
   }
 
-  async function runOnce(): Promise<number> {
-    await settleAbandoned(clock());
-    const claimed = await claim(clock());
-    const byChannel = new Map<string, OutboxRow[]>();
-    for (const row of claimed) byChannel.set(row.channelId, [...(byChannel.get(row.channelId) ?? []), row]);
-    for (const [channelId, rows] of byChannel) chain(channelId, rows);
-    return claimed.length;
-  }
-
-  const loop = createWorkerLoop({
-    name: 'text sender',
-    pass: runOnce,
-    intervalMs: deps.pollMs ?? 1000,
-    wake: (kick) => onEventsCommitted(kick, (c) => c.operation === undefined || QUEUEING.has(c.operation)),
-    wakeDelayMs: 10,
-    log: deps.log,
-  });
   return {
-    ...loop,
-    runOnce,
+    name: 'text send',
+    table: 'sms_outbox',
+    maxInFlight: MAX_IN_FLIGHT,
+    claim(now, limit) {
+      // An SMPP channel's texts go over its bind: only the process holding it (src/workers/smpp-binds.ts) claims them.
+      const bound = boundSmppChannels();
+      const smpp = sql`EXISTS (SELECT 1 FROM ${channels} WHERE ${channels.id} = ${smsOutbox.channelId} AND ${channels.sms}->'provider'->>'kind' = 'smpp')`;
+      const leaseSeconds = leaseMs / 1000;
+      return queue.claim(now, {
+        limit,
+        mode: 'batch',
+        // What the channel's rate sends within half the lease (the lease is renewed at each wave).
+        perLane: sql`(SELECT least(${MAX_BATCH}, greatest(1, floor(coalesce((${channels.sms}->>'rate')::numeric, 1) * ${leaseSeconds / 2})))::int FROM ${channels} WHERE ${channels.id} = ${smsOutbox.channelId})`,
+        where: bound.length ? sql`(NOT ${smpp} OR ${inArray(smsOutbox.channelId, bound)})` : sql`NOT ${smpp}`,
+      });
+    },
+    laneOf: (row) => row.channelId,
+    run,
+    async recover(rows) {
+      for (const row of rows) await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
+    },
+    async settleAbandoned(now) {
+      const rows = await queue.abandoned(now, 64);
+      await fail(rows.map((row) => ({ row, reason: SMS_UNKNOWN_OUTCOME })));
+    },
     start() {
       stopping = false;
-      loop.start();
     },
-    async stop() {
+    stop() {
       stopping = true;
       for (const wake of [...wakers]) wake();
-      await loop.stop();
-      // A request under way may take up to its timeout: shutdown waits at most 2 s for it. Its row keeps its
-      // lease; as the request may have left, whoever finds the lease expired marks it an unknown outcome.
-      await work.settleWithin(2000);
     },
-    /** Waits until every chain under way has ended (tests). */
-    idle: work.idle,
+    // A request under way may take up to its timeout: shutdown waits at most 2 s for it. Its row keeps its
+    // lease; as the request may have left, whoever finds the lease expired marks it an unknown outcome.
+    stopWaitMs: 2000,
   };
+}
+
+export function createSmsSender(deps: SmsSenderDeps): OutboxWorker & { runOnce(): Promise<number> } {
+  const worker = createOutboxWorker({ name: 'text sender', db: deps.db, clock: deps.clock, log: deps.log, pollMs: deps.pollMs ?? 1000, queues: [textSending(deps)] });
+  return { ...worker, runOnce: worker.pass };
 }

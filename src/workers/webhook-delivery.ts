@@ -1,4 +1,4 @@
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import { Webhook as Signer } from 'standardwebhooks';
 import type { Clock } from '../core/clock.js';
@@ -7,7 +7,8 @@ import { events, webhookDeliveries, webhookEndpoints } from '../db/schema.js';
 import { onEventsCommitted } from '../modules/events/events.signal.js';
 import { toEvent } from '../modules/events/events.repository.js';
 import { outboundRequest, OutboundProblem } from '../core/outbound.js';
-import { createWorkerLoop, type WorkerLoop } from './loop.js';
+import { createQueue, retryDelay as backoff } from '../modules/outbox.js';
+import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /** A 2xx within this time counts as delivered. */
 export const DELIVERY_TIMEOUT_MS = 10_000;
@@ -19,15 +20,14 @@ const MAX_RESPONSE_BYTES = 64 * 1024;
 export const RETRY_DELAYS_MS = [5_000, 60_000, 10 * 60_000, 60 * 60_000, 6 * 60 * 60_000];
 const LATER_RETRY_MS = 12 * 60 * 60_000;
 export const GIVE_UP_AFTER_MS = 3 * 24 * 60 * 60_000;
-const BATCH = 64;
+/** Deliveries under way in one process. */
+const MAX_IN_FLIGHT = 256;
 /** Due deliveries of one endpoint sent one after another in a pass (in order), before others get their turn. */
 const PER_ENDPOINT = 8;
+const DELAYS_MS = [...RETRY_DELAYS_MS, LATER_RETRY_MS];
 
-/** The wait before the next attempt after `attempt` failures, with ±10% jitter so retries of many deliveries spread out. */
-export function retryDelay(attempt: number, random: () => number = Math.random): number {
-  const base = RETRY_DELAYS_MS[attempt - 1] ?? LATER_RETRY_MS;
-  return Math.round(base * (0.9 + 0.2 * random()));
-}
+/** The wait before the next attempt after `attempt` failures (the queue engine's backoff, ±10% jitter). */
+export const retryDelay = (attempt: number, random: () => number = Math.random): number => backoff(DELAYS_MS, attempt, undefined, random);
 
 export interface DeliveryResult {
   statusCode: number | null;
@@ -69,56 +69,28 @@ type DeliveryRow = typeof webhookDeliveries.$inferSelect;
 type EndpointRow = typeof webhookEndpoints.$inferSelect;
 
 /**
- * Delivers queued webhook events. Each pass claims due deliveries in the database (`FOR UPDATE SKIP
- * LOCKED`, a lease): up to PER_ENDPOINT per endpoint, sent one after another in their order, and none
- * for an endpoint with an attempt under way elsewhere, so deliveries to one endpoint go out in order where
- * they can, endpoints are served side by side, and two processes never attempt the same delivery at once. An attempt that a crash interrupts is taken over when its lease runs out: delivery
- * is at least once.
+ * Delivers queued webhook events through the queue engine (`src/modules/outbox.ts`): each pass claims due
+ * deliveries (`FOR UPDATE SKIP LOCKED`, a lease) as a batch of up to PER_ENDPOINT per endpoint, sent one after
+ * another in their order, and none for an endpoint with an attempt under way elsewhere, so deliveries to one
+ * endpoint go out in order where they can, endpoints (and organizations) take turns and are served side by
+ * side, and two processes never attempt the same delivery at once. An attempt that a crash interrupts is
+ * taken over when its lease runs out: delivery is at least once.
  */
-export function createWebhookDelivery(deps: WebhookDeliveryDeps): WorkerLoop & { runOnce(): Promise<number> } {
+export function createWebhookDelivery(deps: WebhookDeliveryDeps): OutboxWorker & { runOnce(): Promise<number> } {
   const { db, clock } = deps;
-
-  async function claim(now: Date): Promise<DeliveryRow[][]> {
-    return db.transaction(async (tx) => {
-      const due = await tx
-        .select()
-        .from(webhookDeliveries)
-        .where(
-          and(
-            sql`(${webhookDeliveries.status} = 'pending' OR (${webhookDeliveries.status} = 'delivering' AND ${webhookDeliveries.leaseUntil} <= ${now}))`,
-            sql`${webhookDeliveries.nextAttemptAt} <= ${now}`,
-            sql`NOT EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.endpoint_id = ${webhookDeliveries.endpointId}
-                 AND x.status = 'delivering' AND x.lease_until > ${now})`,
-          ),
-        )
-        .orderBy(webhookDeliveries.nextAttemptAt, webhookDeliveries.createdAt)
-        .limit(BATCH)
-        .for('update', { skipLocked: true });
-      const byEndpoint = new Map<string, DeliveryRow[]>();
-      for (const d of due) {
-        const queue = byEndpoint.get(d.endpointId) ?? [];
-        if (queue.length < PER_ENDPOINT) byEndpoint.set(d.endpointId, [...queue, d]);
-      }
-      if (byEndpoint.size === 0) return [];
-      const claimed = await tx
-        .update(webhookDeliveries)
-        .set({ status: 'delivering', leaseUntil: new Date(now.getTime() + LEASE_MS), attempt: sql`${webhookDeliveries.attempt} + 1`, lastAttemptAt: now })
-        .where(inArray(webhookDeliveries.id, [...byEndpoint.values()].flat().map((d) => d.id)))
-        .returning();
-      const queues = new Map<string, DeliveryRow[]>();
-      for (const d of claimed.sort((x, y) => x.nextAttemptAt.getTime() - y.nextAttemptAt.getTime() || x.createdAt.getTime() - y.createdAt.getTime())) {
-        queues.set(d.endpointId, [...(queues.get(d.endpointId) ?? []), d]);
-      }
-      return [...queues.values()];
-    });
-  }
-
-  async function extendLease(rest: DeliveryRow[]) {
-    await db
-      .update(webhookDeliveries)
-      .set({ leaseUntil: new Date(clock().getTime() + LEASE_MS) })
-      .where(and(inArray(webhookDeliveries.id, rest.map((d) => d.id)), eq(webhookDeliveries.status, 'delivering')));
-  }
+  const queue = createQueue(
+    db,
+    {
+      table: webhookDeliveries,
+      lane: webhookDeliveries.endpointId,
+      working: 'delivering',
+      leaseMs: LEASE_MS,
+      retryDelaysMs: DELAYS_MS,
+      maxAttempts: Number.POSITIVE_INFINITY,
+      onClaim: (now) => ({ lastAttemptAt: now }),
+    },
+    deps.random,
+  );
 
   async function bodyOf(d: DeliveryRow): Promise<string | undefined> {
     if (d.payload !== null) return JSON.stringify(d.payload);
@@ -155,7 +127,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WorkerLoop & {
   async function record(d: DeliveryRow, endpoint: EndpointRow | undefined, result: DeliveryResult, retryable: boolean) {
     const now = clock();
     const last = { lastStatusCode: result.statusCode, lastDurationMs: result.durationMs, lastError: result.error, leaseUntil: null };
-    const mine = and(eq(webhookDeliveries.id, d.id), eq(webhookDeliveries.status, 'delivering'), eq(webhookDeliveries.attempt, d.attempt));
+    const mine = queue.mine(d);
     if (result.error === null) {
       await db.update(webhookDeliveries).set({ ...last, status: 'succeeded', deliveredAt: now }).where(mine);
       return;
@@ -177,28 +149,50 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WorkerLoop & {
     });
   }
 
+  /** One endpoint's batch, in order; the rest of it stays claimed while each attempt runs. */
+  async function run(batch: DeliveryRow[], stopping: () => boolean) {
+    const [endpoint] = await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, batch[0]!.endpointId)).limit(1);
+    for (const [i, d] of batch.entries()) {
+      if (stopping()) return queue.release(clock(), batch.slice(i));
+      if (i > 0) await queue.markTransmitted(clock(), [], batch.slice(i));
+      await attempt(d, endpoint).catch((err: unknown) => {
+        deps.log.error({ err, deliveryId: d.id }, 'webhook delivery attempt failed');
+      });
+    }
+  }
+
+  const worker = createOutboxWorker({
+    name: 'webhook delivery',
+    db,
+    clock,
+    log: deps.log,
+    pollMs: deps.pollMs ?? 1000,
+    queues: [
+      {
+        name: 'webhook delivery',
+        table: 'webhook_deliveries',
+        maxInFlight: MAX_IN_FLIGHT,
+        claim: (now, limit) => queue.claim(now, { limit, mode: 'batch', perLane: PER_ENDPOINT }),
+        laneOf: (d: DeliveryRow) => d.endpointId,
+        run,
+        recover: async () => {},
+        // The events' own statement says how many deliveries it queued (`Recorded.deliveries`).
+        wake: (kick: () => void) => onEventsCommitted(kick, (c) => c.deliveries > 0),
+        // A delivery under way ends within its timeout; what is left is taken over when its lease runs out.
+        stopWaitMs: DELIVERY_TIMEOUT_MS,
+      } satisfies QueueWork<DeliveryRow>,
+    ],
+  });
+  /** Passes until nothing is due, each waiting for the deliveries it started (tests). */
   async function runOnce(): Promise<number> {
     let total = 0;
     for (let round = 0; round < 50; round++) {
-      const queues = await claim(clock());
-      if (queues.length === 0) break;
-      await Promise.all(
-        queues.map(async (queue) => {
-          const [endpoint] = await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, queue[0]!.endpointId)).limit(1);
-          for (const [i, d] of queue.entries()) {
-            // The rest of the queue stays claimed while this attempt runs (a crash frees it after the lease).
-            if (i > 0) await extendLease(queue.slice(i));
-            await attempt(d, endpoint).catch((err: unknown) => {
-              deps.log.error({ err, deliveryId: d.id }, 'webhook delivery attempt failed');
-            });
-          }
-        }),
-      );
-      total += queues.reduce((n, q) => n + q.length, 0);
+      const claimed = await worker.pass();
+      await worker.idle();
+      if (claimed === 0) break;
+      total += claimed;
     }
     return total;
   }
-
-  const loop = createWorkerLoop({ name: 'webhook delivery', pass: runOnce, intervalMs: deps.pollMs ?? 1000, wake: (kick) => onEventsCommitted(kick, (c) => c.deliveries > 0), wakeDelayMs: 10, log: deps.log });
-  return { ...loop, runOnce };
+  return { ...worker, runOnce };
 }

@@ -352,6 +352,32 @@ describe('sending', () => {
     await sender.idle();
   });
 
+  it("an organization's hanging provider with a backlog of 70 texts does not hold up another organization's text queued behind it", async () => {
+    const dead = await startFakeTwilio();
+    const live = createSmsSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 5000, pollMs: 60_000 });
+    try {
+      dead.script(...Array.from({ length: 80 }, () => ({ kind: 'hang' }) as const));
+      const slow = await addChannel(a, { provider: { kind: 'twilio', accountSid: dead.accountSid, authToken: dead.authToken, apiBaseUrl: dead.url } });
+      const fast = await addChannel(b);
+      const backlog: string[] = [];
+      for (let i = 0; i < 70; i += 35) {
+        const res = await a.request('POST', '/v1/messages/send', { channelId: slow.id, to: Array.from({ length: 35 }, number), text: 'Backlog' });
+        expect(res.status, res.body).toBe(201);
+        backlog.push(res.json.data.id as string);
+      }
+      const other = (await b.request('POST', '/v1/messages/send', { channelId: fast.id, to: [number()], text: 'Behind the backlog' })).json.data;
+      live.start();
+      for (let i = 0; i < 400 && (await get(b, other.id)).status !== 'sent'; i++) await new Promise((r) => setTimeout(r, 25));
+      expect((await get(b, other.id)).status).toBe('sent');
+      // Sent while the first of the backlog still hangs at the other organization's provider (its deadline is 5 s).
+      expect(dead.sent.length).toBeGreaterThan(0);
+      expect((await get(a, backlog[0]!)).status).toBe('queued');
+    } finally {
+      await live.stop();
+      await dead.close();
+    }
+  });
+
   it('validates numbers and length; replies to a text by text in its thread', async () => {
     const channel = await addChannel(a);
     const bad = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: ['+1212555'], text: 'x' });

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { eq } from 'drizzle-orm';
+import { eq, inArray } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channels, mailOutbox } from '../../src/db/schema.js';
@@ -153,6 +153,31 @@ describe('a relay that fails', () => {
     } finally {
       await sender.stop();
       await hung.close();
+    }
+  });
+
+  it("an organization whose five relays all hang holds its share of the sender only: another organization's mail leaves at once", async () => {
+    const hung = await startHangingServer();
+    const sender = createMailSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 20_000, pollMs: 60_000, random: () => 0.5 });
+    const stuck: Json[] = [];
+    try {
+      for (let c = 0; c < 5; c++) {
+        const channel = await addChannel(a, { port: hung.port });
+        for (let i = 0; i < 4; i++) stuck.push(await send(a, channel.id, `Stuck ${c}.${i}`));
+      }
+      const fine = await addChannel(b, healthy());
+      const other = await send(b, fine.id, 'Queued last');
+      sender.start();
+      await until('the healthy relay to receive the other mail', async () => relayed(other).length === 1, 30_000);
+      // Sent while every attempt on the hung relays is still under way (their greeting wait is 15 s).
+      const rows = await Promise.all(stuck.map((m) => outbox(m.id)));
+      expect(rows.filter((r) => r.status === 'sending').length).toBeGreaterThan(0);
+      expect(rows.every((r) => r.status !== 'pending' || r.attempt === 0)).toBe(true);
+    } finally {
+      await sender.stop();
+      await hung.close();
+      // Out of the way of the next tests (the organization's share would still count them).
+      await t.database.db.update(mailOutbox).set({ status: 'failed', leaseUntil: null }).where(inArray(mailOutbox.messageId, stuck.map((m) => m.id as string)));
     }
   });
 

@@ -27,7 +27,7 @@ const byId = (orgId: string, id: string) => messageRows.live(orgId, eq(messages.
 
 /** A message as the JSON document of the API, built by PostgreSQL (no per-row mapping in Node). */
 export type MessageJson = z.input<typeof Message>;
-const messageJson = sql<MessageJson>`${jsonRow(messages, {}, ['searchVector'])}`;
+export const messageJson = sql<MessageJson>`${jsonRow(messages, {}, ['searchVector'])}`;
 
 /**
  * The hot reads are prepared statements (planned once per connection): get, and the list pages of each

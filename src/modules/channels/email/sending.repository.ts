@@ -8,6 +8,7 @@ import { channels, mailOutbox, messageAttachments, messages, type OutboxMail } f
 import { sendingChannelOf } from '../channels.repository.js';
 import { AutomaticMessageRefused, defineAutomaticMessageKind, silenceReason } from '../automatic-messages.js';
 import { contactEmailIdFor, copyAttachment, createMessage, insertAttachments, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
+import { queuedNotice } from '../../outbox.js';
 import { newMessageId } from './outgoing-mail.js';
 import {
   emailProblem,
@@ -315,7 +316,7 @@ async function queue(db: DbOrTx, orgId: string, actor: Actor, out: Outgoing): Pr
       autoReplyKey: out.autoReplyKey ?? null,
     })
     .onConflictDoNothing()
-    .returning({ id: mailOutbox.id });
+    .returning({ id: mailOutbox.id, queued: queuedNotice('mail_outbox') });
   // The one conflict possible is the daily automatic-reply key (the message id is new).
   if (!queued) throw loopRefusal('id', `this automation already answered ${out.to[0]!.email} today; automations answer a sender at most once a day`);
   return message;

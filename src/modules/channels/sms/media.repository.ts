@@ -1,8 +1,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { DbOrTx } from '../../../db/client.js';
 import { messages, smsMedia } from '../../../db/schema.js';
-import { nothingRecorded } from '../../events/events.recorder.js';
-import { notifyEventsCommitted } from '../../events/events.signal.js';
+import { queuedNotice } from '../../outbox.js';
 
 /**
  * The media of received texts (MMS) as the message lists them, `metadata.sms.media[i]`:
@@ -24,12 +23,11 @@ export const pendingEntry = (m: ListedMedia) => ({ id: null, url: m.url, content
 /** Queues the items of a received text for the media worker (in the message's transaction). */
 export async function queueMedia(db: DbOrTx, orgId: string, messageId: string, channelId: string, list: ListedMedia[]): Promise<void> {
   if (list.length === 0) return;
-  await db.insert(smsMedia).values(list.map((m, position) => ({ organizationId: orgId, messageId, channelId, position, url: m.url, contentType: m.contentType })));
+  await db
+    .insert(smsMedia)
+    .values(list.map((m, position) => ({ organizationId: orgId, messageId, channelId, position, url: m.url, contentType: m.contentType })))
+    .returning({ queued: queuedNotice('sms_media') });
 }
-
-/** The commit nudge of queued media: wakes this process's media worker, and no other. */
-export const MEDIA_QUEUED = 'sms.media_queued';
-export const announceMediaQueued = () => notifyEventsCommitted({ ...nothingRecorded, types: [], operation: MEDIA_QUEUED });
 
 /** Bytes of the message's media already kept. */
 export async function storedMediaBytes(db: DbOrTx, messageId: string): Promise<number> {

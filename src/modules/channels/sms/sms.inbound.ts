@@ -4,7 +4,6 @@ import { defineOperation, type Actor, type Operation } from '../../../core/opera
 import { JsonObject, Uuid } from '../../../core/schemas.js';
 import type { Db, DbOrTx } from '../../../db/client.js';
 import { recordEvents } from '../../events/events.recorder.js';
-import { notifyEventsCommitted } from '../../events/events.signal.js';
 import { assertChannelLive, type ChannelRow } from '../channels.repository.js';
 import { recordChannelOutcome } from '../channel-health.js';
 import { cleanText } from '../email/inbound.js';
@@ -12,7 +11,7 @@ import type { OperationRunner } from '../runner.js';
 import { getMessage, insertReceivedMessage, receivedOnChannel } from '../../messages/messages.repository.js';
 import { Message } from '../../messages/messages.schemas.js';
 import { partyNumber } from './numbers.js';
-import { announceMediaQueued, pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
+import { pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
 import type { IncomingText } from './provider.js';
 import { providerNameOf } from './providers/index.js';
 import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
@@ -132,9 +131,6 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
   };
   try {
     const out = await run(receiveTextOperation(channel, media, opts.inTransaction), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
-    // The opt-out and help-text writes beside the message: wake every worker (the sender for a HELP answer).
-    if (keywordOf(text)) notifyEventsCommitted();
-    if (media.length) announceMediaQueued();
     return { messageId: (out.data as { id: string }).id, duplicate: false };
   } catch (err) {
     if (!(err instanceof DuplicateText) && !isUniqueViolation(err)) throw err;

@@ -11,6 +11,7 @@ import type { CommittedWork } from '../../events/events.signal.js';
 import { channelRows, sealSecret, sendingChannelOf, type ChannelRow } from '../channels.repository.js';
 import { createMessage, getMessage, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
 import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../automatic-messages.js';
+import { queuedNotice } from '../../outbox.js';
 import { isAlphanumericSender, isShortCode } from './numbers.js';
 import type { ProviderWithSecret, StatusReport } from './provider.js';
 import { providerDefinition, providerNameOf } from './providers/index.js';
@@ -282,7 +283,7 @@ export async function queueText(db: DbOrTx, orgId: string, actor: Actor, channel
     .insert(smsOutbox)
     .values({ organizationId: orgId, messageId: message.id, channelId: channel.id, sms: { from: channel.address, to, text, segments: size.segments }, actorType: actor.type, actorId: actor.id, depth: actor.depth ?? 0, autoReplyKey: opts.autoReplyKey ?? null })
     .onConflictDoNothing()
-    .returning({ id: smsOutbox.id });
+    .returning({ id: smsOutbox.id, queued: queuedNotice('sms_outbox') });
   if (!queued) throw new AutomaticMessageRefused('id', `this automation already answered ${to} today; automations answer a number at most once a day`);
   return message;
 }

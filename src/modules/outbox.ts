@@ -1,0 +1,268 @@
+import { and, eq, sql, type SQL } from 'drizzle-orm';
+import type { AnyPgColumn, PgTable } from 'drizzle-orm/pg-core';
+import type { ActorType } from '../core/operation.js';
+import type { Db, DbOrTx } from '../db/client.js';
+import { notifySql, onNotification } from '../db/notify.js';
+import { messages } from '../db/schema.js';
+import { committedColumns, committedOf, eventCtes } from './events/events.recorder.js';
+import type { CommittedWork } from './events/events.signal.js';
+import { messageJson } from './messages/messages.repository.js';
+
+/**
+ * The leased work queue, written once: the outboxes of mail and texts, the media of received texts and the
+ * webhook deliveries are each a table of rows `pending` → claimed (`working`, until `lease_until`) → done or
+ * `failed`, and this module is everything they share:
+ *
+ * - **Claim** (`claim`): one statement per pass, `FOR UPDATE SKIP LOCKED`, so several processes never take one
+ *   row; fair by construction: every lane (a channel, an endpoint) offers its oldest due rows, the lanes of an
+ *   organization take turns, and the organizations take turns (an organization with a thousand rows waiting
+ *   and one with one row both get their first in the first claim). The claims under way in every process count
+ *   (per lane, per organization), as the database holds them.
+ * - **At most once** (`markTransmitted`): for a transmission that cannot be taken back (a text, a mail),
+ *   `transmitted_at` is committed before it leaves; a claim whose lease ran out with it set is never sent
+ *   again (`abandoned`: the caller settles it as an unknown outcome). A claim that ran out before it is
+ *   claimed again.
+ * - **Retry** (`retryLater`, `retryDelay`): the one backoff with ±10% jitter, at least the provider's
+ *   `Retry-After`; past the attempts the caller fails the row.
+ * - **Release** (`release`): a stopping process gives back what it has not transmitted, pending at once and
+ *   the attempt not counted.
+ * - **Wake** (`queuedNotice`, `onQueued`): the statement that writes a row notifies (`pg_notify`) the
+ *   workers of every process when its transaction commits, and only then.
+ */
+
+/** The columns every queue has. */
+export type QueueTable = PgTable & {
+  id: AnyPgColumn;
+  organizationId: AnyPgColumn;
+  status: AnyPgColumn;
+  attempt: AnyPgColumn;
+  nextAttemptAt: AnyPgColumn;
+  leaseUntil: AnyPgColumn;
+  createdAt: AnyPgColumn;
+  lastError: AnyPgColumn;
+};
+
+/** A row's identity for the claim it was taken under. */
+export interface Claimed {
+  id: string;
+  attempt: number;
+}
+
+export interface QueueSpec<T extends QueueTable> {
+  table: T;
+  /** The lane a row waits in: its channel, its endpoint. */
+  lane: AnyPgColumn;
+  /** The status of a claimed row: `sending`, `fetching`, `delivering`. */
+  working: string;
+  /** `transmitted_at`, for a transmission that must happen at most once. */
+  transmittedAt?: AnyPgColumn;
+  /** `updated_at`, when the table has one. */
+  updatedAt?: AnyPgColumn;
+  /** How long a claim holds (longer than an attempt can last). */
+  leaseMs: number;
+  /** The waits before attempts 2, 3, …; the last one repeats. */
+  retryDelaysMs: readonly number[];
+  /** Attempts before a temporary failure gives up. */
+  maxAttempts: number;
+  /** More columns a claim sets (e.g. the time of the last attempt). */
+  onClaim?: (now: Date) => Record<string, unknown>;
+}
+
+export interface ClaimOptions {
+  /** The most rows this claim takes. */
+  limit: number;
+  /**
+   * The most rows claimed at once per lane (a number, or an SQL expression over the queue's row). `batch`:
+   * only a lane with no claim under way gets any (its rows go out in order, as one batch); `slots`: a lane
+   * gets up to this many under way at once, counting every process's claims.
+   */
+  perLane: number | SQL;
+  mode: 'batch' | 'slots';
+  /** The most rows claimed at once per organization, counting every process's claims. */
+  perOrganization?: number;
+  /** More conditions on the rows (e.g. the channel's relay not paused). */
+  where?: SQL | undefined;
+}
+
+/** The wait before the attempt after `attempt` failures: ±10% jitter, at least `retryAfterMs`. */
+export function retryDelay(delaysMs: readonly number[], attempt: number, retryAfterMs?: number, random: () => number = Math.random): number {
+  const base = delaysMs[Math.max(0, attempt - 1)] ?? delaysMs.at(-1)!;
+  return Math.max(retryAfterMs ?? 0, Math.round(base * (0.9 + 0.2 * random())));
+}
+
+/** The notification channel of queued work; the payload names the queue's table. */
+export const QUEUED_CHANNEL = 'switchboard_queued';
+
+/** A column for the `RETURNING` of a statement that queues rows in `table`: the commit then wakes its workers. */
+export const queuedNotice = (table: string) => notifySql(QUEUED_CHANNEL, table);
+
+/** Calls `kick` when a transaction that queued rows in `table` commits (on this database, in any process). */
+export const onQueued = (db: Db, table: string, kick: () => void) => onNotification(db, QUEUED_CHANNEL, (payload) => payload === table && kick());
+
+export function createQueue<T extends QueueTable>(db: Db, spec: QueueSpec<T>, random: () => number = Math.random) {
+  const t = spec.table;
+  type Row = T['$inferSelect'] & Claimed;
+  const leaseUntil = (now: Date) => new Date(now.getTime() + spec.leaseMs);
+  const touched = (now: Date) => (spec.updatedAt ? { updatedAt: now } : {});
+  const live = (now: Date) => sql`${t.status} = ${spec.working} AND ${t.leaseUntil} > ${now}`;
+  /** What may be claimed now: pending and due, or claimed by an attempt that ended (and did not transmit). */
+  const due = (now: Date) =>
+    sql`((${t.status} = 'pending' AND ${t.nextAttemptAt} <= ${now}) OR (${t.status} = ${spec.working} AND ${t.leaseUntil} <= ${now}${spec.transmittedAt ? sql` AND ${spec.transmittedAt} IS NULL` : sql``}))`;
+  const update = () => db.update(t as PgTable);
+  /** This attempt's claim: the row is still claimed under the attempt it was taken with. */
+  const mine = (row: Claimed) => and(eq(t.id, row.id), eq(t.status, spec.working), eq(t.attempt, row.attempt));
+  /** Any of these rows, each under its own claim. */
+  const allMine = (rows: Claimed[]) =>
+    sql`(${t.id}, ${t.attempt}) IN (${sql.join(
+      rows.map((r) => sql`(${r.id}::uuid, ${r.attempt}::int)`),
+      sql`, `,
+    )}) AND ${t.status} = ${spec.working}`;
+
+  return {
+    spec,
+    mine,
+    allMine,
+
+    /** Claims due rows, fairly (see the top); answers them claimed, their attempt counted. */
+    async claim(now: Date, opts: ClaimOptions): Promise<Row[]> {
+      if (opts.limit <= 0) return [];
+      const perLane = typeof opts.perLane === 'number' ? sql`${opts.perLane}::int` : opts.perLane;
+      const open = opts.mode === 'batch' ? sql`coalesce(ll.n, 0) = 0 AND d.lane_turn <= d.lane_max` : sql`d.lane_turn + coalesce(ll.n, 0) <= d.lane_max`;
+      const picked = sql`
+        WITH d AS (
+          SELECT ${t.id} AS id, ${t.organizationId} AS org, ${spec.lane} AS lane, ${t.nextAttemptAt} AS at,
+                 row_number() OVER (PARTITION BY ${spec.lane} ORDER BY ${t.nextAttemptAt}, ${t.createdAt}, ${t.id}) AS lane_turn,
+                 ${perLane} AS lane_max
+            FROM ${t}
+           WHERE ${due(now)}${opts.where ? sql` AND ${opts.where}` : sql``}
+        ),
+        ll AS (SELECT ${spec.lane} AS lane, count(*)::int AS n FROM ${t} WHERE ${live(now)} GROUP BY 1),
+        lo AS (SELECT ${t.organizationId} AS org, count(*)::int AS n FROM ${t} WHERE ${live(now)} GROUP BY 1),
+        r AS (
+          SELECT d.id, d.at, row_number() OVER (PARTITION BY d.org ORDER BY d.lane_turn, d.lane) + coalesce(lo.n, 0) AS org_turn
+            FROM d LEFT JOIN ll ON ll.lane = d.lane LEFT JOIN lo ON lo.org = d.org
+           WHERE ${open}
+        )
+        SELECT r.id FROM r${opts.perOrganization ? sql` WHERE r.org_turn <= ${opts.perOrganization}` : sql``}
+         ORDER BY r.org_turn, r.at LIMIT ${opts.limit}`;
+      const set = { status: spec.working, leaseUntil: leaseUntil(now), attempt: sql`${t.attempt} + 1`, ...(spec.transmittedAt ? { transmittedAt: null } : {}), ...touched(now), ...spec.onClaim?.(now) };
+      const rows = await update()
+        .set(set as never)
+        .where(sql`${t.id} IN (SELECT ${t.id} FROM ${t} WHERE ${t.id} IN (${picked}) AND ${due(now)} FOR UPDATE SKIP LOCKED)`)
+        .returning();
+      // In each lane's order (the order its rows were queued in), whatever order the update returned them in.
+      const at = (r: Record<string, unknown>) => [(r.nextAttemptAt as Date).getTime(), (r.createdAt as Date).getTime(), r.id as string] as const;
+      return (rows as unknown as Row[]).sort((x, y) => {
+        const [a, b] = [at(x), at(y)];
+        return a[0] - b[0] || a[1] - b[1] || (a[2] < b[2] ? -1 : a[2] > b[2] ? 1 : 0);
+      });
+    },
+
+    /**
+     * Commits "these rows leave now" (`transmitted_at`) and renews the lease of `rest` (the rows of the batch
+     * still to go), while this attempt holds them; answers the ids still held.
+     */
+    async markTransmitted(now: Date, rows: Claimed[], rest: Claimed[] = []): Promise<Set<string>> {
+      const all = [...rows, ...rest];
+      if (all.length === 0) return new Set();
+      const leaving = sql.join(
+        rows.map((r) => sql`${r.id}::uuid`),
+        sql`, `,
+      );
+      const set = {
+        ...(spec.transmittedAt && rows.length ? { transmittedAt: sql`CASE WHEN ${t.id} IN (${leaving}) THEN ${now}::timestamptz ELSE ${spec.transmittedAt} END` } : {}),
+        leaseUntil: leaseUntil(now),
+        ...touched(now),
+      };
+      const held = await update()
+        .set(set as never)
+        .where(and(allMine(all), sql`${t.leaseUntil} > ${now}`))
+        .returning({ id: t.id });
+      return new Set(held.map((h) => h.id as string));
+    },
+
+    /**
+     * A temporary failure: pending again after the backoff. Answers false (nothing written) once the attempts
+     * are used up: the caller then fails the row.
+     */
+    async retryLater(now: Date, row: Claimed, error: string, retryAfterMs?: number, extra: Record<string, unknown> = {}): Promise<boolean> {
+      if (row.attempt >= spec.maxAttempts) return false;
+      const next = new Date(now.getTime() + retryDelay(spec.retryDelaysMs, row.attempt, retryAfterMs, random));
+      await update()
+        .set({ status: 'pending', lastError: error, leaseUntil: null, nextAttemptAt: next, ...(spec.transmittedAt ? { transmittedAt: null } : {}), ...touched(now), ...extra } as never)
+        .where(mine(row));
+      return true;
+    },
+
+    /** Gives back claims that have not transmitted: pending at once, the attempt not counted. */
+    async release(now: Date, rows: Claimed[]) {
+      if (rows.length === 0) return;
+      await update()
+        .set({ status: 'pending', attempt: sql`${t.attempt} - 1`, leaseUntil: null, ...touched(now) } as never)
+        .where(and(allMine(rows), spec.transmittedAt ? sql`${spec.transmittedAt} IS NULL` : undefined));
+    },
+
+    /** Claims whose lease ran out after they transmitted: their outcome is unknown, they are never sent again. */
+    async abandoned(now: Date, limit: number): Promise<Row[]> {
+      if (!spec.transmittedAt) return [];
+      const rows = await db
+        .select()
+        .from(t as PgTable)
+        .where(and(eq(t.status, spec.working), sql`${t.leaseUntil} <= ${now}`, sql`${spec.transmittedAt} IS NOT NULL`))
+        .limit(limit);
+      return rows as unknown as Row[];
+    },
+  };
+}
+
+export type Queue<T extends QueueTable> = ReturnType<typeof createQueue<T>>;
+
+/** An outbox row's message and who queued it (the events of its sending carry the same actor and depth). */
+export interface OutgoingRow {
+  messageId: string;
+  actorType: string;
+  actorId: string | null;
+  depth: number;
+}
+
+/**
+ * Settles outgoing messages in one statement per actor (in the caller's transaction): each message moves to
+ * `status` (with its reason and, when given, the provider's id) when it is in one of `from`, and gets its
+ * event (`message.sent`, `message.failed`) with the message as its data; a deleted message gets none. The
+ * events go to `work`, announced after the commit.
+ */
+export async function settleMessages(
+  tx: DbOrTx,
+  items: { row: OutgoingRow; reason: string | null; providerMessageId?: string | null | undefined }[],
+  status: 'sent' | 'failed',
+  from: readonly string[] | undefined,
+  now: Date,
+  work: CommittedWork,
+) {
+  const byActor = new Map<string, typeof items>();
+  for (const item of items) {
+    const key = `${item.row.actorType}:${item.row.actorId ?? ''}:${item.row.depth}`;
+    byActor.set(key, [...(byActor.get(key) ?? []), item]);
+  }
+  const type = status === 'sent' ? 'message.sent' : 'message.failed';
+  for (const group of byActor.values()) {
+    const { row } = group[0]!;
+    const values = sql.join(
+      group.map((i) => sql`(${i.row.messageId}::uuid, ${i.reason}::text, ${i.providerMessageId ?? null}::text)`),
+      sql`, `,
+    );
+    const upd = sql`upd AS (
+      UPDATE ${messages} SET status = ${status}, status_reason = v.reason, provider_message_id = coalesce(v.pid, ${messages.providerMessageId}), updated_at = ${now}
+        FROM (VALUES ${values}) AS v(id, reason, pid)
+       WHERE ${messages.id} = v.id${from ? sql` AND ${messages.status} IN (${sql.join(
+         from.map((f) => sql`${f}`),
+         sql`, `,
+       )})` : sql``}
+      RETURNING ${messages.organizationId} AS organization_id, ${messages.id} AS id, ${messages.deletedAt} AS deleted_at, ${messageJson} AS data
+    )`;
+    const source = sql`SELECT organization_id, ${type}::text AS type, id AS resource_id, data FROM upd WHERE deleted_at IS NULL`;
+    const actor = { type: row.actorType as ActorType, id: row.actorId, depth: row.depth };
+    const result = await tx.execute(sql`WITH ${sql.join([upd, ...eventCtes(source, actor)], sql`, `)} SELECT ${sql.join(committedColumns, sql`, `)}`);
+    work.add({ ...committedOf(result.rows[0] as Record<string, unknown> | undefined), types: [type] });
+  }
+}

@@ -1,0 +1,142 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../core/clock.js';
+import { toAppError } from '../core/errors.js';
+import type { Db } from '../db/client.js';
+import { onQueued, type Claimed } from '../modules/outbox.js';
+import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
+
+/**
+ * The worker side of the queue engine (`src/modules/outbox.ts`): one loop over one or more queues that claims,
+ * hands each lane's claimed rows to the queue's `run` (its transmit step) without waiting for it, and claims
+ * again when a run ends, when a row is queued (the commit's notification) and every `pollMs`. A pass never
+ * waits for a run: one lane's slow or dead provider holds its own rows only, until their deadline.
+ */
+export interface QueueWork<R extends Claimed> {
+  /** What the queue's failures are called in the log. */
+  name: string;
+  /** The queue's table, whose commits wake the worker. */
+  table: string;
+  /** The most of its rows under way in this process. */
+  maxInFlight: number;
+  /** Claims up to `limit` rows. */
+  claim(now: Date, limit: number): Promise<R[]>;
+  /** The lane a row belongs to: one run per lane and claim. */
+  laneOf(row: R): string;
+  /** Transmits one lane's claimed rows and settles them; `stopping()` turns true when the worker stops. */
+  run(rows: R[], stopping: () => boolean): Promise<void>;
+  /** A run that threw: each of its rows is retried later (or failed). */
+  recover(rows: R[], err: unknown): Promise<void>;
+  /** Before claiming: settles claims that ran out after they transmitted (unknown outcomes). */
+  settleAbandoned?(now: Date): Promise<unknown>;
+  /** On stop, before the runs are waited for: ends what can be ended at once (attempts that have not transmitted, pauses). */
+  stop?(): void;
+  /** On start. */
+  start?(): void;
+  /** The longest a stop waits for its runs under way. */
+  stopWaitMs: number;
+  /** What else wakes the worker (besides the commit of a row queued in `table`); answers the unsubscribe. */
+  wake?: (kick: () => void) => () => void;
+}
+
+export interface OutboxWorkerSpec {
+  /** What the worker calls its work in the log. */
+  name: string;
+  db: Db;
+  clock: Clock;
+  log: Pick<FastifyBaseLogger, 'error'>;
+  pollMs: number;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each queue has its own row type
+  queues: QueueWork<any>[];
+}
+
+export type OutboxWorker = WorkerLoop & {
+  /** One pass: claims and starts runs, without waiting for them. */
+  pass(): Promise<number>;
+  /** Resolves once no run is under way. */
+  idle(): Promise<void>;
+};
+
+export function createOutboxWorker(spec: OutboxWorkerSpec): OutboxWorker {
+  const work = busyWork<number>();
+  const inFlight = new Map<QueueWork<Claimed>, number>();
+  let stopping = false;
+  let runs = 0;
+
+  function start<R extends Claimed>(queue: QueueWork<R>, rows: R[]) {
+    inFlight.set(queue, (inFlight.get(queue) ?? 0) + rows.length);
+    const key = runs++;
+    const run = queue
+      .run(rows, () => stopping)
+      .catch(async (err: unknown) => {
+        if (toAppError(err).code === 'SERVICE_UNAVAILABLE') return; // the database is away: the leases bring the rows back
+        spec.log.error({ err, ids: rows.map((r) => r.id) }, `${queue.name} attempt failed`);
+        await queue.recover(rows, err).catch(() => {});
+      })
+      .finally(() => {
+        inFlight.set(queue, (inFlight.get(queue) ?? 0) - rows.length);
+        work.busy.delete(key);
+        if (!stopping) loop.kick();
+      });
+    work.busy.set(key, run);
+  }
+
+  async function passOf<R extends Claimed>(queue: QueueWork<R>): Promise<number> {
+    await queue.settleAbandoned?.(spec.clock());
+    let total = 0;
+    for (let round = 0; round < 20 && !stopping; round++) {
+      const claimed = await queue.claim(spec.clock(), queue.maxInFlight - (inFlight.get(queue) ?? 0));
+      if (claimed.length === 0) break;
+      const lanes = new Map<string, R[]>();
+      for (const row of claimed) {
+        const lane = queue.laneOf(row);
+        lanes.set(lane, [...(lanes.get(lane) ?? []), row]);
+      }
+      for (const rows of lanes.values()) start(queue, rows);
+      total += claimed.length;
+    }
+    return total;
+  }
+
+  /** Each queue's pass in turn; one that fails does not keep the others from theirs. */
+  async function pass(): Promise<number> {
+    let total = 0;
+    let failure: unknown;
+    for (const queue of spec.queues) {
+      try {
+        total += await passOf(queue);
+      } catch (err) {
+        failure ??= err;
+      }
+    }
+    if (failure !== undefined) throw failure;
+    return total;
+  }
+
+  const loop = createWorkerLoop({
+    name: spec.name,
+    pass,
+    intervalMs: spec.pollMs,
+    wake: (kick) => {
+      const offs = spec.queues.flatMap((q) => [onQueued(spec.db, q.table, kick), q.wake?.(kick)]);
+      return () => offs.forEach((off) => off?.());
+    },
+    wakeDelayMs: 10,
+    log: spec.log,
+  });
+  return {
+    ...loop,
+    pass,
+    idle: work.idle,
+    start() {
+      stopping = false;
+      for (const q of spec.queues) q.start?.();
+      loop.start();
+    },
+    async stop() {
+      stopping = true;
+      await loop.stop();
+      for (const q of spec.queues) q.stop?.();
+      await work.settleWithin(Math.max(...spec.queues.map((q) => q.stopWaitMs)));
+    },
+  };
+}
