@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../core/errors.js';
 import { createLimiter, createOutcomeLimiter } from '../core/rate-limit.js';
-import type { OperationRunner } from '../modules/channels/email/inbound.js';
+import type { OperationRunner } from '../modules/channels/runner.js';
 import { answerSubscription, applyDelivery, assertSigned, hookChannel } from '../modules/channels/whatsapp/whatsapp.hooks.js';
 import { WEBHOOK_BODY_LIMIT } from '../modules/channels/whatsapp/webhook.js';
 import { ipKey } from '../workers/smtp-addresses.js';

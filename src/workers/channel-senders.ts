@@ -5,11 +5,12 @@ import type { ChannelRow } from '../modules/channels/channels.repository.js';
 import { mailSending } from './mail-sender.js';
 import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 import { textSending } from './sms-sender.js';
+import { whatsappSending } from './whatsapp-sender.js';
 
 /**
  * The one sender loop of the channels: each channel kind's outbox is a queue of the queue engine with the
  * kind's own transmit step (email: an SMTP transaction through the channel's relay; sms: a request to the
- * channel's provider, or a submit over its SMPP bind), and one loop claims from all of them. A kind of
+ * channel's provider, or a submit over its SMPP bind; whatsapp: a request to Meta's Cloud API), and one loop claims from all of them. A kind of
  * channel (`channels.type`) must have its sender here: the table is checked by the compiler.
  */
 export interface ChannelSendersDeps {
@@ -29,6 +30,7 @@ export interface ChannelSendersDeps {
 const SENDERS: Record<ChannelRow['type'], (deps: ChannelSendersDeps) => QueueWork<any>> = {
   email: (deps) => mailSending({ ...deps, sendTimeoutMs: deps.sendTimeoutMs.email }),
   sms: (deps) => textSending({ ...deps, sendTimeoutMs: deps.sendTimeoutMs.sms }),
+  whatsapp: (deps) => whatsappSending({ ...deps, sendTimeoutMs: deps.sendTimeoutMs.whatsapp }),
 };
 
 export function createChannelSenders(deps: ChannelSendersDeps): OutboxWorker {

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channels, whatsappOutbox } from '../../src/db/schema.js';
+import { createOutboxWorker } from '../../src/workers/outbox-worker.js';
+import { whatsappSending } from '../../src/workers/whatsapp-sender.js';
 import { TEST_ORIGIN, toTestResponse, useTestApp, type Tenant } from '../helpers/app.js';
 import { hubSignature, messagesChange, metaJson, startFakeGraph, textMessage, webhookBody, type FakeGraph } from '../helpers/meta-graph.js';
 
@@ -134,5 +136,55 @@ describe('sending through a WhatsApp channel', () => {
     const [row] = await t.database.db.select().from(whatsappOutbox).where(eq(whatsappOutbox.messageId, reply.json.data.id));
     expect(row!.whatsapp).toEqual({ to: from.slice(1), text: 'It left today', contextId: received.providerMessageId });
     expect((await a.request('POST', `/v1/messages/${received.id}/reply`, { text: 'x', html: '<b>x</b>' })).status).toBe(400);
+  });
+});
+
+describe('the WhatsApp sender (the queue engine with Meta as its transmit step)', () => {
+  const silent = { error: () => {}, warn: () => {} };
+  const sendAll = async () => {
+    const worker = createOutboxWorker({ name: 'senders', db: t.database.db, clock: () => new Date(), log: silent, pollMs: 60_000, queues: [whatsappSending({ db: t.database.db, clock: () => new Date(), log: silent, allowPrivate: true, sendTimeoutMs: 3000, random: () => 0.5 })] });
+    await worker.pass();
+    await worker.idle();
+  };
+  const read = async (id: string) => (await a.request('GET', `/v1/messages/${id}`)).json.data as Json;
+
+  it("sends the queued messages in order: Meta's wamid becomes the providerMessageId, message.sent recorded; a reply carries its context", async () => {
+    const channel = await addChannel(a);
+    const from = number();
+    const received = await customerWrites(channel, from, 'Hello?');
+    const first = (await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [from], text: 'One' })).json.data as Json;
+    const second = (await a.request('POST', `/v1/messages/${received.id}/reply`, { text: 'Two' })).json.data as Json;
+    const before = graph.sent.length;
+    await sendAll();
+    const mine = graph.sent.slice(before).filter((s) => (s.body as Json).to === from.slice(1));
+    const bodies = mine.map((s) => s.body as Json);
+    expect(bodies).toMatchObject([
+      { to: from.slice(1), type: 'text', text: { body: 'One' } },
+      { to: from.slice(1), type: 'text', text: { body: 'Two' }, context: { message_id: received.providerMessageId } },
+    ]);
+    const [one, two] = [await read(first.id), await read(second.id)];
+    expect(one).toMatchObject({ status: 'sent', providerMessageId: mine[0]!.wamid });
+    expect(two).toMatchObject({ status: 'sent', providerMessageId: mine[1]!.wamid });
+    const events = (await a.request('GET', '/v1/events?type=message.sent&limit=100')).json.data as Json[];
+    expect(events.filter((e) => e.resourceId === first.id || e.resourceId === second.id)).toHaveLength(2);
+    const after = graph.sent.length;
+    await sendAll();
+    expect(graph.sent.length).toBe(after); // each sent once
+  });
+
+  it("a token Meta refuses: the message fails with Meta's code and the channel shows the error", async () => {
+    const channel = await addChannel(a);
+    const to = number();
+    const queued = (await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [to], template: { name: 'hello_world', language: 'en_US' } })).json.data as Json;
+    graph.revoke();
+    try {
+      await sendAll();
+    } finally {
+      graph.revoke(false);
+    }
+    expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data.status).toBe('error');
+    const message = await read(queued.id);
+    expect(message.status).toBe('failed');
+    expect(message.statusReason).toMatch(/190/);
   });
 });

@@ -1,7 +1,7 @@
 import { AppError } from '../../../core/errors.js';
 import type { Db } from '../../../db/client.js';
 import { CommittedWork } from '../../events/events.signal.js';
-import type { OperationRunner } from '../email/inbound.js';
+import type { OperationRunner } from '../runner.js';
 import { receiveWhatsApp } from './whatsapp.inbound.js';
 import { applyWhatsAppStatus, loadWhatsAppChannel, routeByPhoneNumberId, sendAwaitingAnswer, type WhatsAppChannel } from './whatsapp.repository.js';
 import { parseWebhook, subscriptionChallenge, UnreadableWebhook, validMetaSignature } from './webhook.js';

@@ -10,7 +10,8 @@ import { insertReceivedMessage, receivedOnChannel } from '../../messages/message
 import { Message } from '../../messages/messages.schemas.js';
 import { recordChannelOutcome } from '../channel-health.js';
 import { assertChannelLive } from '../channels.repository.js';
-import { cleanText, type OperationRunner } from '../email/inbound.js';
+import { cleanText } from '../email/inbound.js';
+import type { OperationRunner } from '../runner.js';
 import { addOptOut, announceFailed, contactPhoneIdFor, keywordOf, removeOptOut } from '../sms/sms.repository.js';
 import type { IncomingWhatsApp } from './webhook.js';
 import { addressOf, failQueuedTo, optOutKey, PROVIDER_NAME, SYSTEM, touchWindow, whatsappThreadId, type WhatsAppChannel } from './whatsapp.repository.js';

@@ -10,6 +10,7 @@ import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../automati
 import { recordEvents } from '../../events/events.recorder.js';
 import type { CommittedWork } from '../../events/events.signal.js';
 import { createMessage, getMessage, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
+import { queuedNotice } from '../../outbox.js';
 import { contactPhoneIdFor, isOptedOut, keywordOf } from '../sms/sms.repository.js';
 import { channelRows, sendingChannelOf, type ChannelRow } from '../channels.repository.js';
 import { META_API_VERSION, META_GRAPH_URL, metaGraph, recipientId, type OutgoingWhatsApp } from './meta.js';
@@ -336,7 +337,7 @@ export async function queueWhatsApp(
       autoReplyKey: opts.autoReplyKey ?? null,
     })
     .onConflictDoNothing()
-    .returning({ id: whatsappOutbox.id });
+    .returning({ id: whatsappOutbox.id, queued: queuedNotice('whatsapp_outbox') });
   if (!queued) throw new AutomaticMessageRefused('id', `this automation already answered ${to} today; automations answer a recipient at most once a day`);
   return message;
 }
