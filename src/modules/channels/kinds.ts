@@ -27,6 +27,8 @@ export const kindOf = (channel: Pick<ChannelRow, 'type'>): ChannelKind => CHANNE
 
 /** The first kind: what a message without a channel is answered as (its handler explains what is missing). */
 export const FIRST_KIND: ChannelKind = KINDS[0]!;
+/** Every kind's `messages/send` shape, in the registry's order (a plan's send whose channel is known only at run time is judged by them). */
+export const sendSchemas = (): z.ZodType[] => KINDS.map((k) => k.schemas.send.schema);
 
 /** The kind a `type` names, when it names one. */
 export const kindNamed = (type: unknown): ChannelKind | undefined => (typeof type === 'string' && Object.hasOwn(CHANNEL_KINDS, type) ? CHANNEL_KINDS[type as ChannelRow['type']] : undefined);

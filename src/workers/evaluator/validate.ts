@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import { AppError } from '../../core/errors.js';
 import { operationCategory, operationPermission, parseInput, type Operation } from '../../core/operation.js';
 import { hasPermission } from '../../core/permissions.js';
@@ -7,6 +8,7 @@ import { isValidCron } from '../../modules/automations/automations.schemas.js';
 import { conditionIssues } from '../../modules/automations/condition.js';
 import { triggerEventTypes, type Plan } from '../../modules/automations/plan.js';
 import { parseExpression, renderTemplates, templateExpressions, templateIssues, type TemplateContext } from '../../modules/automations/template.js';
+import { sendSchemas } from '../../modules/channels/kinds.js';
 import { canonicalTimeZone } from './vocabulary.js';
 
 /** Areas whose operations a plan may not call: automations may not manage automations, events are read-only. */
@@ -54,6 +56,7 @@ function runtimeOnly(expr: string): boolean {
  */
 function inputIssues(op: Operation, input: Record<string, unknown>, ctx: TemplateContext): string[] {
   const rendered = renderTemplates(input, ctx, runtimeOnly);
+  if (op.id === 'messages.send') return sendIssues(input, rendered);
   try {
     parseInput(op, rendered);
     return [];
@@ -71,6 +74,35 @@ function inputIssues(op: Operation, input: Record<string, unknown>, ctx: Templat
       return !skipped.some((s) => at === s || at.startsWith(`${s}.`));
     })
     .map((issue) => `${issue.path.length ? issue.path.join('.') : '(input)'}: ${issue.message}`);
+}
+
+/** A schema's issues with the input, except under values known only at run time. */
+function issuesOf(schema: z.ZodType, input: Record<string, unknown>, rendered: unknown): z.core.$ZodIssue[] {
+  const parsed = schema.safeParse(rendered);
+  if (parsed.success) return [];
+  const skipped = templateExpressions(input)
+    .filter(({ expr }) => runtimeOnly(expr))
+    .map(({ at }) => at);
+  return parsed.error.issues.filter((issue) => {
+    const at = issue.path.join('.');
+    return !skipped.some((x) => at === x || at.startsWith(`${x}.`));
+  });
+}
+
+/**
+ * `messages.send` in a plan: its channel (and so its kind) is often known only at run time (a template, or
+ * the organization's default), and each kind checks the send by its own shape. The plan is judged by the
+ * kind it fits best: a kind's shape that takes it as it is wins; otherwise the kinds whose shape takes its
+ * written recipients and misses none of its required fields (an email without a subject is rather a text
+ * than an email; a send to ada@example.com is an email), and of those the first, with its issues.
+ */
+function sendIssues(input: Record<string, unknown>, rendered: unknown): string[] {
+  const judged = sendSchemas().map((schema) => issuesOf(schema, input, rendered));
+  if (judged.some((issues) => issues.length === 0)) return [];
+  const missing = (issue: z.core.$ZodIssue) => issue.code === 'invalid_type' && issue.input === undefined;
+  const fits = (issues: z.core.$ZodIssue[]) => !issues.some((i) => i.path[0] === 'to');
+  const best = judged.find((issues) => fits(issues) && !issues.some(missing)) ?? judged.find(fits) ?? judged[0]!;
+  return best.map((issue) => `${issue.path.length ? issue.path.join('.') : '(input)'}: ${issue.message}`);
 }
 
 /** What makes the plan unusable (`code_generation_failed`); an empty array means it can be stored and run. */
