@@ -54,7 +54,8 @@ export function routedObject(variants: RoutedVariant[], pick?: (value: Record<st
     docs[name] = z.unknown().optional().meta(merged);
   }
   const meta = { required: requiredNames, ...(example ? { examples: [example] } : {}) };
-  if (!pick) return z.looseObject(docs).meta(meta);
+  // Without a pick the kind is chosen later (by the channel named): a field no kind has is refused here already.
+  if (!pick) return z.strictObject(docs).meta(meta);
   // An object schema (operations take objects): the chosen shape checks the value (superRefine) and its
   // parsed value replaces the input (overwrite).
   const parsedOf = new WeakMap<object, unknown>();
