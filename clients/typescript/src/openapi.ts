@@ -1941,7 +1941,7 @@ export interface components {
             /** @description How a text channel reaches the phone network; secrets are never returned */
             provider?: {
                 /** @enum {string} */
-                kind: "twilio" | "smpp";
+                kind: "twilio" | "smpp" | "signalwire";
                 accountSid?: string;
                 apiBaseUrl?: string;
                 messagingServiceSid?: string | null;
@@ -1954,6 +1954,8 @@ export interface components {
                 systemType?: string | null;
                 /** @description SMPP: whether a password is stored (never returned) */
                 passwordSet?: boolean;
+                /** @description SignalWire: whether a signing key is stored (never returned) */
+                signingKeySet?: boolean;
             };
             /** @description Text channels: segments per second sent at most / WhatsApp: Messages (texts: segments) per second sent at most */
             rate?: number;
@@ -9989,7 +9991,8 @@ export interface operations {
                      *             "tls": true,
                      *             "systemId": "example",
                      *             "systemType": "example",
-                     *             "passwordSet": true
+                     *             "passwordSet": true,
+                     *             "signingKeySet": true
                      *           },
                      *           "rate": 1,
                      *           "helpText": "example",
@@ -10156,7 +10159,7 @@ export interface operations {
                     /** @description Text channels: the provider (docs/sms.md) */
                     provider?: ({
                         /**
-                         * @description Twilio or a compatible API (SignalWire)
+                         * @description Twilio or a compatible API
                          * @constant
                          */
                         kind: "twilio";
@@ -10178,6 +10181,14 @@ export interface operations {
                          * @constant
                          */
                         kind: "smpp";
+                    } & {
+                        [key: string]: unknown;
+                    }) | ({
+                        /**
+                         * @description SignalWire (docs/sms.md)
+                         * @constant
+                         */
+                        kind: "signalwire";
                     } & {
                         [key: string]: unknown;
                     })) | ({
@@ -10254,7 +10265,8 @@ export interface operations {
                      *           "tls": true,
                      *           "systemId": "example",
                      *           "systemType": "example",
-                     *           "passwordSet": true
+                     *           "passwordSet": true,
+                     *           "signingKeySet": true
                      *         },
                      *         "rate": 1,
                      *         "helpText": "example",
@@ -10346,7 +10358,8 @@ export interface operations {
                      *           "tls": true,
                      *           "systemId": "example",
                      *           "systemType": "example",
-                     *           "passwordSet": true
+                     *           "passwordSet": true,
+                     *           "signingKeySet": true
                      *         },
                      *         "rate": 1,
                      *         "helpText": "example",
@@ -10437,7 +10450,8 @@ export interface operations {
                      *           "tls": true,
                      *           "systemId": "example",
                      *           "systemType": "example",
-                     *           "passwordSet": true
+                     *           "passwordSet": true,
+                     *           "signingKeySet": true
                      *         },
                      *         "rate": 1,
                      *         "helpText": "example",
@@ -10579,7 +10593,7 @@ export interface operations {
                     /** @description Text channels: the provider (docs/sms.md) */
                     provider?: ({
                         /**
-                         * @description Twilio or a compatible API (SignalWire)
+                         * @description Twilio or a compatible API
                          * @constant
                          */
                         kind: "twilio";
@@ -10601,6 +10615,14 @@ export interface operations {
                          * @constant
                          */
                         kind: "smpp";
+                    } & {
+                        [key: string]: unknown;
+                    }) | ({
+                        /**
+                         * @description SignalWire (docs/sms.md)
+                         * @constant
+                         */
+                        kind: "signalwire";
                     } & {
                         [key: string]: unknown;
                     })) | ({
@@ -10672,7 +10694,8 @@ export interface operations {
                      *           "tls": true,
                      *           "systemId": "example",
                      *           "systemType": "example",
-                     *           "passwordSet": true
+                     *           "passwordSet": true,
+                     *           "signingKeySet": true
                      *         },
                      *         "rate": 1,
                      *         "helpText": "example",
@@ -11303,6 +11326,11 @@ export interface operations {
                     snoozedUntil?: string | null;
                     /** @description A member of the organization (GET /members), or null to unassign */
                     assigneeId?: string | null;
+                    /**
+                     * Format: email
+                     * @description Assigns to the member with this email instead (what an automation's plan names)
+                     */
+                    assigneeEmail?: string;
                     /** @description Replaces the set of tags (at most 20; duplicates count once) */
                     tags?: string[];
                 };
