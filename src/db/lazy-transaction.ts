@@ -26,6 +26,8 @@ export class LazyTransaction {
     // are made only when a handler uses them.
     let full: PgDatabase<never> | undefined;
     this.db = Object.create(base, {
+      // Not the base's pool: whatever goes straight to the driver (`poolOf`) must go through this transaction.
+      $client: { value: undefined },
       session: { value: session },
       _: { value: { ...meta, session } },
       query: { get: () => (full ??= new PgDatabase(dialect, session, schema as never)).query },
