@@ -148,6 +148,17 @@ describe('threads', () => {
     const w = newThreadId();
     await record(a, w, { phoneNumberId: phoneId });
     expect(await ids(`contactId=${contact.id}`)).toEqual([w]);
+    // Recorded messages have no channel: a channel's filter finds none of them.
+    expect(await ids(`channelId=${lead.id}`)).toEqual([]);
+  });
+
+  it("keeps the subject of an email thread's first message, and none for texts", async () => {
+    const [mail, text] = [newThreadId(), newThreadId()];
+    await record(a, mail, { type: 'email', metadata: { email: { subject: 'Order 42' } } });
+    await record(a, mail, { type: 'email', direction: 'outgoing', metadata: { email: { subject: 'Re: Order 42' } } });
+    await record(a, text);
+    expect(ok(await a.request('GET', `/v1/threads/${mail}`))).toMatchObject({ subject: 'Order 42', channelId: null, messageCount: 2 });
+    expect(ok(await a.request('GET', `/v1/threads/${text}`)).subject).toBeNull();
   });
 
   it('opens a pending, snoozed or closed thread again when a message arrives, with its events', async () => {
