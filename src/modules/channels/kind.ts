@@ -3,6 +3,7 @@ import type { OperationContext } from '../../core/operation.js';
 import type { DbOrTx } from '../../db/client.js';
 import type { MessageJson, MessageRow } from '../messages/messages.repository.js';
 import type { ChannelRow } from './channels.repository.js';
+import type { MediaOutcome } from './media.js';
 
 /**
  * What a channel kind (email, sms, …) is to the rest of the service: one object per kind, exported by its
@@ -56,8 +57,22 @@ export interface ChannelKind {
   /** The channel a send without `channelId` goes through, when the kind has such a default (the organization's only text channel). */
   defaultChannel?(db: DbOrTx, orgId: string): Promise<{ id: string } | { error: string } | undefined>;
 
+  /**
+   * Fetches one media item a received message of the channel listed (`ref`: as the webhook named it, a URL or
+   * a media id), for the media worker; absent: its messages carry none. A refused token is a failure with
+   * `credentials` and the `fix`, which the worker shows on the channel.
+   */
+  fetchMedia?(row: ChannelRow, ref: string, limits: MediaLimits): Promise<MediaOutcome>;
+
   /** How fast one channel sends: units (texts' segments) a second, or undefined for no limit of its own (email: the relay's answers pace it). */
   pacing(row: ChannelRow): { perSecond: number } | undefined;
+}
+
+/** What one media fetch may do: reach private addresses (CHANNELS_ALLOW_PRIVATE), take this long per request, keep this many bytes. */
+export interface MediaLimits {
+  allowPrivate: boolean;
+  timeoutMs: number;
+  maxBytes: number;
 }
 
 /** A channel kind's object shape: its schema (which checks) and its fields (which the documents merge). */
