@@ -20,6 +20,8 @@ export interface ChannelKind {
   readonly noun: string;
   /** The heading of its rules where the documents describe several kinds' fields at once: "Email", "Texts". */
   readonly heading: string;
+  /** Its outbox: the queue table its sender claims from (rows `pending` or `sending` wait to leave); the metrics count it per kind. */
+  readonly outboxTable: string;
 
   readonly schemas: {
     /** `POST /channels` with this `type`: the kind's own object shape (with `type` a literal). */
