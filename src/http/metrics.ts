@@ -8,6 +8,7 @@ import { bearerToken, safeEqual } from '../core/secrets.js';
 import type { Database } from '../db/client.js';
 import { VERSION } from '../version.js';
 import { sendError } from './errors.js';
+import { channelKinds } from '../modules/channels/kinds.js';
 
 /**
  * `GET /metrics`: Prometheus's text format (prom-client), behind `METRICS_TOKEN` (absent: the route does not
@@ -35,7 +36,8 @@ interface QueueState {
 
 interface Snapshot {
   at: number;
-  outbox: Record<'email' | 'sms', QueueState>;
+  /** Per channel kind (the registry's `type`). */
+  outbox: Record<string, QueueState>;
   webhooks: QueueState;
   channels: { type: string; status: string; count: number }[];
   mailboxes: { id: string; organizationId: string; lastSyncAt: string | null; createdAt: string }[];
@@ -47,8 +49,10 @@ interface Snapshot {
 async function readSnapshot(database: Database): Promise<Omit<Snapshot, 'at'>> {
   const queue = (table: string, time: string, where: string) => sql.raw(`(SELECT json_build_object('count', count(*), 'oldest', min(${time})) FROM ${table} WHERE ${where})`);
   const result = await database.db.execute(sql`SELECT
-      ${queue('mail_outbox', 'created_at', "status IN ('pending', 'sending')")} AS email,
-      ${queue('sms_outbox', 'created_at', "status IN ('pending', 'sending')")} AS sms,
+      ${sql.join(
+        channelKinds().map((k) => sql`${queue(k.outboxTable, 'created_at', "status IN ('pending', 'sending')")} AS ${sql.identifier(`outbox_${k.type}`)}`),
+        sql`, `,
+      )},
       ${queue('webhook_deliveries', 'created_at', "status IN ('pending', 'delivering')")} AS webhooks,
       ${queue('automations', 'evaluate_after', 'evaluate_after IS NOT NULL AND deleted_at IS NULL')} AS evaluations,
       ${queue('events', 'occurred_at', 'dispatched_at IS NULL')} AS events,
@@ -59,7 +63,7 @@ async function readSnapshot(database: Database): Promise<Omit<Snapshot, 'at'>> {
   const row = (result as unknown as { rows: Record<string, unknown>[] }).rows[0]!;
   const json = <T>(v: unknown): T => (typeof v === 'string' ? JSON.parse(v) : v) as T;
   return {
-    outbox: { email: json(row.email), sms: json(row.sms) },
+    outbox: Object.fromEntries(channelKinds().map((k) => [k.type, json<QueueState>(row[`outbox_${k.type}`])])),
     webhooks: json(row.webhooks),
     evaluations: json(row.evaluations),
     events: json(row.events),
@@ -132,10 +136,10 @@ export function createMetrics(deps: MetricsDeps) {
   new Gauge({ name: 'switchboard_info', help: 'Always 1; the version of Switchboard that answers', labelNames: ['version'], registers: [registry] }).set({ version: VERSION }, 1);
   gauge('switchboard_database_up', 'Whether the database answered the last read of the queues (1) or not (0)', [], (g, s) => g.set(s ? 1 : 0));
   gauge('switchboard_outbox_messages', 'Messages waiting to leave (queued or being sent), per channel kind', ['kind'], (g, s) => {
-    if (s) for (const kind of ['email', 'sms'] as const) g.set({ kind }, s.outbox[kind].count);
+    if (s) for (const [kind, q] of Object.entries(s.outbox)) g.set({ kind }, q.count);
   });
   gauge('switchboard_outbox_oldest_age_seconds', 'Age of the oldest message waiting to leave, per channel kind (0 when none waits)', ['kind'], (g, s) => {
-    if (s) for (const kind of ['email', 'sms'] as const) g.set({ kind }, ageOf(s.outbox[kind].oldest, deps.clock().getTime()));
+    if (s) for (const [kind, q] of Object.entries(s.outbox)) g.set({ kind }, ageOf(q.oldest, deps.clock().getTime()));
   });
   gauge('switchboard_webhook_deliveries_pending', 'Webhook deliveries waiting to be delivered (queued, retrying or under way)', [], (g, s) => {
     if (s) g.set(s.webhooks.count);

@@ -5,7 +5,7 @@ import type { Db, DbOrTx } from '../db/client.js';
 import { notifySql, onNotification } from '../db/notify.js';
 import { messages } from '../db/schema.js';
 import { committedColumns, committedOf, eventCtes } from './events/events.recorder.js';
-import type { CommittedWork } from './events/events.signal.js';
+import { CommittedWork } from './events/events.signal.js';
 import { messageJson } from './messages/messages.repository.js';
 
 /**
@@ -265,4 +265,109 @@ export async function settleMessages(
     const result = await tx.execute(sql`WITH ${sql.join([upd, ...eventCtes(source, actor)], sql`, `)} SELECT ${sql.join(committedColumns, sql`, `)}`);
     work.add({ ...committedOf(result.rows[0] as Record<string, unknown> | undefined), types: [type] });
   }
+}
+
+/** An outbox of outgoing messages: a queue whose rows each send one message. */
+export type MessageQueueTable = QueueTable & { messageId: AnyPgColumn; sentAt: AnyPgColumn; updatedAt: AnyPgColumn };
+
+export interface MessageOutboxSpec {
+  /** The text of a claim whose lease ran out after it transmitted (its outcome is unknown; it is never sent again). */
+  unknownOutcome: string;
+  /**
+   * The message statuses a settle moves a message from (undefined: any). Texts and WhatsApp settle forward
+   * only: a delivery report that came before the provider's answer stays.
+   */
+  from?: { sent?: readonly string[]; failed?: readonly string[] };
+}
+
+/**
+ * How every outbox of outgoing messages (mail, texts, WhatsApp) settles its claims, written once and set-based:
+ * each call is one transaction whatever the number of rows, the outbox rows and their messages and events
+ * moving together (`settleMessages`), and only rows still claimed under the attempt they were taken with.
+ */
+export function messageOutbox<T extends MessageQueueTable>(db: Db, queue: Queue<T>, clock: () => Date, spec: MessageOutboxSpec) {
+  const t = queue.spec.table;
+  type Row = Claimed & OutgoingRow;
+  /** `CASE id WHEN … THEN … END` over the rows' own values. */
+  const perRow = (items: { row: Claimed; value: string | null }[]) =>
+    sql`CASE ${sql.join(
+      items.map((i) => sql`WHEN ${t.id} = ${i.row.id}::uuid THEN ${i.value}::text`),
+      sql` `,
+    )} END`;
+
+  /** Fails rows (each with its reason) in one transaction; `also` runs in it (e.g. an opt-out the failure reports). */
+  async function fail(items: { row: Row; reason: string }[], also?: (tx: DbOrTx, work: CommittedWork) => Promise<void>) {
+    if (items.length === 0) return;
+    const now = clock();
+    const work = new CommittedWork();
+    await db.transaction(async (tx) => {
+      const updated = await tx
+        .update(t as PgTable)
+        .set({ status: 'failed', lastError: perRow(items.map((i) => ({ row: i.row, value: i.reason }))), leaseUntil: null, updatedAt: now } as never)
+        .where(queue.allMine(items.map((i) => i.row)))
+        .returning({ id: t.id });
+      const failed = new Set(updated.map((u) => u.id as string));
+      await settleMessages(tx, items.filter((i) => failed.has(i.row.id)), 'failed', spec.from?.failed, now, work);
+      await also?.(tx, work);
+    });
+    work.announce();
+  }
+
+  /**
+   * Rows sent, with the provider's ids (and a note kept as the row's `lastError`, e.g. recipients a relay
+   * refused), in one transaction. The messages first, then their outbox rows: the order a delivery report's
+   * write takes them in (`applyStatus`), so that a report racing this answer (an SMPP receipt right behind its
+   * submit_sm_resp) waits for it rather than deadlocking with it. A report that came first keeps its status;
+   * the message keeps the provider's id all the same.
+   */
+  async function sent(items: { row: Row; providerMessageId: string | null; note?: string | null }[]) {
+    if (items.length === 0) return;
+    const at = clock();
+    const work = new CommittedWork();
+    await db.transaction(async (tx) => {
+      const held = await tx
+        .select({ id: t.id })
+        .from(t as PgTable)
+        .where(queue.allMine(items.map((i) => i.row)));
+      const mine = new Set(held.map((h) => h.id as string));
+      const settling = items.filter((i) => mine.has(i.row.id));
+      if (settling.length === 0) return;
+      await settleMessages(tx, settling.map((i) => ({ row: i.row, reason: i.note ?? null, providerMessageId: i.providerMessageId })), 'sent', spec.from?.sent, at, work);
+      const withIds = settling.filter((i) => i.providerMessageId !== null);
+      if (withIds.length) {
+        await tx.execute(sql`
+          UPDATE ${messages} SET provider_message_id = v.pid FROM (VALUES ${sql.join(
+            withIds.map((i) => sql`(${i.row.messageId}::uuid, ${i.providerMessageId}::text)`),
+            sql`, `,
+          )}) AS v(id, pid)
+           WHERE ${messages.id} = v.id AND ${messages.providerMessageId} IS NULL`);
+      }
+      const notes = settling.some((i) => i.note) ? perRow(settling.map((i) => ({ row: i.row, value: i.note ?? null }))) : null;
+      await tx
+        .update(t as PgTable)
+        .set({ status: 'sent', sentAt: at, leaseUntil: null, lastError: notes, updatedAt: at } as never)
+        .where(queue.allMine(settling.map((i) => i.row)));
+    });
+    work.announce();
+  }
+
+  /** Temporary failures: each pending again after its backoff, or failed (in one statement) once its attempts are used up. */
+  async function retryLater(rows: Row[], error: string, retryAfterMs?: number) {
+    const givenUp: { row: Row; reason: string }[] = [];
+    for (const row of rows) if (!(await queue.retryLater(clock(), row, error, retryAfterMs))) givenUp.push({ row, reason: `Gave up after ${row.attempt} attempts; the last: ${error}` });
+    await fail(givenUp);
+  }
+
+  return {
+    fail,
+    sent,
+    retryLater,
+    /** A run that threw: its rows are retried later (or failed). */
+    recover: (rows: Row[]) => retryLater(rows, 'The attempt failed unexpectedly').catch(() => {}),
+    /** Claims whose lease ran out after they transmitted: failed as unknown outcomes, never sent again. */
+    async settleAbandoned(now: Date, limit = 64) {
+      const rows = (await queue.abandoned(now, limit)) as unknown as Row[];
+      await fail(rows.map((row) => ({ row, reason: spec.unknownOutcome })));
+    },
+  };
 }

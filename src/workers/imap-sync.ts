@@ -8,8 +8,9 @@ import { isDatabaseUnavailable } from '../core/errors.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { channels, channelSyncStates } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, imapOptions } from '../modules/channels/channels.connect.js';
-import { ChannelGone, CREDENTIALS_FIX, loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { ChannelGone, loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { showChannelOutcome, type ChannelOutcome } from '../modules/channels/channel-health.js';
+import { EMAIL_CREDENTIALS_FIX } from '../modules/channels/email/email.channels.js';
 import { databaseErrorReason, failureReason, MailBusy, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/channels/email/inbound.js';
 import { MAX_ATTEMPTS, recordInboundFailure } from '../modules/channels/email/inbound-failures.js';
 import { channelLeases, reconcileConnections, stopConnections, wakeOnChannelChanges } from './channel-leases.js';
@@ -92,7 +93,7 @@ const imapFailure = (err: unknown, error: string): ChannelOutcome => ({
   ok: false,
   side: 'mailbox',
   error: `IMAP: ${error}`,
-  ...((err as { authenticationFailed?: unknown })?.authenticationFailed ? { fix: CREDENTIALS_FIX.imap } : {}),
+  ...((err as { authenticationFailed?: unknown })?.authenticationFailed ? { fix: EMAIL_CREDENTIALS_FIX.imap } : {}),
 });
 
 /**

@@ -7,13 +7,14 @@ import { ForbiddenAddressError } from '../core/outbound.js';
 import type { Db } from '../db/client.js';
 import { channels, mailOutbox, messages } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, tlsOptions, tlsRequired, type MailTarget } from '../modules/channels/channels.connect.js';
-import { CREDENTIALS_FIX, loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
+import { loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { recordChannelOutcome, showChannelOutcome } from '../modules/channels/channel-health.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
 import { attachmentBytes } from '../modules/messages/messages.repository.js';
+import { EMAIL_CREDENTIALS_FIX } from '../modules/channels/email/email.channels.js';
 import { composeMail, envelopeRecipients } from '../modules/channels/email/outgoing-mail.js';
-import { createQueue, settleMessages } from '../modules/outbox.js';
+import { createQueue, messageOutbox } from '../modules/outbox.js';
 import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /**
@@ -123,21 +124,9 @@ export function mailSending(deps: MailSenderDeps): QueueWork<OutboxRow> {
     },
     deps.random,
   );
-  const { mine } = queue;
 
-  async function fail(row: OutboxRow, error: string) {
-    const now = clock();
-    const work = new CommittedWork();
-    await db.transaction(async (tx) => {
-      const [updated] = await tx
-        .update(mailOutbox)
-        .set({ status: 'failed', lastError: error, leaseUntil: null, updatedAt: now })
-        .where(mine(row))
-        .returning({ id: mailOutbox.id });
-      if (updated) await settleMessages(tx, [{ row, reason: error }], 'failed', undefined, now, work);
-    });
-    work.announce();
-  }
+  const outbox = messageOutbox(db, queue, clock, { unknownOutcome: UNKNOWN_OUTCOME });
+  const fail = (row: OutboxRow, error: string) => outbox.fail([{ row, reason: error }]);
 
   /**
    * A relay that cannot be reached, fails its TLS or refuses the login puts the channel in `error`, with
@@ -165,7 +154,7 @@ export function mailSending(deps: MailSenderDeps): QueueWork<OutboxRow> {
       const until = pauseMs > 0 ? new Date(now.getTime() + pauseMs) : null;
       const note = row.failures > 1 ? ` (${row.failures} attempts in a row failed${until ? `; the next after ${until.toISOString()}` : ''})` : '';
       const error = `Sending through ${channel.outbound!.host}: ${outcome.error}`.slice(0, 700) + note;
-      await recordChannelOutcome(tx, channel.id, { ok: false, side: 'relay', error, ...(outcome.login ? { fix: CREDENTIALS_FIX.relay } : {}) }, { relay: { sendPausedUntil: until }, work });
+      await recordChannelOutcome(tx, channel.id, { ok: false, side: 'relay', error, ...(outcome.login ? { fix: EMAIL_CREDENTIALS_FIX.relay } : {}) }, { relay: { sendPausedUntil: until }, work });
     });
     work.announce();
   }
@@ -295,30 +284,17 @@ export function mailSending(deps: MailSenderDeps): QueueWork<OutboxRow> {
     if (channel.status === 'disabled') return fail(row, 'The channel is disabled');
     const outcome = await transmit(row, channel);
     if (outcome.kind === 'released') return release(row);
-    const now = clock();
     await showOnChannel(channel, outcome);
     if (outcome.kind === 'sent') {
       const refused = outcome.rejected.length ? `Refused by the relay for ${outcome.rejected.join(', ')}` : null;
-      const work = new CommittedWork();
-      await db.transaction(async (tx) => {
-        const [updated] = await tx
-          .update(mailOutbox)
-          .set({ status: 'sent', sentAt: now, leaseUntil: null, lastError: refused, updatedAt: now })
-          .where(mine(row))
-          .returning({ id: mailOutbox.id });
-        if (updated) await settleMessages(tx, [{ row, reason: refused, providerMessageId: row.mail.messageId }], 'sent', undefined, now, work);
-      });
-      work.announce();
-      return;
+      return outbox.sent([{ row, providerMessageId: row.mail.messageId, note: refused }]);
     }
     if (outcome.kind === 'failed') return fail(row, outcome.error);
     await retryLater(row, outcome.error);
   }
 
   /** A temporary failure: the next attempt after the backoff, or failed once the attempts are used up. */
-  async function retryLater(row: OutboxRow, error: string) {
-    if (!(await queue.retryLater(clock(), row, error))) await fail(row, `Gave up after ${row.attempt} attempts; the last: ${error}`);
-  }
+  const retryLater = (row: OutboxRow, error: string) => outbox.retryLater([row], error);
 
   /** Gives the claim of an attempt that has not transmitted back (pending again, the attempt not counted). */
   const release = (row: OutboxRow) => queue.release(clock(), [row]);
@@ -347,13 +323,9 @@ export function mailSending(deps: MailSenderDeps): QueueWork<OutboxRow> {
     laneOf: (row) => row.channelId,
     // Each attempt at its relay's pace: a slow or dead relay holds only its own attempts, each until its deadline.
     run: async (rows) => void (await Promise.all(rows.map(guarded))),
-    async recover(rows) {
-      for (const row of rows) await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
-    },
+    recover: outbox.recover,
     /** Attempts whose process died after the data was transmitted: the outcome is unknown, so they are not sent again. */
-    async settleAbandoned(now) {
-      for (const row of await queue.abandoned(now, 16)) await fail(row, UNKNOWN_OUTCOME);
-    },
+    settleAbandoned: (now) => outbox.settleAbandoned(now, 16),
     start() {
       stopping = false;
     },

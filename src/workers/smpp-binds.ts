@@ -8,12 +8,11 @@ import { createLimiter } from '../core/rate-limit.js';
 import type { Db } from '../db/client.js';
 import { channels } from '../db/schema.js';
 import { describeError } from '../modules/channels/channels.connect.js';
-import { CREDENTIALS_FIX } from '../modules/channels/channels.repository.js';
 import { showChannelOutcome } from '../modules/channels/channel-health.js';
 import { notifyEventsCommitted } from '../modules/events/events.signal.js';
 import { databaseErrorReason } from '../modules/channels/email/inbound.js';
 import type { OperationRunner } from '../modules/channels/runner.js';
-import { closeBind, messageIdForms, openBind, smppSettingsOf, ping, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/channels/sms/providers/smpp.js';
+import { closeBind, messageIdForms, openBind, smppDefinition, smppSettingsOf, ping, registerSmppLink, submitText, unregisterSmppLink, type SmppLink } from '../modules/channels/sms/providers/smpp.js';
 import { deleteStaleParts, PART_TTL_MS, receiveDeliverSm, type RecentSubmits } from '../modules/channels/sms/smpp.receive.js';
 import { loadSmsChannel } from '../modules/channels/sms/sms.repository.js';
 import { channelLeases, reconcileConnections, stopConnections, wakeOnChannelChanges } from './channel-leases.js';
@@ -198,7 +197,7 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
           failuresOf.set(this.channelId, failures);
           const error = databaseErrorReason(err) ?? describeError(err);
           log.warn({ channelId: this.channelId, error, failures }, 'SMPP bind failed; retrying later');
-          await showChannelOutcome(db, this.channelId, { ok: false, side: 'provider', error: `SMPP: ${error}`, ...(refusedBind(error) ? { fix: CREDENTIALS_FIX.smpp } : {}) }).catch((e: unknown) =>
+          await showChannelOutcome(db, this.channelId, { ok: false, side: 'provider', error: `SMPP: ${error}`, ...(refusedBind(error) ? { fix: smppDefinition.credentialsFix } : {}) }).catch((e: unknown) =>
             log.warn({ err: e, channelId: this.channelId }, 'could not record the SMPP failure on the channel'),
           );
           // As the IMAP sync does: a failing channel gives its lease up until its next attempt (after the

@@ -3,12 +3,10 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
 import { channels, messages, smsOptOuts, smsOutbox } from '../db/schema.js';
-import { CommittedWork } from '../modules/events/events.signal.js';
-import { createQueue, settleMessages } from '../modules/outbox.js';
+import { createQueue, messageOutbox } from '../modules/outbox.js';
 import type { SendOutcome } from '../modules/channels/sms/provider.js';
-import { providerFor } from '../modules/channels/sms/providers/index.js';
+import { providerDefinition, providerFor } from '../modules/channels/sms/providers/index.js';
 import { boundSmppChannels } from '../modules/channels/sms/providers/smpp.js';
-import { CREDENTIALS_FIX } from '../modules/channels/channels.repository.js';
 import { showChannelOutcome } from '../modules/channels/channel-health.js';
 import { kindOf } from '../modules/channels/kinds.js';
 import { addOptOut, announceFailed, hookUrl, loadSmsChannel, OPTED_OUT_REASON } from '../modules/channels/sms/sms.repository.js';
@@ -149,75 +147,14 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
     return bucket;
   };
 
-  /** Fails texts (each with its reason) in one transaction; `optOut` also records the recipient's opt-out. */
-  async function fail(items: { row: OutboxRow; reason: string }[], opts: { optOut?: string } = {}) {
-    if (items.length === 0) return;
-    const now = clock();
-    const work = new CommittedWork();
-    await db.transaction(async (tx) => {
-      const reasons = new Map(items.map((i) => [i.row.id, i.reason]));
-      const updated = await tx
-        .update(smsOutbox)
-        .set({ status: 'failed', lastError: sql`CASE ${sql.join(
-          items.map((i) => sql`WHEN ${smsOutbox.id} = ${i.row.id}::uuid THEN ${i.reason}`),
-          sql` `,
-        )} END`, leaseUntil: null, updatedAt: now })
-        .where(queue.allMine(items.map((i) => i.row)))
-        .returning({ id: smsOutbox.id });
-      const failed = new Set(updated.map((u) => u.id));
-      // Forward only: a delivery report that came first stays.
-      await settleMessages(
-        tx,
-        items.filter((i) => failed.has(i.row.id)).map((i) => ({ row: i.row, reason: reasons.get(i.row.id)! })),
-        'failed',
-        ['queued', 'sent'],
-        now,
-        work,
-      );
-      const first = items[0]!.row;
-      if (opts.optOut) {
-        const { failed: also } = await addOptOut(tx, first.organizationId, first.channelId, opts.optOut, 'provider');
-        await announceFailed(tx, first.organizationId, { type: 'system', id: null, depth: 0 }, also, work);
-      }
+  const outbox = messageOutbox(db, queue, clock, { unknownOutcome: SMS_UNKNOWN_OUTCOME, from: { sent: ['queued'], failed: ['queued', 'sent'] } });
+  const { fail, sent, retryLater } = outbox;
+  /** The provider reported the recipient unsubscribed: the text fails and the recipient is opted out, in one transaction. */
+  const failOptedOut = (row: OutboxRow, reason: string) =>
+    fail([{ row, reason }], async (tx, work) => {
+      const { failed: also } = await addOptOut(tx, row.organizationId, row.channelId, row.sms.to, 'provider');
+      await announceFailed(tx, row.organizationId, { type: 'system', id: null, depth: 0 }, also, work);
     });
-    work.announce();
-  }
-
-  /** The texts sent, with the provider's ids, in one transaction. */
-  async function sent(items: { row: OutboxRow; providerMessageId: string }[]) {
-    if (items.length === 0) return;
-    const at = clock();
-    const work = new CommittedWork();
-    await db.transaction(async (tx) => {
-      // The messages first, then their outbox rows: the order a delivery report's write takes them in
-      // (`applyStatus`), so that a report racing this answer (an SMPP receipt right behind its
-      // submit_sm_resp) waits for it rather than deadlocking with it. Forward only: a delivery report that
-      // arrived before this answer already moved its message on (it keeps the provider's id, set here if missing).
-      await settleMessages(
-        tx,
-        items.map((i) => ({ row: i.row, reason: null, providerMessageId: i.providerMessageId })),
-        'sent',
-        ['queued'],
-        at,
-        work,
-      );
-      await tx.execute(sql`
-        UPDATE ${messages} SET provider_message_id = v.pid FROM (VALUES ${sql.join(
-          items.map((i) => sql`(${i.row.messageId}::uuid, ${i.providerMessageId}::text)`),
-          sql`, `,
-        )}) AS v(id, pid)
-         WHERE ${messages.id} = v.id AND ${messages.providerMessageId} IS NULL AND ${messages.status} <> 'queued'`);
-      await tx
-        .update(smsOutbox)
-        .set({ status: 'sent', sentAt: at, leaseUntil: null, lastError: null, updatedAt: at })
-        .where(queue.allMine(items.map((i) => i.row)));
-    });
-    work.announce();
-  }
-
-  async function retryLater(row: OutboxRow, error: string, retryAfterMs?: number) {
-    if (!(await queue.retryLater(clock(), row, error, retryAfterMs))) await fail([{ row, reason: `Gave up after ${row.attempt} attempts; the last: ${error}` }]);
-  }
 
   /** Texts that must not leave: their message was deleted, or the recipient opted out (one statement). */
   async function refused(rows: OutboxRow[]): Promise<{ row: OutboxRow; reason: string }[]> {
@@ -239,10 +176,11 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
   }
 
   /** The channel's health (its provider side): in error when the provider refuses its credentials, active again at the next text it takes. */
-  async function showHealth(channel: Channel, outcomes: SendOutcome[], providerName: string) {
+  async function showHealth(channel: Channel, outcomes: SendOutcome[]) {
+    const definition = providerDefinition(channel.provider.kind);
     const refusal = outcomes.find((o): o is Extract<SendOutcome, { kind: 'failed' }> => o.kind === 'failed' && Boolean(o.credentials));
     if (refusal) {
-      await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: `${providerName === 'smpp' ? 'SMPP' : 'The text API'}: ${refusal.error}`, fix: CREDENTIALS_FIX.twilio });
+      await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: `${definition.label}: ${refusal.error}`, fix: definition.credentialsFix });
     } else if (outcomes.some((o) => o.kind === 'sent') && (channel.status === 'error' || channel.lastError !== null)) {
       await showChannelOutcome(db, channel.id, { ok: true, side: 'provider' });
       channel.status = 'active';
@@ -297,20 +235,21 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
         );
         bucket.answered();
         const settle = async () => {
-          await showHealth(channel, outcomes, provider.name);
+          await showHealth(channel, outcomes);
           const done = leaving.map((row, i) => ({ row, outcome: outcomes[i]! }));
           await sent(done.flatMap(({ row, outcome }) => (outcome.kind === 'sent' ? [{ row, providerMessageId: outcome.providerMessageId }] : [])));
           await fail(done.flatMap(({ row, outcome }) => (outcome.kind === 'unknown' ? [{ row, reason: `${SMS_UNKNOWN_OUTCOME} (${outcome.error})` }] : [])));
+          await fail(done.flatMap(({ row, outcome }) => (outcome.kind === 'failed' && !outcome.unsubscribed ? [{ row, reason: outcome.error }] : [])));
           for (const { row, outcome } of done) {
-            if (outcome.kind === 'failed') await fail([{ row, reason: outcome.error }], outcome.code === '21610' ? { optOut: row.sms.to } : {});
-            if (outcome.kind === 'retry') await retryLater(row, outcome.error, outcome.retryAfterMs);
+            if (outcome.kind === 'failed' && outcome.unsubscribed) await failOptedOut(row, outcome.error);
+            if (outcome.kind === 'retry') await retryLater([row], outcome.error, outcome.retryAfterMs);
           }
         };
         written = written.then(settle);
         // A provider refusing the channel's credentials refuses the rest of the batch too: it waits for its retry.
         if (outcomes.some((o) => o.kind === 'failed' && o.credentials)) {
           await written;
-          for (const row of rest) await retryLater(row, 'Not sent: the provider refused the channel\'s credentials');
+          await retryLater(rest, 'Not sent: the provider refused the channel\'s credentials');
           rest = [];
         }
       }
@@ -339,13 +278,8 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
     },
     laneOf: (row) => row.channelId,
     run,
-    async recover(rows) {
-      for (const row of rows) await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
-    },
-    async settleAbandoned(now) {
-      const rows = await queue.abandoned(now, 64);
-      await fail(rows.map((row) => ({ row, reason: SMS_UNKNOWN_OUTCOME })));
-    },
+    recover: outbox.recover,
+    settleAbandoned: (now) => outbox.settleAbandoned(now),
     start() {
       stopping = false;
     },

@@ -1,10 +1,9 @@
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { inArray, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
-import { messages, whatsappOutbox } from '../db/schema.js';
-import { CommittedWork } from '../modules/events/events.signal.js';
-import { createQueue, settleMessages } from '../modules/outbox.js';
+import { whatsappOutbox } from '../db/schema.js';
+import { createQueue, messageOutbox } from '../modules/outbox.js';
 import type { GraphSendOutcome } from '../modules/channels/whatsapp/meta.js';
 import { loadWhatsAppChannel, WHATSAPP_OPTED_OUT_REASON, type WhatsAppChannel } from '../modules/channels/whatsapp/whatsapp.repository.js';
 import { refusedReason, transmitWhatsApp } from '../modules/channels/whatsapp/whatsapp.transmit.js';
@@ -56,54 +55,15 @@ export function whatsappSending(deps: WhatsAppSenderDeps): QueueWork<OutboxRow> 
     deps.random,
   );
 
-  /** Fails messages (each with its reason) in one transaction; a status Meta reported first stays. */
-  async function fail(items: { row: OutboxRow; reason: string }[]) {
-    if (items.length === 0) return;
-    const now = clock();
-    const work = new CommittedWork();
-    await db.transaction(async (tx) => {
-      const done = new Set<string>();
-      for (const { row, reason } of items) {
-        const [updated] = await tx
-          .update(whatsappOutbox)
-          .set({ status: 'failed', lastError: reason, leaseUntil: null, updatedAt: now })
-          .where(queue.mine(row))
-          .returning({ id: whatsappOutbox.id });
-        if (updated) done.add(row.id);
-      }
-      await settleMessages(tx, items.filter((i) => done.has(i.row.id)), 'failed', ['queued', 'sent'], now, work);
-    });
-    work.announce();
-  }
+  const outbox = messageOutbox(db, queue, clock, { unknownOutcome: WHATSAPP_UNKNOWN_OUTCOME, from: { sent: ['queued'], failed: ['queued', 'sent'] } });
+  const { fail, retryLater } = outbox;
 
-  async function sent(row: OutboxRow, providerMessageId: string) {
-    const at = clock();
-    const work = new CommittedWork();
-    await db.transaction(async (tx) => {
-      await settleMessages(tx, [{ row, reason: null, providerMessageId }], 'sent', ['queued'], at, work);
-      // A status that came before this answer moved the message on already; it keeps Meta's id all the same.
-      await tx
-        .update(messages)
-        .set({ providerMessageId })
-        .where(and(eq(messages.id, row.messageId), sql`${messages.providerMessageId} IS NULL`));
-      await tx.update(whatsappOutbox).set({ status: 'sent', sentAt: at, leaseUntil: null, lastError: null, updatedAt: at }).where(queue.mine(row));
-    });
-    work.announce();
-  }
-
-  async function retryLater(row: OutboxRow, error: string, retryAfterMs?: number) {
-    if (!(await queue.retryLater(clock(), row, error, retryAfterMs))) await fail([{ row, reason: `Gave up after ${row.attempt} attempts; the last: ${error}` }]);
-  }
-
-  /**
-   * Messages that must not leave: deleted, or to a recipient who opted out since (one statement). The outbox
-   * names a recipient as WhatsApp does (the number's digits, or a user id); opt-outs keep numbers with their `+`.
-   */
+  /** Messages that must not leave: deleted, or to a recipient who opted out since (one statement; the outbox names a recipient as opt-outs key it). */
   async function refused(channel: WhatsAppChannel, rows: OutboxRow[]): Promise<{ row: OutboxRow; reason: string }[]> {
     const found = await db.execute(sql`
       SELECT o.id,
              EXISTS (SELECT 1 FROM messages m WHERE m.id = o.message_id AND m.deleted_at IS NULL) AS live,
-             EXISTS (SELECT 1 FROM sms_opt_outs s WHERE s.channel_id = o.channel_id AND s.phone_number IN (o.whatsapp->>'to', '+' || (o.whatsapp->>'to'))) AS opted_out
+             EXISTS (SELECT 1 FROM sms_opt_outs s WHERE s.channel_id = o.channel_id AND s.phone_number = o.whatsapp->>'to') AS opted_out
         FROM whatsapp_outbox o
        WHERE o.channel_id = ${channel.id} AND ${inArray(sql`o.id`, rows.map((r) => r.id))}`);
     const byId = new Map((found.rows as { id: string; live: boolean; opted_out: boolean }[]).map((f) => [f.id, f]));
@@ -116,8 +76,8 @@ export function whatsappSending(deps: WhatsAppSenderDeps): QueueWork<OutboxRow> 
   }
 
   async function settle(row: OutboxRow, outcome: GraphSendOutcome) {
-    if (outcome.kind === 'sent') return sent(row, outcome.providerMessageId);
-    if (outcome.kind === 'retry') return retryLater(row, outcome.error, outcome.retryAfterMs);
+    if (outcome.kind === 'sent') return outbox.sent([{ row, providerMessageId: outcome.providerMessageId }]);
+    if (outcome.kind === 'retry') return retryLater([row], outcome.error, outcome.retryAfterMs);
     if (outcome.kind === 'unknown') return fail([{ row, reason: `${WHATSAPP_UNKNOWN_OUTCOME} (${outcome.error})` }]);
     return fail([{ row, reason: refusedReason(outcome) }]);
   }
@@ -142,7 +102,7 @@ export function whatsappSending(deps: WhatsAppSenderDeps): QueueWork<OutboxRow> 
       await settle(row, outcome);
       // Meta refused the channel's token: the rest of the batch waits for its retry, after the channel is fixed.
       if (outcome.kind === 'failed' && outcome.credentials) {
-        for (const later of rest.slice(i + 1)) await retryLater(later, "Not sent: Meta refused the channel's access token");
+        await retryLater(rest.slice(i + 1), "Not sent: Meta refused the channel's access token");
         return;
       }
     }
@@ -155,13 +115,8 @@ export function whatsappSending(deps: WhatsAppSenderDeps): QueueWork<OutboxRow> 
     claim: (now, limit) => queue.claim(now, { limit, mode: 'batch', perLane: MAX_BATCH }),
     laneOf: (row) => row.channelId,
     run,
-    async recover(rows) {
-      for (const row of rows) await retryLater(row, 'The attempt failed unexpectedly').catch(() => {});
-    },
-    async settleAbandoned(now) {
-      const rows = await queue.abandoned(now, 64);
-      await fail(rows.map((row) => ({ row, reason: WHATSAPP_UNKNOWN_OUTCOME })));
-    },
+    recover: outbox.recover,
+    settleAbandoned: (now) => outbox.settleAbandoned(now),
     // A request under way may take up to its timeout: shutdown waits at most 2 s for it (see the text sender).
     stopWaitMs: 2000,
   };

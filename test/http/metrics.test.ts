@@ -111,6 +111,8 @@ describe('GET /metrics', () => {
     const first = (await scrape()).body;
     expect(sample(first, 'switchboard_outbox_messages', { kind: 'email' })).toBe(1);
     expect(sample(first, 'switchboard_outbox_messages', { kind: 'sms' })).toBe(0);
+    // Every channel kind of the registry has its outbox counted, WhatsApp's too.
+    expect(sample(first, 'switchboard_outbox_messages', { kind: 'whatsapp' })).toBe(0);
     const age = sample(first, 'switchboard_outbox_oldest_age_seconds', { kind: 'email' })!;
     expect(age).toBeGreaterThanOrEqual(50);
     expect(sample(first, 'switchboard_channels', { type: 'email', status: 'error' })).toBe(1);

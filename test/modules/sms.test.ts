@@ -533,6 +533,23 @@ describe('SignalWire', () => {
     expect(await eventsOf(a, 'message.delivered', queued.json.data.id)).toHaveLength(1);
   });
 
+  it('a SignalWire channel whose credentials are refused says what to check in SignalWire', async () => {
+    const res = await a.request('POST', '/v1/channels', {
+      type: 'sms',
+      name: 'SignalWire, wrong token',
+      address: number(),
+      provider: { kind: 'signalwire', accountSid: twilio.accountSid, apiBaseUrl: twilio.url, authToken: 'not-the-token', signingKey },
+    });
+    expect(res.status, res.body).toBe(201);
+    const channel = res.json.data as Json;
+    const queued = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [number()], text: 'Hello' });
+    expect(queued.status, queued.body).toBe(201);
+    await drain();
+    const shown = (await a.request('GET', `/v1/channels/${channel.id}`)).json.data as Json;
+    expect(shown.status).toBe('error');
+    expect(shown.lastError).toMatch(/^provider: The text API: The provider answered 401 \(error 20003\).*the project in the SignalWire space/);
+  });
+
   it('needs the signing key and the API base URL of the space, each at its field', async () => {
     const res = await a.request('POST', '/v1/channels', { type: 'sms', name: 'x', address: number(), provider: { kind: 'signalwire', accountSid: 'p', authToken: 't' } });
     expect(res.status).toBe(400);

@@ -134,7 +134,8 @@ describe('sending through a WhatsApp channel', () => {
     expect(reply.status, reply.body).toBe(201);
     expect(reply.json.data).toMatchObject({ type: 'whatsapp', recipient: { phoneNumber: from }, text: 'It left today', threadId: received.threadId, metadata: { whatsapp: { contextId: received.providerMessageId } } });
     const [row] = await t.database.db.select().from(whatsappOutbox).where(eq(whatsappOutbox.messageId, reply.json.data.id));
-    expect(row!.whatsapp).toEqual({ to: from.slice(1), text: 'It left today', contextId: received.providerMessageId });
+    // The recipient as its opt-out would be keyed (E.164); Meta is given the digits when it leaves.
+    expect(row!.whatsapp).toEqual({ to: from, text: 'It left today', contextId: received.providerMessageId });
     expect((await a.request('POST', `/v1/messages/${received.id}/reply`, { text: 'x', html: '<b>x</b>' })).status).toBe(400);
   });
 });
@@ -186,5 +187,49 @@ describe('the WhatsApp sender (the queue engine with Meta as its transmit step)'
     const message = await read(queued.id);
     expect(message.status).toBe('failed');
     expect(message.statusReason).toMatch(/190/);
+  });
+
+  it('queues a recipient as opt-outs key it: an opt-out recorded after queueing keeps the message from leaving; Meta gets the digits', async () => {
+    const channel = await addChannel(a);
+    const [stopped, other] = [number(), number()];
+    const template = { name: 'hello_world', language: 'en_US' };
+    const kept = (await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [stopped], template })).json.data as Json;
+    const goes = (await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [other], template })).json.data as Json;
+    const [row] = await t.database.db.select().from(whatsappOutbox).where(eq(whatsappOutbox.messageId, kept.id));
+    expect(row!.whatsapp.to).toBe(stopped);
+    expect((await a.request('POST', `/v1/channels/${channel.id}/opt-outs`, { phoneNumber: stopped })).status).toBe(201);
+    const before = graph.sent.length;
+    await sendAll();
+    const bodies = graph.sent.slice(before).map((s) => s.body as Json);
+    expect(bodies.map((x) => x.to)).toEqual([other.slice(1)]);
+    expect(await read(kept.id)).toMatchObject({ status: 'failed', statusReason: expect.stringMatching(/opted out/) });
+    expect((await read(goes.id)).status).toBe('sent');
+  });
+
+  it('fails a batch in one statement whatever its size (a disabled channel: every queued message fails, each with its event)', async () => {
+    const channel = await addChannel(a);
+    const template = { name: 'hello_world', language: 'en_US' };
+    const queued: Json[] = [];
+    for (let i = 0; i < 5; i++) queued.push((await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [number()], template })).json.data as Json);
+    expect((await a.request('PATCH', `/v1/channels/${channel.id}`, { status: 'disabled' })).status).toBe(200);
+    // The sender's writes to the outbox, counted where its transactions make them.
+    let outboxWrites = 0;
+    const db = t.database.db;
+    const counting = new Proxy(db, {
+      get(target, key, receiver) {
+        if (key !== 'transaction') return Reflect.get(target, key, receiver);
+        return (fn: (tx: unknown) => Promise<unknown>) =>
+          target.transaction((tx) =>
+            fn(new Proxy(tx, { get: (tt, k, r) => (k === 'update' ? (table: unknown) => (table === whatsappOutbox && outboxWrites++, tt.update(table as never)) : Reflect.get(tt, k, r)) })),
+          );
+      },
+    });
+    const worker = createOutboxWorker({ name: 'senders', db, clock: () => new Date(), log: silent, pollMs: 60_000, queues: [whatsappSending({ db: counting, clock: () => new Date(), log: silent, allowPrivate: true, sendTimeoutMs: 3000, random: () => 0.5 })] });
+    await worker.pass();
+    await worker.idle();
+    for (const m of queued) expect(await read(m.id)).toMatchObject({ status: 'failed', statusReason: 'The channel is disabled' });
+    expect(outboxWrites).toBe(1);
+    const events = (await a.request('GET', '/v1/events?type=message.failed&limit=100')).json.data as Json[];
+    expect(events.filter((e) => queued.some((m) => m.id === e.resourceId))).toHaveLength(5);
   });
 });

@@ -8,7 +8,7 @@ import { toChannel } from './kinds.js';
 
 const SIDE_PREFIX: Record<ChannelSide, string> = { mailbox: MAILBOX_ERROR_PREFIX, relay: RELAY_ERROR_PREFIX, provider: PROVIDER_ERROR_PREFIX };
 
-/** How one attempt of one side of a channel ended. `fix` says what to change (see `CREDENTIALS_FIX`). */
+/** How one attempt of one side of a channel ended. `fix` says what to change (each kind or provider names its own: `EMAIL_CREDENTIALS_FIX`, a text provider's `credentialsFix`). */
 export type ChannelOutcome = { ok: true; side: ChannelSide; at?: Date } | { ok: false; side: ChannelSide; error: string; fix?: string };
 
 /** What the sender changes on the channel beside its status: its relay's failure count and pause. */

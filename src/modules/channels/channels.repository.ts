@@ -101,14 +101,6 @@ export const MAILBOX_ERROR_PREFIX = 'mailbox: ';
 /** What a failure of a text channel's provider (its API refused the credentials, the SMSC refused the bind) starts `lastError` with. */
 export const PROVIDER_ERROR_PREFIX = 'provider: ';
 
-/** What to change when a side refuses the channel's credentials, for `lastError`'s `fix`. */
-export const CREDENTIALS_FIX = {
-  imap: 'the IMAP server refused the login: check inbound.username and inbound.password (PATCH /v1/channels/{id})',
-  relay: 'the relay refused the login: check outbound.username and outbound.password (PATCH /v1/channels/{id})',
-  twilio: "the provider refused the credentials: check provider.accountSid and provider.authToken (PATCH /v1/channels/{id}), or the account's status in the provider's console",
-  smpp: 'the SMSC refused the bind: check provider.systemId, provider.password and provider.systemType (PATCH /v1/channels/{id})',
-} as const;
-
 /** A channel that cannot take mail now (in `error` on its mailbox side): the SMTP receiver answers 451 with the message. */
 export class ChannelUnavailable extends Error {}
 

@@ -21,6 +21,8 @@ export const CHANNEL_KINDS = {
 } as const satisfies Record<ChannelRow['type'], ChannelKind>;
 
 const KINDS: ChannelKind[] = Object.values(CHANNEL_KINDS);
+/** Every kind, in the registry's order. */
+export const channelKinds = (): readonly ChannelKind[] => KINDS;
 
 /** The kind of a stored channel (or of a channel's `type`). */
 export const kindOf = (channel: Pick<ChannelRow, 'type'>): ChannelKind => CHANNEL_KINDS[channel.type];

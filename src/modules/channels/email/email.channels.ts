@@ -78,6 +78,12 @@ function constraintOf(err: unknown): string | undefined {
   return undefined;
 }
 
+/** What to change when a mail server refuses the channel's login, for `lastError`'s `fix`. */
+export const EMAIL_CREDENTIALS_FIX = {
+  imap: 'the IMAP server refused the login: check inbound.username and inbound.password (PATCH /v1/channels/{id})',
+  relay: 'the relay refused the login: check outbound.username and outbound.password (PATCH /v1/channels/{id})',
+} as const;
+
 export async function createEmailChannel(db: DbOrTx, orgId: string, input: ChannelCreate) {
   if (input.inbound.mode === 'imap') assertTlsAllowed(input.inbound, 'inbound');
   assertTlsAllowed(input.outbound, 'outbound');

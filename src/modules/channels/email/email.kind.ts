@@ -17,6 +17,7 @@ export const emailKind: ChannelKind = {
   type: 'email',
   noun: 'email',
   heading: 'Email',
+  outboxTable: 'mail_outbox',
   schemas: {
     create: { schema: ChannelCreateInput, shape: ChannelCreateInput.shape },
     update: EmailUpdateFields,

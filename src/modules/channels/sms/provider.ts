@@ -27,7 +27,8 @@ export type SendOutcome =
   | { kind: 'sent'; providerMessageId: string }
   | { kind: 'retry'; error: string; retryAfterMs?: number | undefined }
   /** `credentials`: the provider refused the channel's credentials (the channel is what to fix, not the text). */
-  | { kind: 'failed'; error: string; code?: string | undefined; credentials?: boolean }
+  /** `unsubscribed`: the recipient opted out with the provider (Twilio's 21610): the service records the opt-out. */
+  | { kind: 'failed'; error: string; code?: string | undefined; credentials?: boolean; unsubscribed?: boolean }
   | { kind: 'unknown'; error: string };
 
 /** A text the provider delivered to the channel. */
@@ -105,6 +106,8 @@ export interface SmsProviderDefinition {
   open(settings: ProviderWithSecret, channelId?: string): SmsProvider;
   /** What to change when it refuses the channel's credentials (`lastError`'s fix). */
   readonly credentialsFix: string;
+  /** How `lastError` names it when it fails: "SMPP", "The text API". */
+  readonly label: string;
   /** How texts reach the channel, for `POST /channels/{id}/test`. */
   readonly receiving: string;
   /** Its webhook, when it pushes texts and reports (absent: it delivers otherwise, e.g. over a bind). */

@@ -21,6 +21,7 @@ export const smsKind: ChannelKind = {
   type: 'sms',
   noun: 'text',
   heading: 'Texts',
+  outboxTable: 'sms_outbox',
   schemas: {
     create: { schema: SmsChannelCreateInput, shape: SmsChannelCreateInput.shape },
     update: SmsChannelUpdateFields,

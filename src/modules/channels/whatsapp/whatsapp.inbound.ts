@@ -94,7 +94,7 @@ async function keywordEffects(db: DbOrTx, channel: WhatsAppChannel, incoming: In
   if (keyword === 'stop') {
     const { optOut, created } = await addOptOut(db, orgId, channel.id, key, 'keyword');
     if (created) await recordEvents(db, SYSTEM, [{ type: 'channel.opt_out.created', organizationId: orgId, resourceId: optOut.id, data: optOut }]);
-    await announceFailed(db, orgId, SYSTEM, await failQueuedTo(db, channel.id, addressOf(incoming.sender)!));
+    await announceFailed(db, orgId, SYSTEM, await failQueuedTo(db, channel.id, key));
   } else {
     const removed = await removeOptOut(db, orgId, channel.id, key);
     if (removed) await recordEvents(db, SYSTEM, [{ type: 'channel.opt_out.deleted', organizationId: orgId, resourceId: removed.id, data: removed }]);

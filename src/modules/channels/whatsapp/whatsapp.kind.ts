@@ -24,6 +24,7 @@ export const whatsappKind: ChannelKind = {
   type: 'whatsapp',
   noun: 'WhatsApp',
   heading: 'WhatsApp',
+  outboxTable: 'whatsapp_outbox',
   schemas: {
     create: { schema: WhatsAppChannelCreateInput, shape: WhatsAppChannelCreateInput.shape },
     update: WhatsAppChannelUpdateFields,

@@ -218,7 +218,7 @@ export async function touchWindow(db: DbOrTx, orgId: string, channelId: string, 
 
 export const WHATSAPP_OPTED_OUT_REASON = 'The recipient opted out of messages from this channel (STOP); it was not sent';
 
-/** Messages to the recipient still waiting in the outbox (not yet transmitted) fail; answers their ids. */
+/** Messages to the recipient (as opt-outs key it: `optOutKey`) still waiting in the outbox (not yet transmitted) fail; answers their ids. */
 export async function failQueuedTo(db: DbOrTx, channelId: string, to: string): Promise<string[]> {
   const rows = await db
     .update(whatsappOutbox)
@@ -330,7 +330,8 @@ export async function queueWhatsApp(
       organizationId: orgId,
       messageId: message.id,
       channelId: channel.id,
-      whatsapp: { to: address, ...content, ...(opts.contextId ? { contextId: opts.contextId } : {}) },
+      // The recipient as opt-outs are keyed (E.164 with its `+`, or a user id); Meta's form is made when it leaves (`outgoingOf`).
+      whatsapp: { to, ...content, ...(opts.contextId ? { contextId: opts.contextId } : {}) },
       actorType: actor.type,
       actorId: actor.id,
       depth: actor.depth ?? 0,
@@ -370,8 +371,10 @@ export async function replyWhatsApp(ctx: OperationContext, original: MessageRow,
 }
 
 /** What the sender transmits for one outbox row. */
-export const outgoingOf = (payload: OutboxWhatsApp): OutgoingWhatsApp =>
-  payload.template ? { to: payload.to, template: payload.template, contextId: payload.contextId ?? null } : { to: payload.to, text: payload.text ?? '', contextId: payload.contextId ?? null };
+export const outgoingOf = (payload: OutboxWhatsApp): OutgoingWhatsApp => {
+  const to = recipientId(partyOf(payload.to)) ?? payload.to;
+  return payload.template ? { to, template: payload.template, contextId: payload.contextId ?? null } : { to, text: payload.text ?? '', contextId: payload.contextId ?? null };
+};
 
 // A WhatsApp message as the rules of automatic messages read it: its recipient is its number or user id.
 defineAutomaticMessageKind('whatsapp', {

@@ -52,6 +52,7 @@ export const signalwire: SmsProviderDefinition = {
     return twilioProvider({ accountSid: s.accountSid, authToken: secretsOf(settings.secret).authToken, apiBaseUrl: s.apiBaseUrl, messagingServiceSid: s.messagingServiceSid });
   },
   credentialsFix: 'the provider refused the credentials: check provider.accountSid and provider.authToken (PATCH /v1/channels/{id}), or the project in the SignalWire space',
+  label: 'The text API',
   receiving: 'The channel accepts webhooks signed with the project\'s signing key at inbound.webhookUrl',
   webhook: twilioWebhook('X-SignalWire-Signature', (secret) => secretsOf(secret).signingKey),
 };

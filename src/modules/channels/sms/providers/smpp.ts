@@ -396,5 +396,6 @@ export const smppDefinition: SmsProviderDefinition = {
   name: () => 'smpp',
   open: (settings, channelId) => smppProvider(smppSettingsOf(settings), channelId),
   credentialsFix: 'the SMSC refused the bind: check provider.systemId, provider.password and provider.systemType (PATCH /v1/channels/{id})',
+  label: 'SMPP',
   receiving: "Texts and receipts arrive over the channel's bind, held by one server process",
 };

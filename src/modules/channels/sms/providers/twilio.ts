@@ -134,7 +134,8 @@ export function twilioProvider(settings: TwilioSettings): SmsProvider {
       const detail = `The provider answered ${answer.status}${code ? ` (error ${code})` : ''}${typeof json?.message === 'string' ? `: ${json.message.slice(0, 300)}` : ''}`;
       if (answer.status === 429 || answer.status >= 500) return { kind: 'retry', error: detail, retryAfterMs: retryAfterMs(answer.headers['retry-after']) };
       // 401, or Twilio's 20003 ("Authenticate"): the account sid or auth token is wrong (or the account suspended).
-      return { kind: 'failed', error: detail, code, ...(answer.status === 401 || code === '20003' ? { credentials: true } : {}) };
+      // 21610: the recipient unsubscribed (texted STOP to the carrier).
+      return { kind: 'failed', error: detail, code, ...(answer.status === 401 || code === '20003' ? { credentials: true } : {}), ...(code === '21610' ? { unsubscribed: true } : {}) };
     },
     // Media URLs are on the API host (a 307 to Twilio's CDN follows): credentials for that origin only.
     fetchMedia: (url, ctx) =>
@@ -231,6 +232,7 @@ export const twilio: SmsProviderDefinition = {
     return twilioProvider({ accountSid: s.accountSid, authToken: settings.secret, apiBaseUrl: s.apiBaseUrl, messagingServiceSid: s.messagingServiceSid });
   },
   credentialsFix: "the provider refused the credentials: check provider.accountSid and provider.authToken (PATCH /v1/channels/{id}), or the account's status in the provider's console",
+  label: 'The text API',
   receiving: 'The channel accepts signed webhooks at inbound.webhookUrl',
   webhook: twilioWebhook('X-Twilio-Signature', (secret) => secret),
 };
