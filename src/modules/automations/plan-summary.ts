@@ -157,6 +157,8 @@ function describeCondition(c: Condition): string {
   if ('any' in c) {
     const words = mentionedWords(c);
     if (words) return `its text or summary contains ${list(words.map(quote), 'or')}`;
+    const tags = c.any.every((x) => 'field' in x && x.field === THREAD_TAGS && x.operator === 'equals') ? c.any.map((x) => (x as ConditionTest).value) : null;
+    if (tags && tags.length > 1) return `its thread is tagged ${list(tags.map(quote), 'or')}`;
     return c.any.map((x) => ('all' in x ? `(${describeCondition(x)})` : describeCondition(x))).join(' or ');
   }
   return describeTest(c);

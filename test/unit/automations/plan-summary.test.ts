@@ -68,6 +68,20 @@ describe('summarizePlan', () => {
       'Runs when a customer is created or updated (events customer.created, customer.updated), only if its type is "VIP". It creates a digest note of the messages since the last run.',
     ],
     [
+      'a condition on the thread and the steps on it: the member, the status, the snooze and the tags named',
+      plan({
+        condition: { any: [{ field: 'thread.tags', operator: 'equals', value: 'vip' }, { field: 'thread.tags', operator: 'equals', value: 'gold' }] },
+        actions: [
+          { operation: 'threads.update', input: { id: '{{event.data.threadId}}', assigneeEmail: 'lead@example.com', status: 'pending' } },
+          { operation: 'threads.update', input: { id: '{{event.data.threadId}}', status: 'snoozed', snoozedUntil: '{{next(0 9 * * 1)}}' } },
+          { operation: 'threads.update', input: { id: '{{event.data.threadId}}', addTags: ['vip', 'waiting'], removeTags: ['new'] } },
+          { operation: 'threads.update', input: { id: '{{event.data.threadId}}', tags: ['replaced'] } },
+        ],
+      }),
+      'Runs when a message is received, only if its thread is tagged "vip" or "gold". It assigns the thread to lead@example.com and sets the thread\'s status to "pending", snoozes the thread until the next Monday at 09:00 (it opens again then, or at the customer\'s next message), ' +
+        'adds the tags "vip" and "waiting" to the thread and removes the tag "new" from the thread and then calls threads.update with {"id":"{{event.data.threadId}}","tags":["replaced"]}.',
+    ],
+    [
       'words and a step without wording',
       plan({
         condition: { any: [{ field: 'text', operator: 'contains', value: 'invoice' }, { field: 'summary', operator: 'contains', value: 'invoice' }] } as Condition,
