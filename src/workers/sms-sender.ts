@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
 import { channels, messages, smsOptOuts, smsOutbox } from '../db/schema.js';
+import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
 import { createQueue, settleMessages } from '../modules/outbox.js';
 import type { SendOutcome } from '../modules/channels/sms/provider.js';
@@ -176,8 +177,14 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
       );
       const first = items[0]!.row;
       if (opts.optOut) {
-        const { failed: also } = await addOptOut(tx, first.organizationId, first.channelId, opts.optOut, 'provider');
-        await announceFailed(tx, first.organizationId, { type: 'system', id: null, depth: 0 }, also, work);
+        const system = { type: 'system' as const, id: null, depth: 0 };
+        const { optOut, created, failed: also } = await addOptOut(tx, first.organizationId, first.channelId, opts.optOut, 'provider');
+        // An opt-out the provider reports is recorded like any other: its event, for webhooks and automations.
+        if (created) {
+          const recorded = await recordEvents(tx, system, [{ type: 'channel.opt_out.created', organizationId: first.organizationId, resourceId: optOut.id, data: optOut }]);
+          work.add({ ...recorded, types: ['channel.opt_out.created'] });
+        }
+        await announceFailed(tx, first.organizationId, system, also, work);
       }
     });
     work.announce();
