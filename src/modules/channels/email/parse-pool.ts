@@ -18,7 +18,8 @@ import type { DnsAnswer, DnsQuestion, ParseTask, Started } from './parse-worker.
  * Fair between senders: each client (an SMTP client's address, an IMAP channel's session) has one email read
  * at a time, and the clients waiting take turns, so one address's flood of costly mail holds at most one
  * thread and waits behind itself, never in front of another organization's mail. Mail received over SMTP
- * waits in a bounded queue (full: refused for now at once, 451) and its deadline counts the wait: a sender
+ * waits in a bounded queue whose places are taken when the sender announces its message (`reserveParse`, at
+ * MAIL FROM; full: refused for now at once, 451, before the message is sent) and its deadline counts the wait: a sender
  * hears within the deadline, whatever is queued before it. The threads start on the first email and end
  * after a short idle time, each with a bounded heap.
  */
