@@ -2,14 +2,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 import { planTestFiles } from './test/helpers/projects.js';
+import DurationSequencer from './test/helpers/sequencer.js';
 
 /**
  * The suite as projects (test/README.md explains the choices):
  * - `once`: files whose behaviour does not depend on the database, run once;
  * - `pglite`, and `postgres` when TEST_DATABASE_URL (or DATABASE_URL) is set: the database-bound files, on each;
  * - `*-alone`: the timing-sensitive files (test/helpers/projects.ts), after all the others, one at a time.
- * The others run side by side, two workers on two cores. Each test file gets a fresh database copied from a
- * template migrated once per run (test/helpers/global-setup.ts).
+ * The others run side by side, three workers on two cores (much of a file's time is spent waiting on a child
+ * process, PostgreSQL, a lease or a timer), longest first (test/helpers/sequencer.ts). Each test file gets a
+ * fresh database copied from a template migrated once per run (test/helpers/global-setup.ts).
  */
 const pgUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
 if (!pgUrl && process.env.CI === 'true') throw new Error('PostgreSQL (TEST_DATABASE_URL) is required when CI=true');
@@ -45,11 +47,14 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
-    maxWorkers: 2,
+    // Three files at once on two cores: see test/README.md ("Three workers") for the measurement behind it.
+    maxWorkers: 3,
     // SB_TEST_REPORT=file: also Vitest's JSON report there, with each file's project and timings
     // (scripts/test-timings.mjs makes test/README.md's table of it).
     reporters: process.env.SB_TEST_REPORT ? ['default', ['./test/helpers/json-report.ts', { outputFile: process.env.SB_TEST_REPORT }]] : ['default'],
     globalSetup: ['test/helpers/global-setup.ts'],
+    // Inside each project the longest files first, by test/durations.json (a clean clone has no recorded order).
+    sequence: { sequencer: DurationSequencer },
     projects: [
       ...project('once', [...plan.once, ...browser(plan.databases)], 'pglite'),
       ...project('once-alone', plan.onceAlone, 'pglite', true),
