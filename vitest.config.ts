@@ -35,8 +35,10 @@ function project(name: string, include: string[], db: 'pglite' | 'postgres', alo
         name,
         include,
         env: { SB_TEST_DB: db },
-        // One worker and the default group order: Vitest runs these after every other project, one file at a time.
-        ...(alone ? { maxWorkers: 1 } : {}),
+        // One worker and the default group order: Vitest runs these after every other project, one file at a time,
+        // with the 30 s test timeout their failures are judged by. The others share two cores three at a time:
+        // their timeout only guards against a hang, so it leaves room for a loaded machine.
+        ...(alone ? { maxWorkers: 1 } : { testTimeout: 60_000 }),
       },
     },
   ];
