@@ -9,9 +9,8 @@ import DurationSequencer from './test/helpers/sequencer.js';
  * - `once`: files whose behaviour does not depend on the database, run once;
  * - `pglite`, and `postgres` when TEST_DATABASE_URL (or DATABASE_URL) is set: the database-bound files, on each;
  * - `*-alone`: the timing-sensitive files (test/helpers/projects.ts), after all the others, one at a time.
- * The others run side by side, three workers on two cores (much of a file's time is spent waiting on a child
- * process, PostgreSQL, a lease or a timer), longest first (test/helpers/sequencer.ts). Each test file gets a
- * fresh database copied from a template migrated once per run (test/helpers/global-setup.ts).
+ * The others run side by side, two workers on two cores, longest first (test/helpers/sequencer.ts). Each test
+ * file gets a fresh database copied from a template migrated once per run (test/helpers/global-setup.ts).
  */
 const pgUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
 if (!pgUrl && process.env.CI === 'true') throw new Error('PostgreSQL (TEST_DATABASE_URL) is required when CI=true');
@@ -36,8 +35,8 @@ function project(name: string, include: string[], db: 'pglite' | 'postgres', alo
         include,
         env: { SB_TEST_DB: db },
         // One worker and the default group order: Vitest runs these after every other project, one file at a time,
-        // with the 30 s test timeout their failures are judged by. The others share two cores three at a time:
-        // their timeout only guards against a hang, so it leaves room for a loaded machine.
+        // with the 30 s test timeout their failures are judged by. The others share the machine: their timeout
+        // only guards against a hang, so it leaves room for a loaded machine.
         ...(alone ? { maxWorkers: 1 } : { testTimeout: 60_000 }),
       },
     },
@@ -49,8 +48,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
-    // Three files at once on two cores: see test/README.md ("Three workers") for the measurement behind it.
-    maxWorkers: 3,
+    // Two files at once on two cores; test/README.md says what a third did.
+    maxWorkers: 2,
     // SB_TEST_REPORT=file: also Vitest's JSON report there, with each file's project and timings
     // (scripts/test-timings.mjs makes test/README.md's table of it).
     reporters: process.env.SB_TEST_REPORT ? ['default', ['./test/helpers/json-report.ts', { outputFile: process.env.SB_TEST_REPORT }]] : ['default'],
