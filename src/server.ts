@@ -12,7 +12,7 @@ import { createCleanup } from './workers/cleanup.js';
 import { closeParsePool, configureParsePool, onParsePoolError } from './modules/channels/email/parse-pool.js';
 import { createImapSync } from './workers/imap-sync.js';
 import { createChannelSenders } from './workers/channel-senders.js';
-import { createSmsMediaFetcher } from './workers/sms-media.js';
+import { createMediaFetcher } from './workers/media-fetcher.js';
 import { createSnoozeWorker } from './workers/snoozes.js';
 import { createSmppBinds, deliverWindowOf } from './workers/smpp-binds.js';
 import { runOperation } from './run-operation.js';
@@ -105,7 +105,7 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
       sendTimeoutMs: { email: config.mailSendTimeoutMs, sms: config.sms.sendTimeoutMs, whatsapp: config.sms.sendTimeoutMs },
       hostname: mailHostname(),
     }),
-    createSmsMediaFetcher({
+    createMediaFetcher({
       db: database.db,
       clock: app.deps.clock,
       log: app.log,

@@ -1,6 +1,7 @@
 import { asc, desc, type SQL } from 'drizzle-orm';
 import type { PgColumn } from 'drizzle-orm/pg-core';
 import { z } from 'zod';
+import { components } from './schemas.js';
 
 /** The pagination query parameters of every list operation. */
 export const Pagination = z.object({
@@ -29,6 +30,7 @@ export const PaginationMetaSchema = z.object({
   hasMore: z.boolean().describe('Whether another page may follow. Without `total`, true whenever this page is full'),
   total: z.number().int().optional().describe('Number of items in all pages; present only where it is cheap to count'),
 });
+components.add(PaginationMetaSchema, { id: 'Pagination' });
 
 /** `hasMore` per the spec: from `total` when known, else "the page is full". */
 export function paginationMeta(page: PageInput, result: Page<unknown>): PaginationMeta {

@@ -15,7 +15,18 @@ export const components = {
   add(schema: z.ZodType, meta: { id: string }) {
     componentIds.set(schema, meta.id);
   },
+  /**
+   * A request part several operations share (a channel kind's settings object): the document names it once and
+   * refers to it wherever its JSON appears in a request, also where a merged document wrote it out (`routedObject`).
+   * The first schema given an id keeps it.
+   */
+  addRequestPart(schema: z.ZodType, meta: { id: string }) {
+    if (!requestParts.has(meta.id)) requestParts.set(meta.id, schema);
+  },
+  /** The request parts, by id. */
+  requestParts: (): ReadonlyMap<string, z.ZodType> => requestParts,
 };
+const requestParts = new Map<string, z.ZodType>();
 
 /**
  * The `metadata` of `z.toJSONSchema` for the OpenAPI document: each schema's own metadata (descriptions,

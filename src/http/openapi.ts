@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { CATEGORIES } from '../core/categories.js';
 import { ERROR_STATUS, type ErrorCode } from '../core/errors.js';
-import { documentMetadata, MAX_INPUT_DEPTH } from '../core/schemas.js';
+import { components, documentMetadata, MAX_INPUT_DEPTH } from '../core/schemas.js';
 import { exampleOf } from './examples.js';
 import { toJsonSchema, type JsonSchema } from '../core/json-schema.js';
 import { envelopeSchema, inputLocation, operationPermission, pathParams, successStatus, type Operation } from '../core/operation.js';
@@ -50,6 +50,35 @@ function toSchema(schema: z.ZodType, io: 'input' | 'output', named?: Record<stri
   return rest;
 }
 
+/** A schema's JSON as a key for comparing shapes: its own description left out (a field's text, not its shape). */
+const shapeKey = (node: JsonSchema) => JSON.stringify({ ...node, description: undefined });
+
+/**
+ * The request parts named in `components` (`components.addRequestPart`): their shapes, and a function that
+ * replaces each place in a request schema that has one of them by a `$ref` (its description kept beside).
+ */
+function requestParts(named: Record<string, JsonSchema>) {
+  const byShape = new Map<string, string>();
+  const defs = new Map<string, JsonSchema>();
+  for (const [id, schema] of components.requestParts()) {
+    const json = toSchema(schema, 'input', named);
+    byShape.set(shapeKey(json), id);
+    defs.set(id, json);
+  }
+  const refer = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(refer);
+    if (typeof node !== 'object' || node === null) return node;
+    const schema = node as JsonSchema;
+    const id = byShape.size ? byShape.get(shapeKey(schema)) : undefined;
+    if (id) {
+      named[id] ??= defs.get(id)!;
+      return { $ref: `#/components/schemas/${id}`, ...(typeof schema.description === 'string' ? { description: schema.description } : {}) };
+    }
+    return Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, refer(v)]));
+  };
+  return refer;
+}
+
 /** Errors every authenticated operation can answer. */
 const COMMON_ERRORS: ErrorCode[] = ['VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'];
 
@@ -66,6 +95,7 @@ const ERROR_TEXT: Record<number, string> = {
   503: 'Temporarily unavailable, e.g. the database is unreachable (`SERVICE_UNAVAILABLE`); see `Retry-After`',
 };
 
+const IDEMPOTENCY_KEY_REF = { $ref: '#/components/parameters/Idempotency-Key' };
 const IDEMPOTENCY_KEY_PARAMETER = {
   name: 'Idempotency-Key',
   in: 'header',
@@ -108,9 +138,9 @@ const ErrorSchema: JsonSchema = {
 /** A media type object: the schema, and an example made from it (a whole answer, or a request's usual fields). */
 const withExample = (schema: JsonSchema, named: Record<string, JsonSchema>, full: boolean) => ({ schema, example: exampleOf(schema, named, { full }) });
 
-function operationObject(op: Operation, named: Record<string, JsonSchema>) {
+function operationObject(op: Operation, named: Record<string, JsonSchema>, refer: (node: unknown) => unknown) {
   const params = pathParams(op);
-  const input = toSchema(op.input, 'input', named) as { properties?: Record<string, JsonSchema>; required?: string[] };
+  const input = refer(toSchema(op.input, 'input', named)) as { properties?: Record<string, JsonSchema>; required?: string[] };
   const props = input.properties ?? {};
   const required = new Set(input.required ?? []);
   const inQuery = inputLocation(op) === 'query';
@@ -123,7 +153,7 @@ function operationObject(op: Operation, named: Record<string, JsonSchema>) {
       ...(schema.description ? { description: schema.description } : {}),
       schema,
     }));
-  if (op.method === 'POST') parameters.push(IDEMPOTENCY_KEY_PARAMETER);
+  if (op.method === 'POST') parameters.push(IDEMPOTENCY_KEY_REF);
 
   const codes = new Set<ErrorCode>([...COMMON_ERRORS, ...(op.errors ?? [])]);
   if ((op.cost ?? 0) > 0) codes.add('INSUFFICIENT_CREDITS');
@@ -137,7 +167,7 @@ function operationObject(op: Operation, named: Record<string, JsonSchema>) {
       description: op.kind === 'list' ? 'One page of results' : 'Success',
       headers: {
         'X-Request-ID': { $ref: '#/components/headers/X-Request-ID' },
-        ...(op.method === 'POST' ? { 'Idempotent-Replayed': { description: '`true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key`', schema: { type: 'string', enum: ['true'] } } } : {}),
+        ...(op.method === 'POST' ? { 'Idempotent-Replayed': { $ref: '#/components/headers/Idempotent-Replayed' } } : {}),
       },
       content: { 'application/json': withExample(toSchema(envelopeSchema(op), 'output', named), named, true) },
     },
@@ -192,8 +222,9 @@ const ERROR_RESPONSES = Object.fromEntries(
 export function buildOpenApi(operations: Operation[], opts: { serverUrl: string; version: string }) {
   const paths: Record<string, Record<string, unknown>> = {};
   const named: Record<string, JsonSchema> = {};
+  const refer = requestParts(named);
   for (const op of operations) {
-    (paths[op.path] ??= {})[op.method.toLowerCase()] = operationObject(op, named);
+    (paths[op.path] ??= {})[op.method.toLowerCase()] = operationObject(op, named, refer);
   }
   return {
     openapi: '3.1.0',
@@ -222,7 +253,11 @@ export function buildOpenApi(operations: Operation[], opts: { serverUrl: string;
     components: {
       securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <API_KEY>`' } },
       responses: ERROR_RESPONSES,
-      headers: { 'X-Request-ID': { description: 'Identifier of the request (echoes a client-sent X-Request-ID when it is a sane token)', schema: { type: 'string' } } },
+      parameters: { 'Idempotency-Key': IDEMPOTENCY_KEY_PARAMETER },
+      headers: {
+        'X-Request-ID': { description: 'Identifier of the request (echoes a client-sent X-Request-ID when it is a sane token)', schema: { type: 'string' } },
+        'Idempotent-Replayed': { description: '`true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key`', schema: { type: 'string', enum: ['true'] } },
+      },
       schemas: { ...Object.fromEntries(Object.entries(named).sort(([x], [y]) => x.localeCompare(y))), Error: ErrorSchema, ErrorTree: ErrorTreeSchema },
     },
   };

@@ -82,7 +82,8 @@ describe('GET /v1/openapi.json', () => {
       expect(envelope.required).toContain('data');
       if (op.kind === 'list') {
         expect(envelope.properties.data.type).toBe('array');
-        const pagination = envelope.properties.meta.properties.pagination;
+        expect(envelope.properties.meta.properties.pagination).toEqual({ $ref: '#/components/schemas/Pagination' });
+        const pagination = doc.components.schemas.Pagination;
         expect(Object.keys(pagination.properties).sort()).toEqual(['hasMore', 'limit', 'offset', 'total']);
         expect(pagination.required.sort()).toEqual(['hasMore', 'limit', 'offset']);
         expect(o.parameters.map((p: Json) => p.name)).toEqual(expect.arrayContaining(['limit', 'offset', 'sortOrder']));
@@ -120,6 +121,27 @@ describe('GET /v1/openapi.json', () => {
     expect(JSON.stringify(contact)).not.toContain('"pattern"');
     // Request bodies are not marked readOnly (their fields are written by the client).
     expect(JSON.stringify(doc.paths['/contacts'].post.requestBody)).not.toContain('readOnly');
+  });
+
+  it('stays within 3.5 KB per operation: what operations share is a component, referred to by $ref', () => {
+    const perOperation = JSON.stringify(doc).length / operations.length;
+    expect(perOperation).toBeLessThanOrEqual(3_500);
+    // Each channel kind's settings objects: one component each, referred to by POST /channels and PATCH /channels/{id} alike.
+    const refs = (node: unknown) => [...JSON.stringify(node).matchAll(/"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1]!).sort();
+    const create = doc.paths['/channels'].post.requestBody.content['application/json'].schema.properties;
+    const update = doc.paths['/channels/{id}'].patch.requestBody.content['application/json'].schema.properties;
+    for (const field of ['inbound', 'outbound', 'provider']) {
+      expect(refs(create[field]).length, field).toBeGreaterThan(0);
+      expect(refs(update[field]), field).toEqual(refs(create[field]));
+      for (const id of refs(create[field])) expect(doc.components.schemas[id], id).toBeDefined();
+    }
+    // Idempotency: one parameter and one header, named once.
+    for (const op of operations.filter((o) => o.method === 'POST')) {
+      const o = doc.paths[op.path].post;
+      expect(o.parameters, op.id).toContainEqual({ $ref: '#/components/parameters/Idempotency-Key' });
+      expect(o.responses[String(successStatus(op))].headers['Idempotent-Replayed'], op.id).toEqual({ $ref: '#/components/headers/Idempotent-Replayed' });
+    }
+    expect(doc.components.parameters['Idempotency-Key']).toMatchObject({ name: 'Idempotency-Key', in: 'header' });
   });
 
   it('documents the error shape, with the details tree (properties, items) and every error code', () => {

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { messageAttachments, smsMedia } from '../../src/db/schema.js';
-import { createSmsMediaFetcher, MAX_MEDIA_ATTEMPTS } from '../../src/workers/sms-media.js';
+import { createMediaFetcher, MAX_MEDIA_ATTEMPTS } from '../../src/workers/media-fetcher.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
 import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
 
@@ -26,7 +26,7 @@ let elsewhere: Server;
 let elsewhereUrl: string;
 const elsewhereAuth: (string | undefined)[] = [];
 const MAX_BYTES = 64 * 1024;
-const fetcher = (pollMs?: number) => createSmsMediaFetcher({ db: t.database.db, clock, log: silent, allowPrivate: true, timeoutMs: 2000, maxBytes: MAX_BYTES, random: () => 0.5, ...(pollMs ? { pollMs } : {}) });
+const fetcher = (pollMs?: number) => createMediaFetcher({ db: t.database.db, clock, log: silent, allowPrivate: true, timeoutMs: 2000, maxBytes: MAX_BYTES, random: () => 0.5, ...(pollMs ? { pollMs } : {}) });
 let worker: ReturnType<typeof fetcher>;
 
 beforeAll(async () => {
@@ -178,7 +178,7 @@ describe('MMS media', () => {
   it('refuses private and loopback addresses unless CHANNELS_ALLOW_PRIVATE', async () => {
     const channel = await addChannel(a);
     const message = await mms(a, channel, [{ url: `https://127.0.0.1:${new URL(twilio.cdn).port}/media/x`, contentType: 'image/png' }]);
-    const strict = createSmsMediaFetcher({ db: t.database.db, clock, log: silent, allowPrivate: false, timeoutMs: 2000, maxBytes: MAX_BYTES });
+    const strict = createMediaFetcher({ db: t.database.db, clock, log: silent, allowPrivate: false, timeoutMs: 2000, maxBytes: MAX_BYTES });
     const cdnBefore = twilio.cdnRequests.length;
     await drainAll(strict);
     const [entry] = (await get(a, message.id)).metadata.sms.media as Json[];

@@ -6,6 +6,9 @@ import { contactPhoneNumbers, whatsappOutbox } from '../../src/db/schema.js';
 import { channelRows } from '../../src/modules/channels/channels.repository.js';
 import { createWhatsAppChannel, queueWhatsApp, type WhatsAppContent } from '../../src/modules/channels/whatsapp/whatsapp.repository.js';
 import { WhatsAppChannelCreateInput } from '../../src/modules/channels/whatsapp/whatsapp.schemas.js';
+import type { OperationRunner } from '../../src/modules/channels/runner.js';
+import { applyDelivery, hookChannel } from '../../src/modules/channels/whatsapp/whatsapp.hooks.js';
+import { runOperation } from '../../src/run-operation.js';
 import { toTestResponse, useTestApp, type Tenant } from '../helpers/app.js';
 import { hubSignature, messagesChange, metaJson, startFakeGraph, statusReport, textMessage, wamid, webhookBody, type FakeGraph } from '../helpers/meta-graph.js';
 
@@ -328,6 +331,20 @@ describe('status', () => {
     expect((await a.request('GET', `/v1/messages/${m.id}`)).json.data.status).toBe('delivered');
     // A status of a message this service never sent is acknowledged when no send is under way.
     expect((await deliver(channel, one(channel, { statuses: [statusReport(wamid(), 'read', digits(to))] }))).status).toBe(200);
+  });
+
+  it('applies status reports through the operation runner (messages.report), as received messages are (messages.receive)', async () => {
+    const channel = await addChannel(a);
+    const to = number();
+    const sent = await sentMessage(a, channel, to);
+    const ran: string[] = [];
+    const run: OperationRunner = (op, raw, caller) => (ran.push(op.id), runOperation(op, raw, caller));
+    const raw = Buffer.from(metaJson(one(channel, { messages: [textMessage(digits(to), 'thanks')], statuses: [statusReport(sent.wamid, 'delivered', digits(to)), statusReport(sent.wamid, 'read', digits(to))] })));
+    const summary = await applyDelivery({ run, db: t.database.db }, (await hookChannel(t.database.db, channel.id))!, raw);
+    expect(summary).toMatchObject({ received: 1, statuses: 2 });
+    expect(ran).toEqual(['messages.receive', 'messages.report']);
+    expect((await a.request('GET', `/v1/messages/${sent.messageId}`)).json.data.status).toBe('read');
+    expect(await eventsOf(a, 'message.read', sent.messageId)).toHaveLength(1);
   });
 
   it("fails with Meta's code and title", async () => {

@@ -2404,6 +2404,87 @@ export interface components {
              */
             createdBy: string;
         };
+        /** @description Replaces the inbound settings; an IMAP password left out is kept */
+        EmailInbound: {
+            /**
+             * @description "smtp": mail arrives at the built-in SMTP receiver
+             * @constant
+             */
+            mode: "smtp";
+        } | {
+            /**
+             * @description "imap": the service syncs a mailbox of an IMAP server
+             * @constant
+             */
+            mode: "imap";
+            /** @description Host name or IP address of the mail server */
+            host: string;
+            /**
+             * @description IMAP port; default 993
+             * @default 993
+             */
+            port: number;
+            /**
+             * @description TLS from the start (port 993); false: STARTTLS when offered; default true
+             * @default true
+             */
+            secure: boolean;
+            /** @description User name to log in with */
+            username: string;
+            /**
+             * @description Mailbox (folder) to sync; default "INBOX"
+             * @default INBOX
+             */
+            mailbox: string;
+            /**
+             * @description "required" (default): no login without TLS; "none": LAN only
+             * @default required
+             * @enum {string}
+             */
+            tls: "required" | "none";
+            /** @description PEM certificate to trust */
+            ca?: string | null;
+            /**
+             * @description false: LAN only
+             * @default true
+             */
+            verifyCertificate: boolean;
+            /** @description Password (write-only, stored encrypted) */
+            password?: string;
+        };
+        EmailOutbound: {
+            /** @description Host name or IP address of the SMTP relay */
+            host: string;
+            /**
+             * @description SMTP port; default 587
+             * @default 587
+             */
+            port: number;
+            /**
+             * @description TLS from the start (port 465); false: STARTTLS when offered (port 587); default false
+             * @default false
+             */
+            secure: boolean;
+            /** @description User name to log in with */
+            username?: string;
+            /** @description From header, e.g. "Acme <support@acme.example>": the address, or one at a verified domain; default the address */
+            from?: string;
+            /**
+             * @description "required" (default): no login without TLS; "none": LAN only
+             * @default required
+             * @enum {string}
+             */
+            tls: "required" | "none";
+            /** @description PEM certificate to trust */
+            ca?: string | null;
+            /**
+             * @description false: LAN only
+             * @default true
+             */
+            verifyCertificate: boolean;
+            /** @description Password (write-only, stored encrypted) */
+            password?: string;
+        };
         Event: {
             /**
              * Format: uuid
@@ -2608,6 +2689,52 @@ export interface components {
              */
             readonly createdAt: string;
         };
+        Pagination: {
+            /** @description Page size used */
+            limit: number;
+            /** @description Items skipped */
+            offset: number;
+            /** @description Whether another page may follow. Without `total`, true whenever this page is full */
+            hasMore: boolean;
+            /** @description Number of items in all pages; present only where it is cheap to count */
+            total?: number;
+        };
+        /** @description Text channels: the provider (docs/sms.md) */
+        SmsProvider: {
+            /**
+             * @description Twilio or a compatible API
+             * @constant
+             */
+            kind: "twilio";
+            /** @description Account (project) id */
+            accountSid: string;
+            /**
+             * Format: uri
+             * @description Default "https://api.twilio.com"
+             * @default https://api.twilio.com
+             */
+            apiBaseUrl: string;
+            /** @description Send through this messaging service */
+            messagingServiceSid?: string;
+            /** @description Write-only, encrypted */
+            authToken: string;
+        } | ({
+            /**
+             * @description SMPP 3.4 bind (docs/sms.md)
+             * @constant
+             */
+            kind: "smpp";
+        } & {
+            [key: string]: unknown;
+        }) | ({
+            /**
+             * @description SignalWire (docs/sms.md)
+             * @constant
+             */
+            kind: "signalwire";
+        } & {
+            [key: string]: unknown;
+        });
         Thread: {
             /** @description Id of the thread: the `threadId` of its messages */
             readonly id: string;
@@ -2902,11 +3029,16 @@ export interface components {
             };
         };
     };
-    parameters: never;
+    parameters: {
+        /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
+        "Idempotency-Key": string;
+    };
     requestBodies: never;
     headers: {
         /** @description Identifier of the request (echoes a client-sent X-Request-ID when it is a sane token) */
         "X-Request-ID": string;
+        /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
+        "Idempotent-Replayed": "true";
     };
     pathItems: never;
 }
@@ -3020,16 +3152,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Contact"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -3047,7 +3170,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path?: never;
             cookie?: never;
@@ -3090,8 +3213,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3560,16 +3682,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["ContactEmail"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -3588,7 +3701,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the contact */
@@ -3627,8 +3740,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3892,16 +4004,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["ContactPhoneNumber"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -3920,7 +4023,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the contact */
@@ -3956,8 +4059,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4229,16 +4331,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["ContactAddress"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -4257,7 +4350,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the contact */
@@ -4316,8 +4409,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4627,16 +4719,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Message"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -4654,7 +4737,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path?: never;
             cookie?: never;
@@ -4726,8 +4809,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4852,16 +4934,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Message"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -4946,16 +5019,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Message"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -5042,16 +5106,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Message"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -5373,16 +5428,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["AttachmentInfo"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -5450,7 +5496,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path?: never;
             cookie?: never;
@@ -5522,8 +5568,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5581,7 +5626,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the message to answer */
@@ -5625,8 +5670,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5685,7 +5729,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the message to forward */
@@ -5740,8 +5784,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5852,16 +5895,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Customer"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -5879,7 +5913,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path?: never;
             cookie?: never;
@@ -5924,8 +5958,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6220,16 +6253,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["CustomerTransaction"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -6248,7 +6272,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the customer */
@@ -6289,8 +6313,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6568,16 +6591,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Business"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -6595,7 +6609,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path?: never;
             cookie?: never;
@@ -6622,8 +6636,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6869,16 +6882,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Folder"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -6896,7 +6900,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path?: never;
             cookie?: never;
@@ -6925,8 +6929,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7225,16 +7228,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Automation"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -7252,7 +7246,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path?: never;
             cookie?: never;
@@ -7329,8 +7323,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7754,7 +7747,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the automation */
@@ -7773,8 +7766,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7857,7 +7849,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the automation */
@@ -7876,8 +7868,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7960,7 +7951,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the automation */
@@ -7979,8 +7970,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8063,7 +8053,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the automation */
@@ -8082,8 +8072,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8166,7 +8155,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the automation */
@@ -8191,8 +8180,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8290,16 +8278,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["AutomationExecution"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -8378,16 +8357,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Domain"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -8405,7 +8375,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path?: never;
             cookie?: never;
@@ -8431,8 +8401,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8609,7 +8578,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the domain */
@@ -8628,8 +8597,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8683,7 +8651,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the domain */
@@ -8702,8 +8670,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8876,16 +8843,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["DomainRegistration"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -8904,7 +8862,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the domain */
@@ -8953,8 +8911,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9238,16 +9195,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Event"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -9368,16 +9316,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Webhook"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -9395,7 +9334,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path?: never;
             cookie?: never;
@@ -9428,8 +9367,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9651,7 +9589,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the webhook endpoint */
@@ -9670,8 +9608,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9716,7 +9653,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the webhook endpoint */
@@ -9735,8 +9672,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9833,16 +9769,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["WebhookDelivery"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -9861,7 +9788,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the webhook endpoint */
@@ -9882,8 +9809,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10017,16 +9943,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Channel"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -10044,7 +9961,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path?: never;
             cookie?: never;
@@ -10075,123 +9992,11 @@ export interface operations {
                      */
                     address: string;
                     /** @description How mail arrives: {"mode": "smtp"} or {"mode": "imap", "host", "username", "password", …} */
-                    inbound: {
-                        /**
-                         * @description "smtp": mail arrives at the built-in SMTP receiver
-                         * @constant
-                         */
-                        mode: "smtp";
-                    } | {
-                        /**
-                         * @description "imap": the service syncs a mailbox of an IMAP server
-                         * @constant
-                         */
-                        mode: "imap";
-                        /** @description Host name or IP address of the mail server */
-                        host: string;
-                        /**
-                         * @description IMAP port; default 993
-                         * @default 993
-                         */
-                        port?: number;
-                        /**
-                         * @description TLS from the start (port 993); false: STARTTLS when offered; default true
-                         * @default true
-                         */
-                        secure?: boolean;
-                        /** @description User name to log in with */
-                        username: string;
-                        /**
-                         * @description Mailbox (folder) to sync; default "INBOX"
-                         * @default INBOX
-                         */
-                        mailbox?: string;
-                        /**
-                         * @description "required" (default): no login without TLS; "none": LAN only
-                         * @default required
-                         * @enum {string}
-                         */
-                        tls?: "required" | "none";
-                        /** @description PEM certificate to trust */
-                        ca?: string | null;
-                        /**
-                         * @description false: LAN only
-                         * @default true
-                         */
-                        verifyCertificate?: boolean;
-                        /** @description Password (write-only, stored encrypted) */
-                        password?: string;
-                    };
+                    inbound: components["schemas"]["EmailInbound"];
                     /** @description SMTP relay to send through; absent or null: cannot send */
-                    outbound?: {
-                        /** @description Host name or IP address of the SMTP relay */
-                        host: string;
-                        /**
-                         * @description SMTP port; default 587
-                         * @default 587
-                         */
-                        port?: number;
-                        /**
-                         * @description TLS from the start (port 465); false: STARTTLS when offered (port 587); default false
-                         * @default false
-                         */
-                        secure?: boolean;
-                        /** @description User name to log in with */
-                        username?: string;
-                        /** @description From header, e.g. "Acme <support@acme.example>": the address, or one at a verified domain; default the address */
-                        from?: string;
-                        /**
-                         * @description "required" (default): no login without TLS; "none": LAN only
-                         * @default required
-                         * @enum {string}
-                         */
-                        tls?: "required" | "none";
-                        /** @description PEM certificate to trust */
-                        ca?: string | null;
-                        /**
-                         * @description false: LAN only
-                         * @default true
-                         */
-                        verifyCertificate?: boolean;
-                        /** @description Password (write-only, stored encrypted) */
-                        password?: string;
-                    } | null;
+                    outbound?: components["schemas"]["EmailOutbound"] | null;
                     /** @description Text channels: the provider (docs/sms.md) */
-                    provider?: ({
-                        /**
-                         * @description Twilio or a compatible API
-                         * @constant
-                         */
-                        kind: "twilio";
-                        /** @description Account (project) id */
-                        accountSid: string;
-                        /**
-                         * Format: uri
-                         * @description Default "https://api.twilio.com"
-                         * @default https://api.twilio.com
-                         */
-                        apiBaseUrl?: string;
-                        /** @description Send through this messaging service */
-                        messagingServiceSid?: string;
-                        /** @description Write-only, encrypted */
-                        authToken: string;
-                    } | ({
-                        /**
-                         * @description SMPP 3.4 bind (docs/sms.md)
-                         * @constant
-                         */
-                        kind: "smpp";
-                    } & {
-                        [key: string]: unknown;
-                    }) | ({
-                        /**
-                         * @description SignalWire (docs/sms.md)
-                         * @constant
-                         */
-                        kind: "signalwire";
-                    } & {
-                        [key: string]: unknown;
-                    })) | ({
+                    provider?: components["schemas"]["SmsProvider"] | ({
                         /**
                          * @description Meta's WhatsApp Business Cloud API (docs/whatsapp.md)
                          * @constant
@@ -10215,8 +10020,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10509,123 +10313,11 @@ export interface operations {
                      */
                     address?: string;
                     /** @description Replaces the inbound settings; an IMAP password left out is kept */
-                    inbound?: {
-                        /**
-                         * @description "smtp": mail arrives at the built-in SMTP receiver
-                         * @constant
-                         */
-                        mode: "smtp";
-                    } | {
-                        /**
-                         * @description "imap": the service syncs a mailbox of an IMAP server
-                         * @constant
-                         */
-                        mode: "imap";
-                        /** @description Host name or IP address of the mail server */
-                        host: string;
-                        /**
-                         * @description IMAP port; default 993
-                         * @default 993
-                         */
-                        port?: number;
-                        /**
-                         * @description TLS from the start (port 993); false: STARTTLS when offered; default true
-                         * @default true
-                         */
-                        secure?: boolean;
-                        /** @description User name to log in with */
-                        username: string;
-                        /**
-                         * @description Mailbox (folder) to sync; default "INBOX"
-                         * @default INBOX
-                         */
-                        mailbox?: string;
-                        /**
-                         * @description "required" (default): no login without TLS; "none": LAN only
-                         * @default required
-                         * @enum {string}
-                         */
-                        tls?: "required" | "none";
-                        /** @description PEM certificate to trust */
-                        ca?: string | null;
-                        /**
-                         * @description false: LAN only
-                         * @default true
-                         */
-                        verifyCertificate?: boolean;
-                        /** @description Password (write-only, stored encrypted) */
-                        password?: string;
-                    };
+                    inbound?: components["schemas"]["EmailInbound"];
                     /** @description Replaces the relay (a password left out is kept); null removes it */
-                    outbound?: {
-                        /** @description Host name or IP address of the SMTP relay */
-                        host: string;
-                        /**
-                         * @description SMTP port; default 587
-                         * @default 587
-                         */
-                        port?: number;
-                        /**
-                         * @description TLS from the start (port 465); false: STARTTLS when offered (port 587); default false
-                         * @default false
-                         */
-                        secure?: boolean;
-                        /** @description User name to log in with */
-                        username?: string;
-                        /** @description From header, e.g. "Acme <support@acme.example>": the address, or one at a verified domain; default the address */
-                        from?: string;
-                        /**
-                         * @description "required" (default): no login without TLS; "none": LAN only
-                         * @default required
-                         * @enum {string}
-                         */
-                        tls?: "required" | "none";
-                        /** @description PEM certificate to trust */
-                        ca?: string | null;
-                        /**
-                         * @description false: LAN only
-                         * @default true
-                         */
-                        verifyCertificate?: boolean;
-                        /** @description Password (write-only, stored encrypted) */
-                        password?: string;
-                    } | null;
+                    outbound?: components["schemas"]["EmailOutbound"] | null;
                     /** @description Text channels: the provider (docs/sms.md) */
-                    provider?: ({
-                        /**
-                         * @description Twilio or a compatible API
-                         * @constant
-                         */
-                        kind: "twilio";
-                        /** @description Account (project) id */
-                        accountSid: string;
-                        /**
-                         * Format: uri
-                         * @description Default "https://api.twilio.com"
-                         * @default https://api.twilio.com
-                         */
-                        apiBaseUrl?: string;
-                        /** @description Send through this messaging service */
-                        messagingServiceSid?: string;
-                        /** @description Write-only, encrypted */
-                        authToken: string;
-                    } | ({
-                        /**
-                         * @description SMPP 3.4 bind (docs/sms.md)
-                         * @constant
-                         */
-                        kind: "smpp";
-                    } & {
-                        [key: string]: unknown;
-                    }) | ({
-                        /**
-                         * @description SignalWire (docs/sms.md)
-                         * @constant
-                         */
-                        kind: "signalwire";
-                    } & {
-                        [key: string]: unknown;
-                    })) | ({
+                    provider?: components["schemas"]["SmsProvider"] | ({
                         /**
                          * @description Meta's WhatsApp Business Cloud API (docs/whatsapp.md)
                          * @constant
@@ -10729,7 +10421,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the channel */
@@ -10748,8 +10440,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10893,16 +10584,7 @@ export interface operations {
                             readonly updatedAt: string;
                         }[];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -10986,16 +10668,7 @@ export interface operations {
                             readonly createdAt: string;
                         }[];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -11014,7 +10687,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the channel */
@@ -11040,8 +10713,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11226,16 +10898,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Thread"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -11333,6 +10996,10 @@ export interface operations {
                     assigneeEmail?: string;
                     /** @description Replaces the set of tags (at most 20; duplicates count once) */
                     tags?: string[];
+                    /** @description Adds these tags to the set, keeping the others (the set holds at most 20); not with `tags` */
+                    addTags?: string[];
+                    /** @description Removes these tags from the set (a tag it does not hold is no change); not with `tags` */
+                    removeTags?: string[];
                 };
             };
         };
@@ -11426,16 +11093,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Member"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -11503,16 +11161,7 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Note"][];
                         meta: {
-                            pagination: {
-                                /** @description Page size used */
-                                limit: number;
-                                /** @description Items skipped */
-                                offset: number;
-                                /** @description Whether another page may follow. Without `total`, true whenever this page is full */
-                                hasMore: boolean;
-                                /** @description Number of items in all pages; present only where it is cheap to count */
-                                total?: number;
-                            };
+                            pagination: components["schemas"]["Pagination"];
                         };
                     };
                 };
@@ -11531,7 +11180,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry safe: a second request with the same key (per API key, kept 24 hours) and the same body answers the first answer again (with `Idempotent-Replayed: true`) without writing or debiting twice; with another body, 400 `IDEMPOTENCY_KEY_REUSED`; while the first still runs, 409 `IDEMPOTENCY_IN_PROGRESS`. A request that fails stores nothing. 1 to 255 visible ASCII characters, e.g. a UUID. */
-                "Idempotency-Key"?: string;
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
             };
             path: {
                 /** @description Id of the thread: the `threadId` of its messages */
@@ -11557,8 +11206,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-ID": components["headers"]["X-Request-ID"];
-                    /** @description `true` when this answer is the stored answer of an earlier request with the same `Idempotency-Key` */
-                    "Idempotent-Replayed"?: "true";
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {

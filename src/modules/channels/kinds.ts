@@ -81,6 +81,23 @@ export const ChannelCreateInput = routedObject(
   { type: 'email', name: 'Support', address: 'support@acme.example', inbound: { mode: 'smtp' } },
 );
 
+/** A settings field's own object (or union of objects), without the optional, nullable and default around it; undefined for a plain value. */
+function settingsObject(schema: z.ZodType): z.ZodType | undefined {
+  let inner = schema;
+  while (['optional', 'nullable', 'default'].includes(inner.def.type)) inner = (inner as z.ZodOptional).unwrap() as z.ZodType;
+  return ['object', 'union'].includes(inner.def.type) ? inner : undefined;
+}
+
+// Each kind's settings objects (email's `inbound` and `outbound`, a text channel's `provider`) are named once in
+// the documents ("EmailInbound", "SmsProvider"), and POST and PATCH refer to them.
+for (const kind of KINDS) {
+  const prefix = kind.type.charAt(0).toUpperCase() + kind.type.slice(1);
+  for (const [field, schema] of Object.entries({ ...kind.schemas.create.shape, ...kind.schemas.update })) {
+    const object = settingsObject(schema);
+    if (object) components.addRequestPart(object, { id: `${prefix}${field.charAt(0).toUpperCase()}${field.slice(1)}` });
+  }
+}
+
 /** `PATCH /channels/{id}`: the shared fields and every kind's own (a field of another kind is refused, see `updateChannel`). */
 export const ChannelUpdateInput = z.strictObject({ ...ChannelUpdateShared, ...mergedFields(KINDS.map((k) => ({ kind: k, fields: k.schemas.update }))) });
 

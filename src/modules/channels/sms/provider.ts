@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import type { SmsProviderSettings } from '../../../db/schema.js';
 import { canonicalDomain } from '../../domains/domains.schemas.js';
-import type { MediaOutcome } from './media.js';
+import type { MediaOutcome } from '../media.js';
 
 /**
  * The one small interface every text provider implements (STYLE: one file per provider): sending a text,

@@ -11,7 +11,7 @@ import type { OperationRunner } from '../runner.js';
 import { getMessage, insertReceivedMessage, receivedOnChannel } from '../../messages/messages.repository.js';
 import { Message } from '../../messages/messages.schemas.js';
 import { partyNumber } from './numbers.js';
-import { pendingEntry, queueMedia, type ListedMedia } from './media.repository.js';
+import { pendingEntry, queueMedia, type ListedMedia } from '../media.repository.js';
 import type { IncomingText } from './provider.js';
 import { providerNameOf } from './providers/index.js';
 import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
@@ -115,7 +115,7 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
     sms: {
       encoding: size.encoding,
       segments: size.segments,
-      // Listed now, fetched by the media worker after the commit (src/workers/sms-media.ts).
+      // Listed now, fetched by the media worker after the commit (src/workers/media-fetcher.ts).
       ...(media.length ? { media: media.map(pendingEntry) } : {}),
       ...(keywordOf(text) ? { keyword: keywordOf(text) } : {}),
     },

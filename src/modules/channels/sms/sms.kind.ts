@@ -1,6 +1,7 @@
 import { fieldError } from '../../../core/errors.js';
 import type { ChannelKind } from '../kind.js';
-import { createSmsChannel, replyText, sendText, toSmsChannel, onlyTextChannel, updateSmsChannel } from './sms.repository.js';
+import { providerFor } from './providers/index.js';
+import { createSmsChannel, replyText, sendText, toSmsChannel, onlyTextChannel, updateSmsChannel, withProviderSecret } from './sms.repository.js';
 import { SmsChannelCreateInput, SmsChannelUpdateFields, SmsInboundOut, SmsOutputFields, SmsSendInput, SmsTestInbound, type SmsChannelCreate, type SmsSendValues } from './sms.schemas.js';
 import { testSmsChannel } from './sms.test-channel.js';
 
@@ -39,5 +40,13 @@ export const smsKind: ChannelKind = {
     return replyText(ctx, message, input.text);
   },
   defaultChannel: onlyTextChannel,
+  // An MMS's item by the URL the provider's webhook named (its file fetches it: credentials on its API host only).
+  fetchMedia: async (row, url, limits) => {
+    const channel = withProviderSecret(row);
+    if (!channel) return { kind: 'failed', error: 'The channel has no stored provider credentials' };
+    const provider = providerFor(channel.provider);
+    if (!provider.fetchMedia) return { kind: 'failed', error: `The ${provider.name} provider carries no media` };
+    return provider.fetchMedia(url, limits);
+  },
   pacing: (row) => ({ perSecond: row.sms?.rate ?? 1 }),
 };

@@ -114,7 +114,12 @@ export async function loadSmsChannel(db: DbOrTx, channelId: string): Promise<(Ch
     .from(channels)
     .where(and(eq(channels.id, channelId), isNull(channels.deletedAt), eq(channels.type, 'sms')))
     .limit(1);
-  if (!row?.sms || row.outboundSecret === null) return undefined;
+  return row && withProviderSecret(row);
+}
+
+/** A text channel with its provider's decrypted secret; undefined without one. */
+export function withProviderSecret(row: ChannelRow): (ChannelRow & { provider: ProviderWithSecret }) | undefined {
+  if (!row.sms || row.outboundSecret === null) return undefined;
   return { ...row, provider: { ...row.sms.provider, secret: decryptSecret(row.outboundSecret) } };
 }
 

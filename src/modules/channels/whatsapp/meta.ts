@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { OutboundProblem, outboundRequest, retryAfterMs } from '../../../core/outbound.js';
+import { fetchMedia, mediaType, originOf, type MediaOutcome } from '../media.js';
 
 /**
  * Meta's WhatsApp Business Cloud API (the Graph API), the one provider of WhatsApp channels: sending a text
@@ -55,11 +56,6 @@ export type GraphSendOutcome =
   | { kind: 'failed'; error: string; code: string | null; title: string | null; credentials?: boolean; window?: boolean }
   | { kind: 'unknown'; error: string };
 
-/** How fetching a media item ended (the shape the media worker takes from every provider). */
-export type GraphMediaOutcome =
-  | { kind: 'fetched'; content: Buffer; contentType: string | null; filename: string | null }
-  | { kind: 'retry'; error: string; retryAfterMs?: number | undefined }
-  | { kind: 'failed'; error: string; tooLarge?: boolean; credentials?: boolean };
 
 export interface CheckStep {
   step: string;
@@ -138,34 +134,21 @@ export function matchesSha256(content: Buffer, sha256: string): boolean {
   return given !== undefined && given.length === digest.length && timingSafeEqual(given, digest);
 }
 
-const originOf = (url: string): string | undefined => {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return undefined;
-  }
-};
-
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
-const MAX_REDIRECTS = 5;
-const mediaType = (value: string | string[] | undefined): string | null => {
-  const type = (Array.isArray(value) ? value[0] : value)?.split(';')[0]!.trim().toLowerCase();
-  return type && /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/.test(type) ? type : null;
-};
 
 export function metaGraph(settings: MetaSettings) {
   const base = `${settings.apiBaseUrl.replace(/(?<!\/)\/+$/, '')}/${encodeURIComponent(settings.apiVersion)}`;
   const auth = `Bearer ${settings.accessToken}`;
-  const request = (ctx: GraphContext, method: 'GET' | 'POST', url: string, opts: { body?: string; maxBytes?: number; overflow?: 'truncate' | 'fail'; token?: boolean } = {}) =>
+  const request = (ctx: GraphContext, method: 'GET' | 'POST', url: string, opts: { body?: string } = {}) =>
     outboundRequest(url, {
       method,
-      headers: { accept: opts.body === undefined && opts.overflow === 'fail' ? '*/*' : 'application/json', ...(opts.token === false ? {} : { authorization: auth }), ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: { accept: 'application/json', authorization: auth, ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(opts.body !== undefined ? { body: opts.body } : {}),
       allowInsecure: ctx.allowPrivate,
       insecureSetting: 'CHANNELS_ALLOW_PRIVATE',
       timeoutMs: ctx.timeoutMs,
-      maxBytes: opts.maxBytes ?? 64 * 1024,
-      overflow: opts.overflow ?? 'truncate',
+      maxBytes: 64 * 1024,
+      overflow: 'truncate',
     });
 
   return {
@@ -205,9 +188,9 @@ export function metaGraph(settings: MetaSettings) {
     /**
      * A received media item in Meta's two steps: `GET {base}/{mediaId}` (with the token) answers its `url`,
      * `mime_type`, `sha256` and `file_size`; `GET url` (with the token, on that request only) answers the
-     * bytes, which must hash to `sha256`. At most `maxBytes`.
+     * bytes (the channels' shared bounded fetch, `../media.ts`), which must hash to `sha256`. At most `maxBytes`.
      */
-    async fetchMedia(mediaId: string, ctx: GraphContext & { maxBytes: number }): Promise<GraphMediaOutcome> {
+    async fetchMedia(mediaId: string, ctx: GraphContext & { maxBytes: number }): Promise<MediaOutcome> {
       const retryable = (status: number) => status === 408 || status === 429 || status >= 500;
       let info;
       try {
@@ -231,41 +214,16 @@ export function metaGraph(settings: MetaSettings) {
       if (!url || !originOf(url)) return { kind: 'failed', error: 'Meta named no download URL for the media' };
       if (!sha256) return { kind: 'failed', error: 'Meta named no sha256 for the media' };
       if (Number.isFinite(size) && size > ctx.maxBytes) return { kind: 'failed', error: `The media is larger (${size} bytes) than the ${ctx.maxBytes} bytes that may still be kept for this message`, tooLarge: true };
-      let target = url;
-      for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
-        const origin = originOf(target);
-        if (!origin) return { kind: 'failed', error: 'The media host redirected to an unreadable location' };
-        let answer;
-        try {
-          // The token goes with the request for the URL Meta returned, never with a redirect.
-          answer = await request(ctx, 'GET', target, { maxBytes: ctx.maxBytes, overflow: 'fail', token: hop === 0 });
-        } catch (err) {
-          const text = err instanceof Error ? err.message : String(err);
-          if (err instanceof OutboundProblem && err.kind === 'forbidden') return { kind: 'failed', error: text };
-          if (err instanceof OutboundProblem && err.kind === 'too-large') return { kind: 'failed', error: `The media is larger than the ${ctx.maxBytes} bytes that may still be kept for this message`, tooLarge: true };
-          return { kind: 'retry', error: `Could not fetch the media from ${origin}: ${text}` };
-        }
-        if (REDIRECTS.has(answer.status)) {
-          const location = answer.headers.location;
-          if (!location) return { kind: 'failed', error: `${origin} answered ${answer.status} without a Location` };
-          try {
-            target = new URL(location, target).toString();
-          } catch {
-            return { kind: 'failed', error: `${origin} redirected to an unreadable location` };
-          }
-          continue;
-        }
-        if (answer.status !== 200) {
-          const detail = `${origin} answered ${answer.status}`;
-          // The download URL lives a few minutes: a 404 or 403 there means asking Meta for a fresh one.
-          if (retryable(answer.status) || answer.status === 403 || answer.status === 404) return { kind: 'retry', error: detail, retryAfterMs: retryAfterMs(answer.headers['retry-after']) };
-          return { kind: 'failed', error: detail, ...(answer.status === 401 ? { credentials: true } : {}) };
-        }
-        if (!answer.complete) return { kind: 'retry', error: `The connection to ${origin} ended before the whole media arrived` };
-        if (!matchesSha256(answer.bytes, sha256)) return { kind: 'failed', error: `The media's bytes do not match the sha256 Meta stated (${sha256.slice(0, 64)})` };
-        return { kind: 'fetched', content: answer.bytes, contentType: (typeof json?.mime_type === 'string' ? mediaType(json.mime_type) : null) ?? mediaType(answer.headers['content-type']), filename: null };
+      // The token goes with the request for the URL Meta returned (its media host), never with a redirect.
+      const answer = await fetchMedia(url, { trustedOrigin: originOf(url)!, authorization: auth, allowPrivate: ctx.allowPrivate, timeoutMs: ctx.timeoutMs, maxBytes: ctx.maxBytes });
+      if (answer.kind === 'failed' && answer.status !== undefined) {
+        // The download URL lives a few minutes: a 404 or 403 there means asking Meta for a fresh one.
+        if (answer.status === 403 || answer.status === 404) return { kind: 'retry', error: answer.error };
+        if (answer.status === 401) return { ...answer, credentials: true };
       }
-      return { kind: 'failed', error: `More than ${MAX_REDIRECTS} redirects` };
+      if (answer.kind !== 'fetched') return answer;
+      if (!matchesSha256(answer.content, sha256)) return { kind: 'failed', error: `The media's bytes do not match the sha256 Meta stated (${sha256.slice(0, 64)})` };
+      return { ...answer, contentType: (typeof json?.mime_type === 'string' ? mediaType(json.mime_type) : null) ?? answer.contentType };
     },
 
     /** Whether the token reads the phone number (`GET {base}/{phoneNumberId}`). */

@@ -9,6 +9,9 @@ import { META_CODES } from './meta.js';
  * - what a refusal by Meta does: retry later, fail the message, or put the channel in `error`.
  */
 
+/** What to change when Meta refuses the channel's token, for `lastError`. */
+export const WHATSAPP_CREDENTIALS_FIX = 'Meta refused the access token (revoked or expired): set a new provider.accessToken, a system user token that does not expire (PATCH /v1/channels/{id})';
+
 /** How long after a customer's last message free-form text may be sent. */
 export const WINDOW_MS = 24 * 60 * 60 * 1000;
 

@@ -10,6 +10,7 @@ import { insertReceivedMessage, receivedOnChannel } from '../../messages/message
 import { Message } from '../../messages/messages.schemas.js';
 import { recordChannelOutcome } from '../channel-health.js';
 import { assertChannelLive } from '../channels.repository.js';
+import { queueMedia } from '../media.repository.js';
 import { cleanText } from '../email/inbound.js';
 import type { OperationRunner } from '../runner.js';
 import { addOptOut, announceFailed, contactPhoneIdFor, keywordOf, removeOptOut } from '../sms/sms.repository.js';
@@ -20,7 +21,8 @@ import { and, eq, isNull } from 'drizzle-orm';
 /**
  * Receiving a WhatsApp message: one message of Meta's webhook becomes one incoming message through the
  * operation runner (`messages.receive`, as for email and texts), so it has its events, webhooks and
- * automations; its 24-hour window, its contact and a STOP or START in the same transaction.
+ * automations; its 24-hour window, its contact, its media item queued for the media worker, and a STOP or
+ * START in the same transaction.
  */
 
 class DuplicateMessage extends Error {}
@@ -71,6 +73,8 @@ function receiveOperation(channel: WhatsAppChannel, incoming: IncomingWhatsApp, 
         metadata: input.metadata,
       });
       if (!row) throw new DuplicateMessage();
+      // Listed pending now, fetched from Meta by the media worker after the commit (src/workers/media-fetcher.ts).
+      if (incoming.media) await queueMedia(ctx.db, orgId, row.id, channel.id, [{ url: incoming.media.id, contentType: incoming.media.mimeType }]);
       await touchWindow(ctx.db, orgId, channel.id, address, incoming.timestamp);
       await recordChannelOutcome(ctx.db, channel.id, { ok: true, side: 'mailbox' });
       // A channel deleted meanwhile (by any process) stores nothing: checked, and held, until the commit.

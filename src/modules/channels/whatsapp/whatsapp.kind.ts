@@ -3,7 +3,8 @@ import { fieldError } from '../../../core/errors.js';
 import { channelPolicy } from '../channels.connect.js';
 import { CheckResult } from '../channels.schemas.js';
 import type { ChannelKind } from '../kind.js';
-import { createWhatsAppChannel, replyWhatsApp, sendWhatsApp, toWhatsAppChannel, updateWhatsAppChannel, withSecrets, type WhatsAppChannelPatch } from './whatsapp.repository.js';
+import { WHATSAPP_CREDENTIALS_FIX } from './rules.js';
+import { createWhatsAppChannel, graphOf, replyWhatsApp, sendWhatsApp, toWhatsAppChannel, updateWhatsAppChannel, withSecrets, type WhatsAppChannelPatch } from './whatsapp.repository.js';
 import { MetaProviderOut, WhatsAppChannelCreateInput, WhatsAppChannelUpdateFields, WhatsAppInboundOut, WhatsAppSendInput, type WhatsAppChannelCreate, type WhatsAppSendValues } from './whatsapp.schemas.js';
 import { testWhatsAppChannel } from './whatsapp.test-channel.js';
 
@@ -45,6 +46,13 @@ export const whatsappKind: ChannelKind = {
     if (input.html !== undefined) throw fieldError('html', 'A WhatsApp message has no HTML: give `text` only');
     if (input.attachments !== undefined) throw fieldError('attachments', 'Attachments cannot be sent on WhatsApp yet: give `text` only');
     return replyWhatsApp(ctx, message, input.text);
+  },
+  // A received item in Meta's two steps (meta.ts); a refused token says what to fix on the channel.
+  fetchMedia: async (row, mediaId, limits) => {
+    const channel = withSecrets(row);
+    if (!channel) return { kind: 'failed', error: 'The channel has no stored access token' };
+    const outcome = await graphOf(channel).fetchMedia(mediaId, limits);
+    return outcome.kind === 'failed' && outcome.credentials ? { ...outcome, error: `Meta: ${outcome.error}`, fix: WHATSAPP_CREDENTIALS_FIX } : outcome;
   },
   pacing: (row) => ({ perSecond: row.whatsapp?.rate ?? 20 }),
 };

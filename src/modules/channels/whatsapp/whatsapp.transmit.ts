@@ -2,7 +2,7 @@ import type { Db } from '../../../db/client.js';
 import type { OutboxWhatsApp } from '../../../db/schema.js';
 import { showChannelOutcome } from '../channel-health.js';
 import type { GraphContext, GraphSendOutcome } from './meta.js';
-import { refusalEffect } from './rules.js';
+import { refusalEffect, WHATSAPP_CREDENTIALS_FIX } from './rules.js';
 import { graphOf, outgoingOf, type WhatsAppChannel } from './whatsapp.repository.js';
 
 /**
@@ -11,9 +11,6 @@ import { graphOf, outgoingOf, type WhatsAppChannel } from './whatsapp.repository
  * `error` at once, with `lastError` saying what to fix and a `channel.error` event; the next message Meta
  * takes makes it `active` again (`channel.recovered`).
  */
-
-/** What to change when Meta refuses the channel's token, for `lastError`. */
-export const WHATSAPP_CREDENTIALS_FIX = 'Meta refused the access token (revoked or expired): set a new provider.accessToken, a system user token that does not expire (PATCH /v1/channels/{id})';
 
 /** `statusReason` of a message Meta refused. */
 export const refusedReason = (outcome: Extract<GraphSendOutcome, { kind: 'failed' }>) => `Meta refused the message: ${outcome.error}`;
@@ -27,4 +24,3 @@ export async function transmitWhatsApp(db: Db, channel: WhatsAppChannel, payload
   }
   return outcome;
 }
-

@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { OutboundProblem, outboundRequest, retryAfterMs } from '../../../../core/outbound.js';
-import { fetchMedia } from '../media.js';
+import { fetchMedia } from '../../media.js';
 import type { SmsProviderSettings } from '../../../../db/schema.js';
 import { HttpUrl, WriteOnly, type CheckStep, type HookResult, type IncomingText, type OutgoingText, type ProviderContext, type ProviderWebhook, type SendOutcome, type SmsProvider, type SmsProviderDefinition, type StatusReport, type WebhookCall } from '../provider.js';
 

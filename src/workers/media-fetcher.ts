@@ -1,34 +1,37 @@
 import { randomUUID } from 'node:crypto';
-import { and, eq, gt } from 'drizzle-orm';
+import { and, eq, gt, isNull } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Actor } from '../core/operation.js';
 import type { Db, DbOrTx } from '../db/client.js';
-import { messages, smsMedia } from '../db/schema.js';
+import { channels, messages, smsMedia } from '../db/schema.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
 import { getMessage, insertAttachments } from '../modules/messages/messages.repository.js';
-import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/channels/sms/media.js';
-import { storedMediaBytes, updateMediaEntry } from '../modules/channels/sms/media.repository.js';
+import { showChannelOutcome } from '../modules/channels/channel-health.js';
+import { kindOf } from '../modules/channels/kinds.js';
+import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/channels/media.js';
+import { listedFilename, storedMediaBytes, updateMediaEntry } from '../modules/channels/media.repository.js';
 import { createQueue } from '../modules/outbox.js';
-import { providerFor } from '../modules/channels/sms/providers/index.js';
-import { loadSmsChannel } from '../modules/channels/sms/sms.repository.js';
 import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /**
- * Fetches the media of received texts (MMS), queued in `sms_media` by the webhook in the message's
- * transaction, so the webhook answers without waiting for them.
+ * Fetches the media of received messages (an MMS's items, a WhatsApp image or document), queued in
+ * `sms_media` by the webhook in the message's transaction, so the webhook answers without waiting for them.
  *
  * - Claimed through the queue engine (`src/modules/outbox.ts`; a lease covering every redirect's deadline),
  *   so several processes never fetch one item at once, and a dead process's claim is taken over.
  * - One item per channel at a time (over all processes), the channels and organizations taking turns; a pass
  *   never waits for a fetch: one organization's slow or dead media host holds up nothing but its own channel.
- * - The provider module fetches (media.ts): credentials only on the provider's API origin, everything through
- *   the outbound address check, at most EMAIL_ATTACHMENT_MAX_BYTES for all the media of one message.
+ * - The channel's kind fetches (`fetchMedia` in the registry: a text provider's file, Meta's two steps), all of
+ *   them through the channels' one bounded fetch (`channels/media.ts`): credentials only where the provider
+ *   said, everything through the outbound address check, at most EMAIL_ATTACHMENT_MAX_BYTES for all the media
+ *   of one message.
  * - Network errors, 408, 429 and 5xx are retried with backoff (at least the host's `Retry-After`), at most
- *   MAX_MEDIA_ATTEMPTS times; a refused address, another 4xx or an item over the limit fails at once.
+ *   MAX_MEDIA_ATTEMPTS times; a refused address, another 4xx or an item over the limit fails at once. Credentials
+ *   the provider refuses put the channel in `error` (`channel.error`) and the item is retried.
  * - A kept item becomes an attachment of the message (the repository's `insertAttachments`), its
- *   `metadata.sms.media[i]` gets `id`, `size`, `contentType`, `filename`, and the message a `message.updated`
+ *   `metadata.<type>.media[i]` gets `id`, `size`, `contentType`, `filename`, and the message a `message.updated`
  *   event; a failed one gets `status: "failed"` and the reason, with the same event.
  */
 
@@ -38,7 +41,7 @@ export const MAX_MEDIA_ATTEMPTS = MEDIA_RETRY_DELAYS_MS.length + 1;
 const MAX_IN_FLIGHT = 32;
 const SYSTEM: Actor = { type: 'system', id: null, depth: 0 };
 
-export interface SmsMediaDeps {
+export interface MediaFetcherDeps {
   db: Db;
   clock: Clock;
   log: Pick<FastifyBaseLogger, 'error' | 'warn'>;
@@ -56,7 +59,7 @@ type MediaRow = typeof smsMedia.$inferSelect;
 /** The claim was taken over (its lease ran out): what this attempt wrote is rolled back. */
 class LeaseLost extends Error {}
 
-export function createSmsMediaFetcher(deps: SmsMediaDeps): OutboxWorker & { runOnce(): Promise<number> } {
+export function createMediaFetcher(deps: MediaFetcherDeps): OutboxWorker & { runOnce(): Promise<number> } {
   const { db, clock } = deps;
   const queue = createQueue(
     db,
@@ -65,8 +68,8 @@ export function createSmsMediaFetcher(deps: SmsMediaDeps): OutboxWorker & { runO
       lane: smsMedia.channelId,
       working: 'fetching',
       updatedAt: smsMedia.updatedAt,
-      // Every hop (the media URL and its redirects) has its own deadline.
-      leaseMs: deps.timeoutMs * (MAX_MEDIA_REDIRECTS + 1) + 10_000,
+      // Every request (Meta's lookup of the media id, the media URL and its redirects) has its own deadline.
+      leaseMs: deps.timeoutMs * (MAX_MEDIA_REDIRECTS + 2) + 10_000,
       retryDelaysMs: MEDIA_RETRY_DELAYS_MS,
       maxAttempts: MAX_MEDIA_ATTEMPTS,
     },
@@ -101,6 +104,8 @@ export function createSmsMediaFetcher(deps: SmsMediaDeps): OutboxWorker & { runO
     const now = clock();
     const work = new CommittedWork();
     const contentType = mediaType(row.contentType) ?? fetched.contentType ?? 'application/octet-stream';
+    // The name the host gives, else the one the webhook listed (a WhatsApp document's `filename`).
+    const filename = fetched.filename ?? (await listedFilename(db, row.messageId, row.position));
     const size = fetched.content.length;
     let over = false;
     try {
@@ -115,8 +120,8 @@ export function createSmsMediaFetcher(deps: SmsMediaDeps): OutboxWorker & { runO
           .where(and(mine(row), gt(smsMedia.leaseUntil, now)))
           .returning({ id: smsMedia.id });
         if (!held) throw new LeaseLost();
-        await insertAttachments(tx, row.organizationId, row.messageId, [{ id, filename: fetched.filename, contentType, size, contentId: null, content: fetched.content }]);
-        await announce(tx, row, { id, contentType, size, filename: fetched.filename, status: 'stored' }, work);
+        await insertAttachments(tx, row.organizationId, row.messageId, [{ id, filename, contentType, size, contentId: null, content: fetched.content }]);
+        await announce(tx, row, { id, contentType, size, filename, status: 'stored' }, work);
       });
     } catch (err) {
       if (err instanceof LeaseLost) return;
@@ -130,17 +135,27 @@ export function createSmsMediaFetcher(deps: SmsMediaDeps): OutboxWorker & { runO
     if (row.attempt > MAX_MEDIA_ATTEMPTS) return fail(row, `Gave up after ${MAX_MEDIA_ATTEMPTS} attempts: ${row.lastError ?? 'the fetching process stopped'}`);
     const [message] = await db.select({ deletedAt: messages.deletedAt }).from(messages).where(eq(messages.id, row.messageId)).limit(1);
     if (!message || message.deletedAt) return fail(row, 'The message was deleted before its media were fetched');
-    const channel = await loadSmsChannel(db, row.channelId);
+    const [channel] = await db
+      .select()
+      .from(channels)
+      .where(and(eq(channels.id, row.channelId), isNull(channels.deletedAt)))
+      .limit(1);
     if (!channel) return fail(row, 'The channel was deleted before the media could be fetched');
-    const provider = providerFor(channel.provider);
-    if (!provider.fetchMedia) return fail(row, `The ${provider.name} provider carries no media`);
+    const kind = kindOf(channel);
+    if (!kind.fetchMedia) return fail(row, `${kind.heading} channels carry no media`);
     const room = deps.maxBytes - (await storedMediaBytes(db, row.messageId));
     if (room <= 0) return fail(row, `The message's media are larger than the ${deps.maxBytes} bytes kept per message (EMAIL_ATTACHMENT_MAX_BYTES)`);
     let outcome: MediaOutcome;
     try {
-      outcome = await provider.fetchMedia(row.url, { allowPrivate: deps.allowPrivate, timeoutMs: deps.timeoutMs, maxBytes: room });
+      outcome = await kind.fetchMedia(channel, row.url, { allowPrivate: deps.allowPrivate, timeoutMs: deps.timeoutMs, maxBytes: room });
     } catch (err) {
       outcome = { kind: 'retry', error: err instanceof Error ? err.message : String(err) };
+    }
+    if (outcome.kind === 'failed' && outcome.credentials) {
+      // The channel's token was refused: the channel shows it at once (`error`, an event), and the item is
+      // fetched once the token is fixed (within its retries), not failed.
+      await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: outcome.error, ...(outcome.fix ? { fix: outcome.fix } : {}) });
+      return retryLater(row, outcome.error);
     }
     if (outcome.kind === 'fetched') return store(row, outcome);
     if (outcome.kind === 'failed') return fail(row, outcome.tooLarge ? `${outcome.error} (EMAIL_ATTACHMENT_MAX_BYTES: ${deps.maxBytes} bytes per message)` : outcome.error);
@@ -148,7 +163,7 @@ export function createSmsMediaFetcher(deps: SmsMediaDeps): OutboxWorker & { runO
   }
 
   const worker = createOutboxWorker({
-    name: 'text media fetcher',
+    name: 'media fetcher',
     db,
     clock,
     log: deps.log,

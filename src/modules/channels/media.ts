@@ -1,13 +1,15 @@
 import contentDisposition from 'content-disposition';
-import { OutboundProblem, outboundRequest, retryAfterMs } from '../../../core/outbound.js';
+import { OutboundProblem, outboundRequest, retryAfterMs } from '../../core/outbound.js';
 
 /**
- * Fetching the media of a received MMS. The provider names each item by a URL (Twilio:
+ * Fetching one media item of a received message, for every channel kind: a bounded download that carries the
+ * channel's credentials only where its provider said. Texts: the provider names each item by a URL (Twilio:
  * `{apiBaseUrl}/2010-04-01/Accounts/{sid}/Messages/{sid}/Media/{sid}`, which answers a 307 to its CDN).
+ * WhatsApp: Meta's API answers a download URL on its media host for a media id (`whatsapp/meta.ts`).
  *
- * - The channel's credentials go only to the provider's own API origin (scheme, host and port of its
- *   `apiBaseUrl`), and only on the request for the URL the provider gave: a redirect, and a URL on any other
- *   host, is fetched without them, so a webhook (or a redirect) naming another host never learns them.
+ * - The credentials go only to `trustedOrigin` (scheme, host and port), and only on the request for the URL
+ *   the caller gave: a redirect, and a URL on any other host, is fetched without them, so a webhook (or a
+ *   redirect) naming another host never learns them.
  * - Every request goes through the service's outbound request (`outboundRequest`): https only, the address
  *   checked after DNS on the connection itself (private and loopback addresses refused unless
  *   CHANNELS_ALLOW_PRIVATE), a deadline, and at most `maxBytes` of body (more is refused, never cut).
@@ -15,7 +17,7 @@ import { OutboundProblem, outboundRequest, retryAfterMs } from '../../../core/ou
  */
 
 export interface MediaFetchOptions {
-  /** The origin whose requests carry `authorization`: the provider's API host. */
+  /** The origin whose requests carry `authorization`: the provider's API host (texts), the media host Meta named (WhatsApp). */
   trustedOrigin: string;
   /** The channel's credentials, as an Authorization header value. */
   authorization: string;
@@ -27,11 +29,14 @@ export interface MediaFetchOptions {
   maxBytes: number;
 }
 
-/** How fetching an item ended: its bytes, a reason to try again later, or a reason it never will be. */
+/**
+ * How fetching an item ended: its bytes, a reason to try again later, or a reason it never will be (`status`:
+ * the host's answer; `credentials`: the provider refused the channel's credentials, `fix` saying what to change).
+ */
 export type MediaOutcome =
   | { kind: 'fetched'; content: Buffer; contentType: string | null; filename: string | null }
   | { kind: 'retry'; error: string; retryAfterMs?: number | undefined }
-  | { kind: 'failed'; error: string; tooLarge?: boolean };
+  | { kind: 'failed'; error: string; tooLarge?: boolean; status?: number; credentials?: boolean; fix?: string };
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 export const MAX_MEDIA_REDIRECTS = 5;
@@ -56,7 +61,7 @@ export function dispositionFilename(value: string | undefined): string | null {
   }
 }
 
-const originOf = (url: string): string | undefined => {
+export const originOf = (url: string): string | undefined => {
   try {
     return new URL(url).origin;
   } catch {
@@ -103,7 +108,7 @@ export async function fetchMedia(url: string, opts: MediaFetchOptions): Promise<
     }
     const detail = `${origin} answered ${answer.status}`;
     if (answer.status === 408 || answer.status === 429 || answer.status >= 500) return { kind: 'retry', error: detail, retryAfterMs: retryAfterMs(answer.headers['retry-after']) };
-    return { kind: 'failed', error: detail };
+    return { kind: 'failed', error: detail, status: answer.status };
   }
   return { kind: 'failed', error: `More than ${MAX_MEDIA_REDIRECTS} redirects` };
 }

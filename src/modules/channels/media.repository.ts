@@ -1,18 +1,21 @@
 import { and, eq, sql } from 'drizzle-orm';
-import type { DbOrTx } from '../../../db/client.js';
-import { messages, smsMedia } from '../../../db/schema.js';
-import { queuedNotice } from '../../outbox.js';
+import type { DbOrTx } from '../../db/client.js';
+import { messages, smsMedia } from '../../db/schema.js';
+import { queuedNotice } from '../outbox.js';
 
 /**
- * The media of received texts (MMS) as the message lists them, `metadata.sms.media[i]`:
- * - on arrival `{id: null, url, contentType, size: null, filename: null, status: "pending"}`, the item
- *   queued in `sms_media` in the message's transaction;
+ * The media of received messages as the message lists them, under its own type: `metadata.sms.media[i]` (an
+ * MMS's items), `metadata.whatsapp.media[i]` (a WhatsApp image, audio, video, document or sticker):
+ * - on arrival `{id: null, url | mediaId, contentType, size: null, filename, status: "pending"}`, the item
+ *   queued in `sms_media` in the message's transaction (`url`: the provider's reference to it, a URL for
+ *   texts, Meta's media id for WhatsApp);
  * - once fetched `{id, url, contentType, size, filename, status: "stored"}`: `id` is an attachment of the
  *   message, downloaded like a mail attachment (`GET /messages/{id}/attachments/{attachmentId}`);
  * - or `{…, status: "failed", reason}` when it could not be fetched (the reason says why).
  */
 
 export interface ListedMedia {
+  /** How the provider names the item: its URL (texts), its media id (WhatsApp). */
   url: string;
   contentType: string | null;
 }
@@ -20,7 +23,7 @@ export interface ListedMedia {
 /** The metadata entry of an item not fetched yet. */
 export const pendingEntry = (m: ListedMedia) => ({ id: null, url: m.url, contentType: m.contentType, size: null, filename: null, status: 'pending' as const });
 
-/** Queues the items of a received text for the media worker (in the message's transaction). */
+/** Queues the items of a received message for the media worker (in the message's transaction). */
 export async function queueMedia(db: DbOrTx, orgId: string, messageId: string, channelId: string, list: ListedMedia[]): Promise<void> {
   if (list.length === 0) return;
   await db
@@ -38,12 +41,24 @@ export async function storedMediaBytes(db: DbOrTx, messageId: string): Promise<n
   return row?.n ?? 0;
 }
 
+/** The path of an item's entry: under the message's own type (`sms`, `whatsapp`), `media`, its position. */
+const entryPath = (position: number) => sql`ARRAY[${messages.type}, 'media', ${String(position)}]::text[]`;
+
+/** The file name the message lists for an item (a WhatsApp document's), or null. */
+export async function listedFilename(db: DbOrTx, messageId: string, position: number): Promise<string | null> {
+  const [row] = await db
+    .select({ name: sql<string | null>`${messages.metadata} #>> (${entryPath(position)} || ARRAY['filename'])` })
+    .from(messages)
+    .where(eq(messages.id, messageId));
+  return row?.name || null;
+}
+
 /**
- * Merges `patch` into the message's `metadata.sms.media[position]`; nothing when that entry is no longer an
+ * Merges `patch` into the message's `metadata.<type>.media[position]`; nothing when that entry is no longer an
  * object (the metadata was replaced through the API). Whether the message changed.
  */
 export async function updateMediaEntry(db: DbOrTx, messageId: string, position: number, patch: Record<string, unknown>, now: Date): Promise<boolean> {
-  const path = sql`ARRAY['sms', 'media', ${String(position)}]::text[]`;
+  const path = entryPath(position);
   const changed = await db
     .update(messages)
     .set({ metadata: sql`jsonb_set(${messages.metadata}, ${path}, (${messages.metadata} #> ${path}) || ${JSON.stringify(patch)}::jsonb)`, updatedAt: now })
