@@ -24,8 +24,8 @@ export async function seedThreads(db: Db, orgId: string, count: number): Promise
   ).map((r) => r.id);
   await db.execute(sql`INSERT INTO threads (organization_id, id, created_at, status, assignee_id, snoozed_until, tags, last_message_at, last_incoming_at, message_count)
     SELECT ${orgId}, gen_random_uuid()::text, now() - make_interval(secs => i * 60),
-           (${STATUSES}::text[])[1 + i % 4],
-           (${members}::uuid[])[1 + i % ${MEMBERS + 1}],
+           (${`{${STATUSES.join(',')}}`}::text[])[1 + i % 4],
+           (${`{${members.join(',')}}`}::uuid[])[1 + i % ${MEMBERS + 1}],
            CASE WHEN i % 4 = 2 THEN now() + interval '30 days' END,
            CASE WHEN i % 7 = 0 THEN '{vip}'::text[] ELSE '{}'::text[] END,
            now() - make_interval(secs => i * 30), now() - make_interval(secs => i * 30), 3
@@ -58,7 +58,8 @@ export async function threadRows(db: string, run: Run, service: string, lean: st
     list.note = `p95 ${l.p95} ms, lean ${b.p95} ms (${((l.p95 ?? 0) / (b.p95 || 1)).toFixed(2)}x)`;
   }
 
-  const json = { 'content-type': 'application/json' };
+  // Each request carries the key: the spread request replaces the headers the run would have added.
+  const json = { 'content-type': 'application/json', ...auth };
   const body = (threadId?: string) => JSON.stringify({ direction: 'incoming', type: 'sms', text: 'Any news about my order?', ...(threadId ? { threadId } : {}) });
   await settle();
   const without = await run('  baseline: POST /v1/messages (incoming), no thread', service, [{ method: 'POST', path: '/v1/messages', headers: json, body: body() }], auth);

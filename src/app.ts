@@ -25,8 +25,7 @@ import { setDnsServers } from './core/dns.js';
 import { configureSecrets } from './core/encryption.js';
 import { recordKeyLocation } from './db/encrypted-columns.js';
 import { setInboundRunner } from './modules/channels/runner.js';
-import { registerSmsHooks } from './http/sms-hooks.js';
-import { registerWhatsAppHooks } from './http/whatsapp-hooks.js';
+import { registerChannelHooks } from './http/hooks.js';
 import { setSmsPublicUrl } from './modules/channels/sms/sms.repository.js';
 import { setWhatsAppPublicUrl } from './modules/channels/whatsapp/whatsapp.repository.js';
 import { runOperation } from './run-operation.js';
@@ -137,8 +136,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     { prefix: '/v1' },
   );
 
-  await registerSmsHooks(app, { run: runOperation, publicUrl: deps.config.publicUrl, rateLimit: deps.config.sms.hookRateLimit, failureLimit: deps.config.sms.hookFailureLimit });
-  await registerWhatsAppHooks(app, { run: runOperation, rateLimit: deps.config.sms.hookRateLimit, failureLimit: deps.config.sms.hookFailureLimit });
+  await registerChannelHooks(app, { run: runOperation, publicUrl: deps.config.publicUrl, rateLimit: deps.config.sms.hookRateLimit, failureLimit: deps.config.sms.hookFailureLimit });
   // The only endpoints a browser calls (OAuth's documents and endpoints, the MCP transports) in one context
   // with the CORS hook: no other request runs it (`http/cors.ts`).
   await app.register(async (browserFacing) => {

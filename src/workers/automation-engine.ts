@@ -17,6 +17,7 @@ import { AutomaticMessageRefused, claimAutomaticMessages, recipientsOf, refuseSi
 import { SCHEDULE_TRIGGER, TRIGGER_EVENT_SEPARATOR } from '../modules/events/events.catalog.js';
 import type { TriggerType } from '../modules/automations/automations.schemas.js';
 import { evaluateCondition } from '../modules/automations/condition.js';
+import { readsThread, threadsOfEvents, withThread } from '../modules/automations/thread-context.js';
 import { evaluateAutomation, validatePlan } from './evaluator/index.js';
 import { triggerMatches, type Condition, type EvaluationOutcome, type Evaluator, type Plan, type PlanStep } from '../modules/automations/plan.js';
 import { renderTemplates, usesDigest, usesMailChannel, type TemplateContext } from '../modules/automations/template.js';
@@ -286,8 +287,11 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
             or(isNull(automations.expiresAt), gt(automations.expiresAt, now)),
           ),
         );
+      // Conditions on the event's thread ("in a thread tagged vip") read it here, one query for the batch.
+      const threadReaders = candidates.filter((a) => a.condition && readsThread(a.condition as unknown as Condition));
+      const found = threadReaders.length ? await threadsOfEvents(tx, batch.filter((e) => threadReaders.some((a) => a.organizationId === e.organizationId && triggerMatches(a.triggerEvent, e.type)))) : new Map();
       const runs = batch.flatMap((event) =>
-        triggered(event, candidates).map((a) => ({ organizationId: a.organizationId, automationId: a.id, eventId: event.id, depth: event.depth + 1, originId: event.originId ?? event.id })),
+        triggered(event, candidates, found).map((a) => ({ organizationId: a.organizationId, automationId: a.id, eventId: event.id, depth: event.depth + 1, originId: event.originId ?? event.id })),
       );
       await queueRuns(tx, runs, now);
       await tx.update(events).set({ dispatchedAt: now }).where(inArray(events.id, batch.map((e) => e.id)));
@@ -296,14 +300,14 @@ export function createAutomationEngine(deps: AutomationEngineDeps): AutomationEn
   }
 
   /** The automations an event triggers: same organization and type, condition holds, no loop. */
-  function triggered(event: EventRecord, candidates: AutomationRow[]): AutomationRow[] {
+  function triggered(event: EventRecord, candidates: AutomationRow[], found: ReadonlyMap<string, Record<string, unknown>>): AutomationRow[] {
     if (event.depth >= MAX_CHAIN_DEPTH) return [];
     return candidates.filter((a) => {
       if (a.organizationId !== event.organizationId || !triggerMatches(a.triggerEvent, event.type)) return false;
       if (event.actorType === 'automation' && event.actorId === a.id) return false; // never triggers itself
       if (!a.condition) return true;
       try {
-        return evaluateCondition(a.condition as unknown as Condition, event.data, { at: event.occurredAt, timezone: a.timezone });
+        return evaluateCondition(a.condition as unknown as Condition, withThread(event, found), { at: event.occurredAt, timezone: a.timezone });
       } catch (err) {
         log.warn({ err, automationId: a.id }, 'automation condition could not be evaluated');
         return false;

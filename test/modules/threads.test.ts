@@ -84,6 +84,30 @@ describe('threads', () => {
     expect(ok(await a.request('PATCH', `/v1/threads/${id}`, { tags: [] })).tags).toEqual([]);
   });
 
+  it('adds and removes tags without replacing the others (what an automation that tags does), within 20', async () => {
+    const id = newThreadId();
+    await record(a, id);
+    ok(await a.request('PATCH', `/v1/threads/${id}`, { tags: ['billing'] }));
+    expect(ok(await a.request('PATCH', `/v1/threads/${id}`, { addTags: ['GOLD', 'waiting'] })).tags).toEqual(['billing', 'gold', 'waiting']);
+    expect(ok(await a.request('PATCH', `/v1/threads/${id}`, { removeTags: ['Waiting', 'absent'], addTags: ['gold'] })).tags).toEqual(['billing', 'gold']);
+    const updated = (await eventsOf(a, 'thread.updated')).filter((e) => e.data.id === id).map((e) => e.data.changes);
+    expect(updated).toContainEqual({ tags: { before: ['billing', 'gold', 'waiting'], after: ['billing', 'gold'] } });
+    // Adding what is there changes nothing.
+    expect(ok(await a.request('PATCH', `/v1/threads/${id}`, { addTags: ['billing'] })).tags).toEqual(['billing', 'gold']);
+    for (const [body, field] of [
+      [{ tags: ['x'], addTags: ['y'] }, 'addTags'],
+      [{ tags: ['x'], removeTags: ['y'] }, 'removeTags'],
+      [{ addTags: Array.from({ length: 19 }, (_, i) => `t${i}`) }, 'addTags'],
+      [{ addTags: [] }, 'addTags'],
+      [{ removeTags: ['x'.repeat(51)] }, 'removeTags'],
+    ] as [Record<string, unknown>, string][]) {
+      const res = await a.request('PATCH', `/v1/threads/${id}`, body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.json.error.details.properties?.[field], JSON.stringify(body)).toBeTruthy();
+    }
+    expect(ok(await a.request('GET', `/v1/threads/${id}`)).tags).toEqual(['billing', 'gold']);
+  });
+
   it('assigns to members of the organization only, and lists them', async () => {
     const id = newThreadId();
     await record(a, id);
@@ -124,6 +148,17 @@ describe('threads', () => {
     const w = newThreadId();
     await record(a, w, { phoneNumberId: phoneId });
     expect(await ids(`contactId=${contact.id}`)).toEqual([w]);
+    // Recorded messages have no channel: a channel's filter finds none of them.
+    expect(await ids(`channelId=${lead.id}`)).toEqual([]);
+  });
+
+  it("keeps the subject of an email thread's first message, and none for texts", async () => {
+    const [mail, text] = [newThreadId(), newThreadId()];
+    await record(a, mail, { type: 'email', metadata: { email: { subject: 'Order 42' } } });
+    await record(a, mail, { type: 'email', direction: 'outgoing', metadata: { email: { subject: 'Re: Order 42' } } });
+    await record(a, text);
+    expect(ok(await a.request('GET', `/v1/threads/${mail}`))).toMatchObject({ subject: 'Order 42', channelId: null, messageCount: 2 });
+    expect(ok(await a.request('GET', `/v1/threads/${text}`)).subject).toBeNull();
   });
 
   it('opens a pending, snoozed or closed thread again when a message arrives, with its events', async () => {

@@ -10996,6 +10996,10 @@ export interface operations {
                     assigneeEmail?: string;
                     /** @description Replaces the set of tags (at most 20; duplicates count once) */
                     tags?: string[];
+                    /** @description Adds these tags to the set, keeping the others (the set holds at most 20); not with `tags` */
+                    addTags?: string[];
+                    /** @description Removes these tags from the set (a tag it does not hold is no change); not with `tags` */
+                    removeTags?: string[];
                 };
             };
         };

@@ -16,6 +16,7 @@ import { assertClientTransition, NOT_EVALUATED, type AutomationStatus } from './
 import { activatesDirectly, approvalUrl, whoIs, type Who } from './approvals.js';
 import { eventReadPermission, SCHEDULE_TRIGGER } from '../events/events.catalog.js';
 import { evaluateCondition } from './condition.js';
+import { readsThread, threadsOfEvents, withThread } from './thread-context.js';
 import { triggerEventTypes, type Condition, type PlanStep } from './plan.js';
 import { renderTemplates, unreadDigestsIn, usesDigest, usesMailChannel, type TemplateContext, type UnreadDigest } from './template.js';
 import { noticeChannelOf } from '../channels/email/email.channels.js';
@@ -479,7 +480,8 @@ export async function previewAutomation(ctx: OperationContext, id: string, event
   let conditionHolds = true;
   if (row.condition) {
     try {
-      conditionHolds = evaluateCondition(row.condition as unknown as Condition, event?.data ?? null, event ? { at: event.occurredAt, timezone: row.timezone } : undefined);
+      const record = event ? withThread(event, readsThread(row.condition as unknown as Condition) ? await threadsOfEvents(ctx.db, [event]) : new Map()) : null;
+      conditionHolds = evaluateCondition(row.condition as unknown as Condition, record, event ? { at: event.occurredAt, timezone: row.timezone } : undefined);
     } catch {
       conditionHolds = false;
     }

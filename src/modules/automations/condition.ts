@@ -17,6 +17,8 @@ import { CONDITION_OPERATORS, type Condition, type ConditionOperator, type Condi
  *   (`metadata.email.authentication.dmarc` is `pass`: the sender is authenticated), false otherwise; it takes
  *   `equals` (or `not_equals`) with `true` or `false`. Every other sender test reads the From header as
  *   written, which anyone can forge.
+ * - `thread.…` (`thread.tags`, `thread.status`, …) reads the thread of the event's record (thread-context.ts):
+ *   the record itself for a thread event, else the thread its `threadId` names, as it is when tested.
  * - A condition examines at most the first MAX_CONDITION_TEXT (10,000) characters of a string: a longer
  *   value is compared by its beginning only, so no input makes a test take long.
  */
@@ -31,6 +33,8 @@ const NEGATIONS: Partial<Record<ConditionOperator, ConditionOperator>> = {
 const MAX_DEPTH = 32;
 /** The field a test reads to require an authenticated sender (DMARC pass). */
 export const SENDER_VERIFIED = 'sender.verified';
+/** The field a test reads for the tags of the event's thread (see thread-context.ts). */
+export const THREAD_TAGS = 'thread.tags';
 /** The most characters of one string a condition examines. */
 export const MAX_CONDITION_TEXT = 10_000;
 

@@ -1,5 +1,5 @@
 import { kindNamed } from '../channels/kinds.js';
-import { SENDER_VERIFIED } from './condition.js';
+import { SENDER_VERIFIED, THREAD_TAGS } from './condition.js';
 import type { Condition, ConditionTest, Plan, PlanStep } from './plan.js';
 import { triggerEventTypes } from './plan.js';
 
@@ -122,6 +122,7 @@ function describeTest(t: ConditionTest): string {
   if (t.field === SENDER_VERIFIED && typeof t.value === 'boolean') {
     return `its sender is ${t.value === (t.operator === 'equals') ? '' : 'not '}verified (its From domain passed DMARC)`;
   }
+  if (t.field === THREAD_TAGS && (t.operator === 'equals' || t.operator === 'not_equals')) return `its thread is ${t.operator === 'equals' ? '' : 'not '}tagged ${quote(t.value)}`;
   const words = OPERATOR_WORDS[t.operator] ?? t.operator;
   const value = t.operator === 'in' && Array.isArray(t.value) ? list(t.value.map(quote), 'or') : t.value === undefined ? '' : ` ${quote(t.value)}`;
   return `its ${t.field} ${words}${t.operator === 'in' ? ` ${value}` : value}`;
@@ -285,8 +286,14 @@ function describeStep(step: PlanStep, index: number, context: StepContext): stri
     const parts: string[] = [];
     if (typeof input.assigneeEmail === 'string') parts.push(`assigns the thread to ${input.assigneeEmail}`);
     if (input.assigneeId === null) parts.push('unassigns the thread');
-    if (typeof input.status === 'string') parts.push(input.status === 'closed' ? 'closes the thread' : `sets the thread's status to ${quote(input.status)}`);
-    if (parts.length) return list(parts, 'and');
+    if (input.status === 'snoozed' || (input.status === undefined && typeof input.snoozedUntil === 'string')) parts.push(`snoozes the thread ${describeUntil(input.snoozedUntil)} (it opens again then, or at the customer's next message)`);
+    else if (typeof input.status === 'string') parts.push(input.status === 'closed' ? 'closes the thread' : `sets the thread's status to ${quote(input.status)}`);
+    const tags = (v: unknown) => (Array.isArray(v) ? list(v.map(quote), 'and') : quote(v));
+    const plural = (v: unknown) => (Array.isArray(v) && v.length > 1 ? 's' : '');
+    if (input.addTags !== undefined) parts.push(`adds the tag${plural(input.addTags)} ${tags(input.addTags)} to the thread`);
+    if (input.removeTags !== undefined) parts.push(`removes the tag${plural(input.removeTags)} ${tags(input.removeTags)} from the thread`);
+    const known = new Set(['id', 'assigneeEmail', 'assigneeId', 'status', 'snoozedUntil', 'addTags', 'removeTags']);
+    if (parts.length && Object.keys(input).every((k) => known.has(k)) && (input.assigneeId === undefined || input.assigneeId === null)) return list(parts, 'and');
   }
   if (step.operation === 'contacts.create' && input.name === '{{sender.name}}' && Object.keys(input).length === 1) return 'creates a contact named after the sender';
   const prior = /^\{\{steps\.(\d+)\.id\}\}$/.exec(typeof input.id === 'string' ? input.id : '');

@@ -1,9 +1,10 @@
 import type { z } from 'zod';
 import type { OperationContext } from '../../core/operation.js';
-import type { DbOrTx } from '../../db/client.js';
+import type { Db, DbOrTx } from '../../db/client.js';
 import type { MessageJson, MessageRow } from '../messages/messages.repository.js';
 import type { ChannelRow } from './channels.repository.js';
 import type { MediaOutcome } from './media.js';
+import type { OperationRunner } from './runner.js';
 
 /**
  * What a channel kind (email, sms, …) is to the rest of the service: one object per kind, exported by its
@@ -73,6 +74,55 @@ export interface MediaLimits {
   allowPrivate: boolean;
   timeoutMs: number;
   maxBytes: number;
+}
+
+/**
+ * The webhooks of a kind's providers, declared in the kind's folder and listed in `hooks.ts`:
+ * `/hooks/{segment}/{channelId}{route.suffix}`, bodies at most `bodyLimit`
+ * bytes, kept as received (a signature is over the bytes). The one hook route does what every hook does (the
+ * channel id, refusals counted per client address, each channel's rate); the kind says whose call it is and
+ * what it means.
+ */
+export interface KindHook {
+  readonly segment: string;
+  readonly bodyLimit: number;
+  /** The body's content type when the provider posts only one: another is a 400 (`refusal`) before anything is looked up. */
+  readonly contentType?: { pattern: RegExp; refusal: string };
+  readonly routes: readonly HookRoute[];
+}
+
+export interface HookRoute {
+  readonly method: 'GET' | 'POST';
+  /** After `/hooks/{segment}/{channelId}`: '' or e.g. '/status'. */
+  readonly suffix: string;
+  /**
+   * Whether the call is the provider's for a channel of the kind: throws the refusal (an AppError: 404 no such
+   * channel, 401 or 403 not signed), which counts against the client's address; else what to do with it.
+   */
+  verify(db: Db, call: HookCall): Promise<VerifiedHook>;
+}
+
+/** A call to a hook, as received. */
+export interface HookCall {
+  channelId: string;
+  /** The URL as the provider called it: PUBLIC_URL's origin, then the path and query as requested. */
+  url: string;
+  query: Record<string, unknown>;
+  headers: Record<string, string | string[] | undefined>;
+  rawBody: Buffer;
+}
+
+export interface VerifiedHook {
+  /** The channel whose rate the call spends; absent: none (Meta's subscription handshake). */
+  rateKey?: string;
+  /** Writes what the call says (through the operation runner) and answers once it is committed. */
+  apply(run: OperationRunner): Promise<HookAnswer>;
+}
+
+export interface HookAnswer {
+  status: number;
+  contentType: string;
+  body: string;
 }
 
 /** A channel kind's object shape: its schema (which checks) and its fields (which the documents merge). */

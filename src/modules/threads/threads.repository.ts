@@ -5,7 +5,7 @@ import type { Actor } from '../../core/operation.js';
 import { pageWindow, type Page, type PageInput } from '../../core/pagination.js';
 import type { DbOrTx } from '../../db/client.js';
 import { apiKeys, automations, oauthClients, oauthGrants, threadNotes, threads, users } from '../../db/schema.js';
-import type { Note, ThreadListInput, ThreadStatus, ThreadUpdateInput } from './threads.schemas.js';
+import { MAX_TAGS, type Note, type ThreadListInput, type ThreadStatus, type ThreadUpdateInput } from './threads.schemas.js';
 
 export type ThreadRow = typeof threads.$inferSelect;
 type NoteJson = z.input<typeof Note>;
@@ -100,7 +100,16 @@ function nextState(current: ThreadRow, patch: Omit<Patch, 'assigneeEmail'>, now:
   }
   if (status !== undefined) next.status = status;
   if (patch.assigneeId !== undefined) next.assigneeId = patch.assigneeId;
+  if (patch.tags !== undefined && (patch.addTags !== undefined || patch.removeTags !== undefined)) {
+    throw fieldError(patch.addTags !== undefined ? 'addTags' : 'removeTags', 'Give tags (the whole set) or addTags/removeTags, not both');
+  }
   if (patch.tags !== undefined) next.tags = [...new Set(patch.tags)].sort();
+  if (patch.addTags !== undefined || patch.removeTags !== undefined) {
+    const removed = new Set(patch.removeTags ?? []);
+    const tags = [...new Set([...current.tags, ...(patch.addTags ?? [])])].filter((t) => !removed.has(t)).sort();
+    if (tags.length > MAX_TAGS) throw fieldError('addTags', `A thread holds at most ${MAX_TAGS} tags; it has ${current.tags.length}`);
+    next.tags = tags;
+  }
   return next;
 }
 

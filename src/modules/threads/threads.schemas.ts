@@ -63,6 +63,18 @@ export const ThreadUpdateInput = z.strictObject({
     .max(MAX_TAGS)
     .optional()
     .describe(`Replaces the set of tags (at most ${MAX_TAGS}; duplicates count once)`),
+  addTags: z
+    .array(Tag)
+    .min(1)
+    .max(MAX_TAGS)
+    .optional()
+    .describe(`Adds these tags to the set, keeping the others (the set holds at most ${MAX_TAGS}); not with \`tags\``),
+  removeTags: z
+    .array(Tag)
+    .min(1)
+    .max(MAX_TAGS)
+    .optional()
+    .describe('Removes these tags from the set (a tag it does not hold is no change); not with `tags`'),
 });
 
 export const Member = z.object({

@@ -1,4 +1,5 @@
 import { SCHEDULE_TRIGGER } from '../../modules/events/events.catalog.js';
+import { THREAD_RECORD_EVENTS } from '../../modules/automations/thread-context.js';
 import { triggerEventTypes, type Condition, type EvaluationOutcome, type EvaluationRequest, type Evaluator, type Plan, type PlanStep, type TriggerType } from '../../modules/automations/plan.js';
 import {
   isNegation,
@@ -13,8 +14,10 @@ import {
   recordConditions,
   takeSchedule,
   takeTimeConditions,
+  takeThreadConditions,
   takeTimeZone,
   takeTrigger,
+  AWAITED_ANSWER,
   unexplained,
   type ActionSpec,
 } from './vocabulary.js';
@@ -34,8 +37,6 @@ const NO_ACTION =
 const ON_MESSAGE = new Set<ActionSpec['kind']>(['read', 'unread', 'archive', 'snooze', 'set', 'contact', 'reply', 'forward', 'send']);
 const MESSAGE_EVENTS = new Set(['message.received', 'message.sent', 'message.created', 'message.updated']);
 
-/** The events whose record is a thread (`id` is the thread's); other thread and message events carry a `threadId`. */
-const THREAD_RECORD_EVENTS = new Set(['thread.updated', 'thread.reopened']);
 const THREAD_EVENTS = new Set([...THREAD_RECORD_EVENTS, 'thread.note_added']);
 const threadOfEvent = (eventTypes: string[]) => (eventTypes.every((t) => THREAD_RECORD_EVENTS.has(t)) ? '{{event.data.id}}' : '{{event.data.threadId}}');
 
@@ -138,6 +139,19 @@ const WORKS: Record<'scheduled' | 'message' | 'record', string> = {
     'Phrasings that work: "When a customer whose type is VIP is created or updated, write a digest", "When a transaction over 1000 EUR is added, write a digest", "When a channel stops working, email ops@example.com" (see docs/automations-vocabulary.md).',
 };
 
+/**
+ * The refusal for an answer that does not come ("close threads that get no answer from the customer for 7
+ * days"): an automation runs when something happens or on a schedule, and acts on the record of its event;
+ * the absence of a message is neither, and no step finds the threads that wait.
+ */
+function waitingRefusal(phrase: string): string {
+  return (
+    `"${phrase}" waits for a message that does not come. An automation runs when something happens (a message arrives, a thread changes) or on a schedule, and acts on the record of that event; ` +
+    'the built-in evaluator has no step that finds the threads waiting on the customer, so no plan was made. What works: "When a message is sent, mark the thread as pending" keeps the threads that wait on the customer apart ' +
+    '(GET /v1/threads?status=pending, oldest first with sortOrder=asc; a reply opens them again), and closing the old ones is a PATCH /v1/threads/{id} each, or an assistant with threads_write. See docs/automations-vocabulary.md.'
+  );
+}
+
 /** The refusal for words left unread: quotes them, and shows phrasings that work. */
 function notUnderstood(spans: string[], about: keyof typeof WORKS): EvaluationOutcome {
   const quoted = spans.slice(0, 3).map((x) => `"${x.length > 80 ? `${x.slice(0, 80)}…` : x}"`).join(', ');
@@ -171,16 +185,20 @@ export function planFromInstructions(request: EvaluationRequest): EvaluationOutc
     );
   }
   const s = Scanner.of(request.instructions);
+  const awaited = AWAITED_ANSWER.exec(s.text);
+  if (awaited) return fail('code_generation_failed', waitingRefusal(s.plain.slice(awaited.index, awaited.index + awaited[0].length)));
   const emails = takeEmailActions(s);
   const zone = takeTimeZone(s);
   if ('error' in zone) return fail('evaluation_failed', zone.error);
   const actions = [...emails, ...takeActions(s)].sort((x, y) => x.at - y.at);
-  const broken = actions.find((a) => a.kind === 'snooze' && a.error);
-  if (broken && broken.kind === 'snooze') return fail('evaluation_failed', `"${broken.phrase}": ${broken.error}`);
+  const broken = actions.find((a) => (a.kind === 'snooze' || a.kind === 'thread') && a.error);
+  if (broken && (broken.kind === 'snooze' || broken.kind === 'thread')) return fail('evaluation_failed', `"${broken.phrase}": ${broken.error}`);
   const amount = takeAmount(s);
   if (amount && 'error' in amount) return fail('evaluation_failed', amount.error);
   const levels = takeLevels(s);
   const recordPhrases = takeRecordPhrases(s);
+  const threadTests = takeThreadConditions(s);
+  if (threadTests && 'error' in threadTests) return fail('evaluation_failed', threadTests.error);
   const trigger = takeTrigger(s);
   if (trigger) {
     const verb = MESSAGE_VERBS[trigger.event];
@@ -238,6 +256,14 @@ export function planFromInstructions(request: EvaluationRequest): EvaluationOutc
     const record = recordConditions(recordPhrases, resource);
     if ('error' in record) return fail('evaluation_failed', record.error);
     tests.push(...record);
+  }
+  if (threadTests) {
+    const onThreads = eventTypes.length > 0 && eventTypes.every((t) => MESSAGE_EVENTS.has(t) || THREAD_EVENTS.has(t));
+    if (!onThreads) {
+      const what = triggerType === 'scheduled' ? 'a scheduled automation has no message or thread' : `its trigger "${triggerEvent}" is neither a message nor a thread event`;
+      return fail('evaluation_failed', `"${threadTests.phrase}" tests the thread of the event, but ${what}. E.g. "When a message arrives in a thread tagged vip, assign the thread to lead@example.com".`);
+    }
+    tests.push(...threadTests.tests);
   }
   tests.push(...timeTests);
   const condition: Condition | null = (given.condition as Condition | undefined) ?? conjunction(tests);

@@ -1,4 +1,5 @@
 import { joinTriggerEvents, type Condition, type ConditionTest } from '../../modules/automations/plan.js';
+import { MAX_TAG_LENGTH } from '../../modules/threads/threads.schemas.js';
 
 /**
  * The English vocabulary of the built-in evaluator: the phrases it recognizes, each turned into a
@@ -809,8 +810,11 @@ export type ActionSpec =
   /** `unread`: a digest of the messages (or only the emails) not read yet, rather than of those since the last run. */
   | { kind: 'digest'; at: number; phrase: string; cadence?: 'daily' | 'weekly' | 'monthly'; unread?: 'unread' | 'unreadEmails' }
   | { kind: 'snooze'; at: number; phrase: string; until: string; error?: string }
-  /** A change of the thread of the triggering message or thread event: its status, or its assignee (a member's email). */
-  | { kind: 'thread'; at: number; phrase: string; patch: { status?: 'open' | 'pending' | 'closed'; assigneeEmail?: string } }
+  /**
+   * A change of the thread of the triggering message or thread event: its status, its assignee (a member's
+   * email), a snooze (`status` snoozed with `snoozedUntil`, a template), tags added or removed.
+   */
+  | { kind: 'thread'; at: number; phrase: string; patch: ThreadPatch; error?: string }
   | { kind: 'set'; at: number; phrase: string; field: 'importance' | 'urgency' | 'status'; value: string }
   | { kind: 'reply'; at: number; phrase: string; text: string; replyAll: boolean }
   | { kind: 'forward'; at: number; phrase: string; to: string[]; text?: string }
@@ -819,6 +823,15 @@ export type ActionSpec =
   | { kind: 'text'; at: number; phrase: string; to: string[]; text: string }
   /** A notice by email about the event (a channel that stopped working): to addresses, or `me` (the creator). */
   | { kind: 'notify'; at: number; phrase: string; to: string[] };
+
+/** What a thread action changes (the input of `threads.update` beside the thread's id). */
+export interface ThreadPatch {
+  status?: 'open' | 'pending' | 'closed' | 'snoozed';
+  snoozedUntil?: string;
+  assigneeEmail?: string;
+  addTags?: string[];
+  removeTags?: string[];
+}
 
 const IT = "(?:\\s+(?:it|them|this|these|that|the\\s+(?:message|email|mail|sms|text)s?|each\\s+(?:one|message|email)|all))?";
 
@@ -846,6 +859,48 @@ function snoozeUntil(m: RegExpExecArray): string | { error: string } {
   }
   return `{{next(0 ${DEFAULT_HOUR} * * *)}}`; // "snooze it": until the next morning
 }
+
+/** How long a snooze lasts: group 1-2 an amount and unit ("for 2 days"), group 3 a time ("until Monday 9am"); optional. */
+const SNOOZE_FOR = `(?:\\s+for\\s+(an?|one|\\d{1,4})\\s+(min(?:ute)?s?|hours?|days?|weeks?)\\b|\\s+until\\s+((?:(?:tomorrow|next\\s+week|(?:next\\s+)?${DAY})(?:\\s+morning)?(?:\\s+(?:at\\s+)?${TIME})?)|(?:${TIME})))?`;
+
+/** A tag as the instructions write it: a quoted string or one word (letters, digits, `-`, `_`). */
+const TAG_WORD = `(?:${QUOTED}|[a-z0-9][\\w-]*)`;
+/** Words that end a list of tags: the next action's verb ("tag the thread vip and assign it …"). */
+const NOT_A_TAG = '(?!(?:assign|close|resolve|snooze|mark|archive|reply|forward|send|set|change|tag|add|remove|then|also|email|notify|text)\\b)';
+/** One tag or several, joined by commas and "and" (group 1). */
+const TAG_LIST = `(${TAG_WORD}(?:(?:,|, and| and) ${NOT_A_TAG}${TAG_WORD})*)`;
+/** One tag or several, joined by commas and "or" (a condition: any of them). */
+const TAG_CHOICE = `(${TAG_WORD}(?:(?:,|, or| or) ${TAG_WORD})*)`;
+
+/** The tags of a list as stored (lower case, unquoted); an error for one longer than a tag may be. */
+function tagsOf(s: Scanner, m: RegExpExecArray, group: number): string[] | { error: string } {
+  const text = s.plainGroup(m, group);
+  const tags = [...text.matchAll(/"[^"]+"|'[^']+'|[a-z0-9][\w-]*/g)].map((t) => unquote(t[0]).trim().toLowerCase()).filter((t) => t && t !== 'and' && t !== 'or');
+  const long = tags.find((t) => t.length > MAX_TAG_LENGTH);
+  if (long) return { error: `"${long.slice(0, 60)}…" is longer than a tag may be (${MAX_TAG_LENGTH} characters).` };
+  return [...new Set(tags)];
+}
+
+/**
+ * Tests on the thread of the event ("in a thread tagged vip", "a conversation tagged vip or urgent is
+ * reopened"): `thread.tags`, which the engine reads from the thread of the event's message (or the thread
+ * event's own record). Read before the trigger, since it sits inside it.
+ */
+export function takeThreadConditions(s: Scanner): { tests: Condition[]; phrase: string } | { error: string } | null {
+  const pattern = new RegExp(
+    `\\b(?:(?:in|on|to|of)\\s+(?:a|an|the|any|one)\\s+${THREAD_NOUN}\\s+|(?<=\\b(?:thread|conversation)s? ))(?:that\\s+is\\s+|which\\s+is\\s+|that's\\s+)?(?:tagged|labell?ed|with\\s+the\\s+(?:tag|label))\\s+(?:as\\s+|with\\s+)?(?:the\\s+)?(?:tags?\\s+|labels?\\s+)?${TAG_CHOICE}`,
+  );
+  const m = s.take(pattern);
+  if (!m) return null;
+  const tags = tagsOf(s, m, 1);
+  if ('error' in tags) return tags;
+  const tests = tags.map((tag) => test('thread.tags', 'equals', tag));
+  return { tests: tests.length === 1 ? tests : [{ any: tests }], phrase: s.plainGroup(m, 0).trim() };
+}
+
+/** Words that speak of an answer that does not come ("no answer from the customer for 7 days"): a wait for nothing. */
+export const AWAITED_ANSWER =
+  /\b(?:(?:get|gets|got|have|has|had|with|receive|receives|there\s+is|there's)\s+no\s+(?:answer|reply|response|message)s?|(?:does|do|did|has|have)\s*(?:n't|not)\s+(?:answer|repl(?:y|ied)|respond(?:ed)?|write|written|wrote)|(?:no|without\s+(?:an?\s+)?)(?:answer|reply|response)s?)\b(?:[^.;]*?\b(?:for|within|in|after)\s+(?:an?|one|\d{1,4})\s+(?:min(?:ute)?s?|hours?|days?|weeks?|months?)\b)/;
 
 const EMAILS = `${EMAIL}(?:(?:,|, and| and| or) ${EMAIL})*`;
 const PHONES = `${PHONE}(?:(?:,|, and| and| or) ${PHONE})*`;
@@ -919,6 +974,25 @@ export function takeActions(s: Scanner): ActionSpec[] {
     s.takeAll(new RegExp(`\\bassign\\s+${THREAD_REF}\\s+to\\s+(${EMAIL})`)),
     (m) => ({ kind: 'thread', at: m.index, phrase: s.plainGroup(m, 0).trim(), patch: { assigneeEmail: m[1]! } }),
   );
+  // The thread named (never "it", which is the message: "snooze it" snoozes the message).
+  const THREAD_NAMED = `(?:the\\s+|its\\s+|this\\s+|that\\s+)?${THREAD_NOUN}`;
+  push(s.takeAll(new RegExp(`\\bsnooze\\s+${THREAD_NAMED}${SNOOZE_FOR}`)), (m) => {
+    const until = snoozeUntil(m);
+    const phrase = s.plainGroup(m, 0).trim();
+    return typeof until === 'string'
+      ? { kind: 'thread', at: m.index, phrase, patch: { status: 'snoozed', snoozedUntil: until } }
+      : { kind: 'thread', at: m.index, phrase, patch: {}, error: until.error };
+  });
+  const tagAction = (field: 'addTags' | 'removeTags', group: number) => (m: RegExpExecArray): ActionSpec => {
+    const tags = tagsOf(s, m, group);
+    const phrase = s.plainGroup(m, 0).trim();
+    return 'error' in tags ? { kind: 'thread', at: m.index, phrase, patch: {}, error: tags.error } : { kind: 'thread', at: m.index, phrase, patch: { [field]: tags } };
+  };
+  push(s.takeAll(new RegExp(`\\b(?:tag|label)\\s+${THREAD_NAMED}\\s+(?:as\\s+|with\\s+)?(?:the\\s+)?(?:tags?\\s+|labels?\\s+)?${TAG_LIST}`)), tagAction('addTags', 1));
+  push(s.takeAll(new RegExp(`\\badd\\s+(?:the\\s+|a\\s+)?(?:tags?|labels?)\\s+${TAG_LIST}\\s+to\\s+${THREAD_NAMED}`)), tagAction('addTags', 1));
+  push(s.takeAll(new RegExp(`\\b(?:remove|delete|drop)\\s+(?:the\\s+)?(?:tags?|labels?)\\s+${TAG_LIST}\\s+from\\s+${THREAD_NAMED}|\\b(?:untag|unlabel)\\s+${THREAD_NAMED}\\s+${TAG_LIST}`)), (m) =>
+    tagAction('removeTags', m[1] !== undefined ? 1 : 2)(m),
+  );
   push(s.takeAll(/\bsummari[sz]e(?:\s+(?:the|all|my))?(?:\s+(?:new|unread|recent|latest))?(?:\s+(?:messages|emails|mails?|inbox))?(?:\s+since\s+(?:the\s+)?last\s+(?:run|time))?/), cadenced);
   push(
     s.takeAll(/\b(?:create|add|save|make)\s+(?:a\s+|the\s+)?(?:new\s+)?contact\s+(?:for|from|of|with)\s+(?:the\s+|its\s+|each\s+|their\s+)?sender\b|\b(?:add|save)\s+(?:the\s+|its\s+)?sender\s+(?:as\s+a\s+(?:new\s+)?contact|to\s+(?:my\s+|the\s+)?contacts)\b/),
@@ -947,13 +1021,10 @@ export function takeActions(s: Scanner): ActionSpec[] {
     const m = s.takeAround(new RegExp(`\\bmark((?:\\s+[^\\s,;]+){1,8}?)\\s+as\\s+${word}\\b`));
     if (m) out.push({ kind, at: m.index, phrase: `mark as ${kind}` });
   }
-  push(s.takeAll(new RegExp(`\\barchive${IT}(?![a-z])`)), simple('archive'));
+  // Not inside an address (archive@example.com, snoozer@example.com).
+  push(s.takeAll(new RegExp(`\\barchive${IT}(?![\\w@]|\\.\\w)`)), simple('archive'));
   push(
-    s.takeAll(
-      new RegExp(
-        `\\bsnooze${IT}(?:\\s+for\\s+(an?|one|\\d{1,4})\\s+(min(?:ute)?s?|hours?|days?|weeks?)\\b|\\s+until\\s+((?:(?:tomorrow|next\\s+week|(?:next\\s+)?${DAY})(?:\\s+morning)?(?:\\s+(?:at\\s+)?${TIME})?)|(?:${TIME})))?`,
-      ),
-    ),
+    s.takeAll(new RegExp(`\\bsnooze(?![\\w@]|\\.\\w)${IT}${SNOOZE_FOR}`)),
     (m) => {
       const until = snoozeUntil(m);
       return typeof until === 'string' ? { kind: 'snooze', at: m.index, phrase: s.plainGroup(m, 0).trim(), until } : { kind: 'snooze', at: m.index, phrase: s.plainGroup(m, 0).trim(), until: '', error: until.error };

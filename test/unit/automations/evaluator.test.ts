@@ -90,6 +90,24 @@ const PLANNED: [string, Plan][] = [
   ['When a new text arrives, set the thread status to pending', onEvent('message.received', eq('type', 'sms'), [thread({ status: 'pending' })])],
   ['When a thread is reopened, assign it to lead@example.com', onEvent('thread.reopened', null, [thread({ assigneeEmail: 'lead@example.com' }, '{{event.data.id}}')])],
   ['When a note is added, close the thread', onEvent('thread.note_added', null, [thread({ status: 'closed' })])],
+  // A condition on the thread's tags; snoozing and tagging the thread.
+  ['When a message arrives in a thread tagged vip, assign the thread to lead@example.com', onEvent('message.received', eq('thread.tags', 'vip'), [thread({ assigneeEmail: 'lead@example.com' })])],
+  [
+    'When an email from ada@example.com arrives in a conversation tagged "Key account" or gold, close the thread',
+    onEvent('message.received', all(email, eq('sender', 'ada@example.com'), { any: [eq('thread.tags', 'key account'), eq('thread.tags', 'gold')] }), [thread({ status: 'closed' })]),
+  ],
+  ['When a thread tagged vip is reopened, mark it as pending', onEvent('thread.reopened', eq('thread.tags', 'vip'), [thread({ status: 'pending' }, '{{event.data.id}}')])],
+  // An address is not a verb: "snoozer@…" and "archive@…" are senders.
+  [
+    'When an email from snoozer@example.com arrives, snooze the conversation for 1 week',
+    onEvent('message.received', all(email, eq('sender', 'snoozer@example.com')), [thread({ status: 'snoozed', snoozedUntil: '{{now+1w}}' })]),
+  ],
+  ['When an email from archive@example.com arrives, archive it.', onEvent('message.received', all(email, eq('sender', 'archive@example.com')), [archive])],
+  ['When a new email arrives, snooze the thread for 2 days', onEvent('message.received', email, [thread({ status: 'snoozed', snoozedUntil: '{{now+2d}}' })])],
+  ['When a message is sent, snooze the conversation until Monday 9am', onEvent('message.sent', null, [thread({ status: 'snoozed', snoozedUntil: '{{next(0 9 * * 1)}}' })])],
+  ['When a new text arrives, tag the thread vip and assign it to lead@example.com', onEvent('message.received', eq('type', 'sms'), [thread({ addTags: ['vip'] }), thread({ assigneeEmail: 'lead@example.com' })])],
+  ["When a note is added, add the tags 'Needs review', urgent to the conversation", onEvent('thread.note_added', null, [thread({ addTags: ['needs review', 'urgent'] })])],
+  ['When a thread is reopened, remove the tag waiting from the thread', onEvent('thread.reopened', null, [thread({ removeTags: ['waiting'] }, '{{event.data.id}}')])],
   // "unread" is kept: the digest lists the emails not read yet, not the messages since the last run.
   ['Every weekday at 8am, send me a summary of unread emails', scheduled('0 8 * * 1-5', [unreadDigest('unreadEmails', 'unread emails')])],
   ['Every day at 9, summarize unread messages', scheduled('0 9 * * *', [unreadDigest('unread', 'unread messages')])],
@@ -133,9 +151,19 @@ describe('the built-in evaluator: failures', () => {
     ['Every Friday at 5pm, mark it as read', 'code_generation_failed', /mark it as read.*scheduled automation has no message/],
     ['When a contact is deleted, archive it', 'code_generation_failed', /archive it.*contact\.deleted.*not a message event/],
     ['Every day at 9, close the thread', 'code_generation_failed', /close the thread.*scheduled automation has no message or thread/],
-    ['When a message arrives in a thread tagged vip, assign the thread to lead@example.com', 'evaluation_failed', /did not understand "in a thread tagged vip"/],
-    ['Close threads that get no answer from the customer for 7 days', 'evaluation_failed', /No trigger or schedule/],
+    // An answer that does not come is no event: refused, saying why and what works instead.
+    ['Close threads that get no answer from the customer for 7 days', 'code_generation_failed', /"get no answer from the customer for 7 days" waits for a message that does not come.*When a message is sent, mark the thread as pending/],
+    ["When a customer hasn't replied within 3 days, close the thread", 'code_generation_failed', /waits for a message that does not come/],
+    ['Every day at 9, tag the thread vip', 'code_generation_failed', /tag the thread vip.*scheduled automation has no message or thread/],
+    ['When a contact is added in a thread tagged vip, write a digest', 'evaluation_failed', /in a thread tagged vip.*tests the thread of the event.*"contact\.created"/],
+    [`When a new email arrives, tag the thread ${'x'.repeat(51)}`, 'evaluation_failed', /longer than a tag may be \(50 characters\)/],
   ];
+  it('the phrasing the refusal of an awaited answer suggests makes a plan', async () => {
+    const outcome = (await evaluate('Close threads that get no answer from the customer for 7 days')) as { reason: string };
+    const suggested = /"(When a message is sent, mark the thread as pending)"/.exec(outcome.reason)![1]!;
+    expect(await evaluate(suggested)).toEqual({ status: 'planned', plan: onEvent('message.sent', null, [thread({ status: 'pending' })]) });
+  });
+
   it.each(FAILED)('%s → %s', async (instructions, status, reason) => {
     const outcome = await evaluate(instructions);
     expect(outcome.status).toBe(status);

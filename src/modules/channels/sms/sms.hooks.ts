@@ -1,14 +1,17 @@
 import { z } from 'zod';
+import { AppError } from '../../../core/errors.js';
 import { defineOperation, type Actor, type Operation } from '../../../core/operation.js';
 import { Uuid } from '../../../core/schemas.js';
 import type { Db } from '../../../db/client.js';
 import { recordEvents } from '../../events/events.recorder.js';
 import { CommittedWork } from '../../events/events.signal.js';
 import type { ChannelRow } from '../channels.repository.js';
+import type { HookCall, HookRoute, KindHook } from '../kind.js';
 import type { OperationRunner } from '../runner.js';
 import type { HookResult, StatusReport } from './provider.js';
+import { providerDefinition } from './providers/index.js';
 import { receiveText } from './sms.inbound.js';
-import { addOptOut, announceFailed, applyStatus } from './sms.repository.js';
+import { addOptOut, announceFailed, applyStatus, hookUrl, loadSmsChannel } from './sms.repository.js';
 
 /**
  * What a provider's webhook said, applied: whichever provider it came from (its file verified and parsed the
@@ -94,3 +97,66 @@ export async function applyHookResults(run: OperationRunner, db: Db, channel: Ch
     work.announce();
   }
 }
+
+// ------------------------------------------------------------------ the hook
+
+type Params = Record<string, string | string[]>;
+
+function formParams(body: string): Params {
+  const out: Params = {};
+  for (const [name, value] of new URLSearchParams(body)) {
+    const seen = out[name];
+    out[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
+  }
+  return out;
+}
+
+const MessageIdParam = z.uuid();
+
+/**
+ * A route of the text channels' hook: the channel's provider file (channels/sms/providers/) verifies the call's
+ * signature (Twilio: `X-Twilio-Signature` with the auth token; SignalWire: `X-SignalWire-Signature` with the
+ * signing key) and parses it into typed results, which `applyHookResults` writes through the operation runner.
+ */
+const smsRoute = (kind: 'inbound' | 'status'): HookRoute => ({
+  method: 'POST',
+  suffix: kind === 'status' ? '/status' : '',
+  async verify(db, call: HookCall) {
+    const channel = await loadSmsChannel(db, call.channelId);
+    const webhook = channel && providerDefinition(channel.provider.kind).webhook;
+    if (!channel || !webhook) throw new AppError('NOT_FOUND', 'No such channel');
+    const m = call.query.m;
+    const providerCall = {
+      hook: kind === 'inbound' ? ('message' as const) : ('status' as const),
+      url: call.url,
+      headers: call.headers,
+      params: formParams(call.rawBody.toString('utf8')),
+      messageId: typeof m === 'string' && MessageIdParam.safeParse(m).success ? m : undefined,
+    };
+    if (!webhook.verify(providerCall, channel.provider.secret)) {
+      throw new AppError('FORBIDDEN', `Missing or wrong ${webhook.signatureHeader} (signed URL expected: ${hookUrl(call.channelId, kind === 'status')}…)`);
+    }
+    return {
+      rateKey: channel.id,
+      async apply(run) {
+        const results = webhook.parse(providerCall);
+        if (!Array.isArray(results)) throw new AppError('VALIDATION_ERROR', results.error, { errors: [], properties: { [results.field]: { errors: ['Required'] } } });
+        await applyHookResults(run, db, channel, results);
+        return { status: 200, ...webhook.answer };
+      },
+    };
+  },
+});
+
+/**
+ * The text channels' hook, one for every provider: `POST /hooks/sms/{channelId}` (a text arrived) and
+ * `POST /hooks/sms/{channelId}/status` (a delivery report), form posts of at most 64 KiB. The provider's answer
+ * (Twilio's empty TwiML) comes only once everything is committed, so a provider that got no 200 delivers again,
+ * and the same id is one message.
+ */
+export const smsHook: KindHook = {
+  segment: 'sms',
+  bodyLimit: 64 * 1024,
+  contentType: { pattern: /^application\/x-www-form-urlencoded\b/i, refusal: 'Provider webhooks are form posts (application/x-www-form-urlencoded)' },
+  routes: [smsRoute('inbound'), smsRoute('status')],
+};

@@ -4,10 +4,11 @@ import { defineOperation, type Operation } from '../../../core/operation.js';
 import { Uuid } from '../../../core/schemas.js';
 import type { Db } from '../../../db/client.js';
 import { CommittedWork } from '../../events/events.signal.js';
+import type { HookAnswer, HookCall, KindHook } from '../kind.js';
 import type { OperationRunner } from '../runner.js';
 import { receiveWhatsApp } from './whatsapp.inbound.js';
 import { applyWhatsAppStatus, loadWhatsAppChannel, routeByPhoneNumberId, sendAwaitingAnswer, SYSTEM, type WhatsAppChannel } from './whatsapp.repository.js';
-import { parseWebhook, subscriptionChallenge, UnreadableWebhook, validMetaSignature, type WhatsAppStatus } from './webhook.js';
+import { parseWebhook, subscriptionChallenge, UnreadableWebhook, validMetaSignature, WEBHOOK_BODY_LIMIT, type WhatsAppStatus } from './webhook.js';
 
 /**
  * Meta's webhook of a WhatsApp channel, whatever serves HTTP: the subscription handshake (GET) and the
@@ -17,20 +18,6 @@ import { parseWebhook, subscriptionChallenge, UnreadableWebhook, validMetaSignat
  * committed; anything thrown makes Meta deliver the batch again, and what was already stored is recognized
  * by its `wamid`.
  */
-
-export interface HookRequest {
-  method: 'GET' | 'POST';
-  query: Record<string, unknown>;
-  headers: Record<string, string | string[] | undefined>;
-  /** The body's bytes exactly as received. */
-  rawBody: Buffer;
-}
-
-export interface HookAnswer {
-  status: number;
-  contentType: string;
-  body: string;
-}
 
 /** What a delivery did: messages stored (new and already known) and statuses applied. */
 export interface HookSummary {
@@ -97,7 +84,7 @@ export function answerSubscription(channel: WhatsAppChannel, query: Record<strin
 }
 
 /** POST, step one: the signature, over the raw bytes; 401 without it. */
-export function assertSigned(channel: WhatsAppChannel, req: Pick<HookRequest, 'headers' | 'rawBody'>): void {
+export function assertSigned(channel: WhatsAppChannel, req: Pick<HookCall, 'headers' | 'rawBody'>): void {
   if (!validMetaSignature(channel.appSecret, req.rawBody, req.headers['x-hub-signature-256'])) throw hookRefusals.badSignature();
 }
 
@@ -143,3 +130,39 @@ export async function applyDelivery(deps: { run: OperationRunner; db: Db }, chan
   }
   return summary;
 }
+
+/**
+ * Meta's webhook of WhatsApp channels: `GET /hooks/whatsapp/{channelId}` (the subscription handshake, which
+ * spends no rate) and `POST /hooks/whatsapp/{channelId}` (messages and statuses, any content type: the bytes
+ * are kept whole for the signature, and read as JSON only once it holds). Bodies at most 1 MiB. The answer
+ * comes once everything is committed.
+ */
+export const whatsappHook: KindHook = {
+  segment: 'whatsapp',
+  bodyLimit: WEBHOOK_BODY_LIMIT,
+  routes: [
+    {
+      method: 'GET',
+      suffix: '',
+      async verify(db, call) {
+        const answer = answerSubscription(await hookChannel(db, call.channelId), call.query);
+        return { apply: async () => answer };
+      },
+    },
+    {
+      method: 'POST',
+      suffix: '',
+      async verify(db, call) {
+        const channel = await hookChannel(db, call.channelId);
+        assertSigned(channel, call);
+        return {
+          rateKey: channel.id,
+          async apply(run) {
+            await applyDelivery({ run, db }, channel, call.rawBody);
+            return { status: 200, contentType: 'text/plain; charset=utf-8', body: 'EVENT_RECEIVED' };
+          },
+        };
+      },
+    },
+  ],
+};
