@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { automationLatency } from './automation-latency.js';
 import { imapSyncTime, smtpReceiveThroughput } from './email.js';
 import { apiCounter, smppReceiptThroughput, smsSendThroughput, smsWebhookThroughput, sqlCounter, type MessageCounter } from './sms.js';
+import { whatsappSendThroughput, whatsappWebhookThroughput } from './whatsapp.js';
 import { writeChart } from './chart.js';
 import { webhookThroughput } from './webhooks.js';
 import { seedThreads, threadRows } from './threads.js';
@@ -54,7 +55,7 @@ if (args.help) {
   --pglite       also measure the embedded database (informational)
   --messages N   size of the large message set (default 1000000; quick 50000)
   --email        only the email rows (SMTP receiving, IMAP sync), on PostgreSQL
-  --sms          only the text-message rows (signed webhooks, texts sent, each with its baseline; SMPP receipts), on PostgreSQL
+  --sms          only the text-message and WhatsApp rows (signed webhooks, messages sent, each with its baseline; SMPP receipts), on PostgreSQL
                  (with --pglite: also on the embedded database)
   --threads      only the conversation rows (a member's open threads at 100k threads; the incoming write with its thread kept), on PostgreSQL
   --smtp-messages N, --imap-messages N   their sizes (default 1000 and 10000; quick 200 and 1000)
@@ -401,6 +402,10 @@ async function smsRows(db: string, service: Child, auth: Record<string, string>,
   rows.push(...(await smsSendThroughput(db, service.url, send.auth, send.counter, args.quick ? 100 : 500)));
   log(`${db} sms: SMPP receipts`);
   rows.push(...(await smppReceiptThroughput(db, service.url, send.auth, send.counter, args.quick ? 200 : 1000)));
+  log(`${db} whatsapp: signed webhook batches`);
+  rows.push(...(await whatsappWebhookThroughput(db, service.url, auth, counter, args.quick ? 100 : 400)));
+  log(`${db} whatsapp: messages sent`);
+  rows.push(...(await whatsappSendThroughput(db, service.url, send.auth, send.counter, args.quick ? 100 : 500)));
 }
 
 /** The contact reads against their lean baselines (the bare route first), and the MCP get against the REST get. */

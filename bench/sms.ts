@@ -19,7 +19,7 @@ import type { Row } from './report.js';
  * webhooks are signed over it). SMPP receipts: `smppReceiptThroughput`.
  */
 
-async function call(origin: string, auth: Record<string, string>, method: string, path: string, body?: unknown) {
+export async function call(origin: string, auth: Record<string, string>, method: string, path: string, body?: unknown) {
   const res = await fetch(`${origin}${path}`, { method, headers: { ...auth, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
   const json = (await res.json()) as { data?: { id: string } };
   if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(json)}`);
@@ -58,7 +58,7 @@ const number = (i: number) => `+1212${2000000 + i}`;
 const channelNumber = (block: 3 | 4) => `+1212${block * 1_000_000 + (Date.now() % 1_000_000)}`;
 
 /** Runs `tasks` on `clients` concurrent clients; the rate, latencies and failures. */
-async function load(count: number, clients: number, task: (i: number) => Promise<boolean>): Promise<Measurement & { seconds: number }> {
+export async function load(count: number, clients: number, task: (i: number) => Promise<boolean>): Promise<Measurement & { seconds: number }> {
   const latencies: number[] = [];
   let next = 0;
   let failures = 0;
@@ -89,7 +89,7 @@ async function load(count: number, clients: number, task: (i: number) => Promise
   };
 }
 
-const CLIENTS = 20;
+export const CLIENTS = 20;
 
 export async function smsWebhookThroughput(database: string, origin: string, auth: Record<string, string>, counter: MessageCounter, count = 2000): Promise<Row[]> {
   const scenario = 'SMS signed webhooks/s (to a committed message, 20% duplicates)';

@@ -1,6 +1,7 @@
 import { and, eq, or } from 'drizzle-orm';
 import type { DbOrTx } from '../../db/client.js';
 import { threads } from '../../db/schema.js';
+import { threadColumns } from '../threads/threads.repository.js';
 import type { Condition } from './plan.js';
 
 /**
@@ -51,20 +52,7 @@ export async function threadsOfEvents(db: DbOrTx, events: readonly EventLike[]):
   const found = new Map<string, Record<string, unknown>>();
   if (wanted.size === 0) return found;
   const rows = await db
-    .select({
-      id: threads.id,
-      organizationId: threads.organizationId,
-      channelId: threads.channelId,
-      subject: threads.subject,
-      contactId: threads.contactId,
-      status: threads.status,
-      assigneeId: threads.assigneeId,
-      snoozedUntil: threads.snoozedUntil,
-      tags: threads.tags,
-      lastMessageAt: threads.lastMessageAt,
-      lastIncomingAt: threads.lastIncomingAt,
-      messageCount: threads.messageCount,
-    })
+    .select(threadColumns)
     .from(threads)
     .where(or(...[...wanted.values()].map((w) => and(eq(threads.organizationId, w.orgId), eq(threads.id, w.id)))));
   for (const row of rows) found.set(key(row.organizationId, row.id), JSON.parse(JSON.stringify(row)) as Record<string, unknown>);

@@ -11,7 +11,7 @@ export type ThreadRow = typeof threads.$inferSelect;
 type NoteJson = z.input<typeof Note>;
 
 /** The columns of the API's thread, in its order. */
-const threadColumns = {
+export const threadColumns = {
   id: threads.id,
   createdAt: threads.createdAt,
   updatedAt: threads.updatedAt,
