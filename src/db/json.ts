@@ -7,9 +7,16 @@ import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
  * no per-row mapping runs in Node (Drizzle's relational queries decode every nested field in JavaScript).
  */
 export function jsonRow(table: PgTable, extra: Record<string, SQL> = {}, omit: string[] = []): SQL {
-  const entries: [string, SQL][] = Object.entries(getTableColumns(table))
-    .filter(([key]) => !omit.includes(key))
-    .map(([key, column]) => [key, jsonValue(column as PgColumn)]);
+  const columns = Object.fromEntries(Object.entries(getTableColumns(table)).filter(([key]) => !omit.includes(key)));
+  return jsonColumns(columns, extra);
+}
+
+/**
+ * The same JSON object over chosen columns, in the order given (a record whose schema orders its keys
+ * differently from the table, or holds only some of its columns), then `extra`.
+ */
+export function jsonColumns(columns: Record<string, PgColumn>, extra: Record<string, SQL> = {}): SQL {
+  const entries: [string, SQL][] = Object.entries(columns).map(([key, column]) => [key, jsonValue(column)]);
   entries.push(...Object.entries(extra));
   // Keys come from the schema and the code, never from input: safe to inline.
   return sql`json_build_object(${sql.join(
