@@ -2,14 +2,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 import { planTestFiles } from './test/helpers/projects.js';
+import DurationSequencer from './test/helpers/sequencer.js';
 
 /**
  * The suite as projects (test/README.md explains the choices):
  * - `once`: files whose behaviour does not depend on the database, run once;
  * - `pglite`, and `postgres` when TEST_DATABASE_URL (or DATABASE_URL) is set: the database-bound files, on each;
  * - `*-alone`: the timing-sensitive files (test/helpers/projects.ts), after all the others, one at a time.
- * The others run side by side, two workers on two cores. Each test file gets a fresh database copied from a
- * template migrated once per run (test/helpers/global-setup.ts).
+ * The others run side by side, two workers on two cores, longest first (test/helpers/sequencer.ts). Each test
+ * file gets a fresh database copied from a template migrated once per run (test/helpers/global-setup.ts).
  */
 const pgUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
 if (!pgUrl && process.env.CI === 'true') throw new Error('PostgreSQL (TEST_DATABASE_URL) is required when CI=true');
@@ -33,8 +34,10 @@ function project(name: string, include: string[], db: 'pglite' | 'postgres', alo
         name,
         include,
         env: { SB_TEST_DB: db },
-        // One worker and the default group order: Vitest runs these after every other project, one file at a time.
-        ...(alone ? { maxWorkers: 1 } : {}),
+        // One worker and the default group order: Vitest runs these after every other project, one file at a time,
+        // with the 30 s test timeout their failures are judged by. The others share the machine: their timeout
+        // only guards against a hang, so it leaves room for a loaded machine.
+        ...(alone ? { maxWorkers: 1 } : { testTimeout: 60_000 }),
       },
     },
   ];
@@ -45,11 +48,14 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // Two files at once on two cores; test/README.md says what a third did.
     maxWorkers: 2,
     // SB_TEST_REPORT=file: also Vitest's JSON report there, with each file's project and timings
     // (scripts/test-timings.mjs makes test/README.md's table of it).
     reporters: process.env.SB_TEST_REPORT ? ['default', ['./test/helpers/json-report.ts', { outputFile: process.env.SB_TEST_REPORT }]] : ['default'],
     globalSetup: ['test/helpers/global-setup.ts'],
+    // Inside each project the longest files first, by test/durations.json (a clean clone has no recorded order).
+    sequence: { sequencer: DurationSequencer },
     projects: [
       ...project('once', [...plan.once, ...browser(plan.databases)], 'pglite'),
       ...project('once-alone', plan.onceAlone, 'pglite', true),

@@ -4,6 +4,9 @@
 //                                                    slowest files; summed time against the wall time
 //   node scripts/test-timings.mjs --count a.json ... distinct test cases of run reports or `vitest list --json`
 //                                                    outputs, per database and in all
+//   node scripts/test-timings.mjs --durations report.json > test/durations.json
+//                                                    each file's time per project, the order files start in
+//                                                    (test/helpers/sequencer.ts)
 import { readFileSync } from 'node:fs';
 import { relative } from 'node:path';
 
@@ -33,13 +36,25 @@ if (args[0] === '--count') {
   process.exit(0);
 }
 
-const report = JSON.parse(readFileSync(args[0], 'utf8'));
 /** A file's own time: import, setup and its tests, as Vitest's diagnostic measured them. */
 const fileMs = (r) => {
   const d = r.diagnostic ?? {};
   const own = (d.environmentSetupDuration ?? 0) + (d.prepareDuration ?? 0) + (d.collectDuration ?? 0) + (d.setupDuration ?? 0) + (d.duration ?? 0);
   return own || r.endTime - r.startTime;
 };
+
+if (args[0] === '--durations') {
+  const report = JSON.parse(readFileSync(args[1], 'utf8'));
+  const table = {};
+  for (const r of [...report.testResults].sort((a, b) => rel(a.name).localeCompare(rel(b.name)))) {
+    (table[r.project] ??= {})[rel(r.name)] = Math.round(fileMs(r) / 100) / 10;
+  }
+  const projects = Object.fromEntries(Object.keys(table).sort().map((p) => [p, table[p]]));
+  console.log(JSON.stringify(projects, null, 2));
+  process.exit(0);
+}
+
+const report = JSON.parse(readFileSync(args[0], 'utf8'));
 const projects = new Map();
 for (const r of report.testResults) {
   const p = projects.get(r.project) ?? { files: 0, tests: 0, skipped: 0, failed: 0, ms: 0 };

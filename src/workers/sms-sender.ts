@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
 import { channels, messages, smsOptOuts, smsOutbox } from '../db/schema.js';
+import { recordEvents } from '../modules/events/events.recorder.js';
 import { createQueue, messageOutbox } from '../modules/outbox.js';
 import type { SendOutcome } from '../modules/channels/sms/provider.js';
 import { providerDefinition, providerFor } from '../modules/channels/sms/providers/index.js';
@@ -152,8 +153,14 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
   /** The provider reported the recipient unsubscribed: the text fails and the recipient is opted out, in one transaction. */
   const failOptedOut = (row: OutboxRow, reason: string) =>
     fail([{ row, reason }], async (tx, work) => {
-      const { failed: also } = await addOptOut(tx, row.organizationId, row.channelId, row.sms.to, 'provider');
-      await announceFailed(tx, row.organizationId, { type: 'system', id: null, depth: 0 }, also, work);
+      const system = { type: 'system' as const, id: null, depth: 0 };
+      const { optOut, created, failed: also } = await addOptOut(tx, row.organizationId, row.channelId, row.sms.to, 'provider');
+      // An opt-out the provider reports is recorded like any other: its event, for webhooks and automations.
+      if (created) {
+        const recorded = await recordEvents(tx, system, [{ type: 'channel.opt_out.created', organizationId: row.organizationId, resourceId: optOut.id, data: optOut }]);
+        work.add({ ...recorded, types: ['channel.opt_out.created'] });
+      }
+      await announceFailed(tx, row.organizationId, system, also, work);
     });
 
   /** Texts that must not leave: their message was deleted, or the recipient opted out (one statement). */

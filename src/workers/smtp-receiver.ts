@@ -11,7 +11,7 @@ import type { Db } from '../db/client.js';
 import { ChannelGone, ChannelUnavailable, type ChannelRow } from '../modules/channels/channels.repository.js';
 import { failureReason, MailBusy, MailRefused, readReceivedEmail, writeReceivedEmail, type InboundDeps } from '../modules/channels/email/inbound.js';
 import { recordInboundFailure, smtpFingerprint } from '../modules/channels/email/inbound-failures.js';
-import { parseQueueFull } from '../modules/channels/email/parse-pool.js';
+import { reserveParse, type ParsePlace } from '../modules/channels/email/parse-pool.js';
 import { runOperation } from '../run-operation.js';
 import { createAddressBook, ipKey } from './smtp-addresses.js';
 
@@ -81,6 +81,8 @@ interface SessionState {
   progressAt: number;
   /** A DATA is being received: its own deadline and rate apply. */
   inData: boolean;
+  /** The place held in the reading queue for the message announced by the last MAIL FROM. */
+  place?: ParsePlace | undefined;
 }
 
 /** The client whose emails are read one at a time: its address (an IPv6 address by its /64, as for the rates). */
@@ -145,6 +147,9 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
     socketTimeout: 60_000,
     closeTimeout: 1_000, // a stop ends open sessions (421) after this: the whole stop takes at most 3 s
     logger: false,
+    // The client's name from reverse DNS is used nowhere, and waiting on it per connection made every
+    // client's greeting wait behind one address's flood of connections (the lookups queue at the resolver).
+    disableReverseLookup: true,
 
     onConnect(session, callback) {
       const ip = session.remoteAddress;
@@ -157,6 +162,7 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
     },
 
     onClose(session) {
+      sessions.get(session)?.place?.release();
       if (!counted.delete(session)) return;
       const ip = session.remoteAddress;
       const open = (perIp.get(ip) ?? 1) - 1;
@@ -165,14 +171,23 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
     },
 
     onMailFrom(_address, session, callback) {
-      stateOf(session).channels.clear();
+      const state = stateOf(session);
+      state.channels.clear();
+      state.place?.release();
+      state.place = undefined;
       progressed(session);
-      // The address's share of the reading queue is full: refused now, before its message is sent at all.
-      const full = parseQueueFull(readerOf(session));
-      if (full) return callback(reply(451, `${full}; try again later`));
+      // The message's place in the reading queue is taken now, before it is sent: when the queue or the
+      // address's share of it is full, the message is refused (451) before any of its bytes are read.
+      const place = reserveParse(readerOf(session));
+      if (typeof place === 'string') return callback(reply(451, `${place}; try again later`));
+      state.place = place;
       if (!limiter) return callback();
       limiter.consume(session.remoteAddress).then(
-        (res) => callback(res.allowed ? undefined : reply(450, `Too many messages from your address; try again in ${res.retryAfter} s`)),
+        (res) => {
+          if (res.allowed) return callback();
+          place.release();
+          callback(reply(450, `Too many messages from your address; try again in ${res.retryAfter} s`));
+        },
         () => callback(),
       );
     },
@@ -228,13 +243,24 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
         size += chunk.length;
         if (size <= opts.maxBytes) chunks.push(chunk);
       });
-      stream.on('error', () => callback(reply(451, 'Temporary failure; try again later')));
+      // The message's place in the reading queue stays with the session (given back when it closes) until the
+      // message is handed to its reading.
+      const state = stateOf(session);
+      stream.on('error', () => {
+        state.place?.release();
+        callback(reply(451, 'Temporary failure; try again later'));
+      });
       stream.on('end', () => {
         clearInterval(watch);
-        if (size > opts.maxBytes || stream.sizeExceeded) return callback(reply(552, `Message too large: at most ${opts.maxBytes} bytes`));
+        const place = state.place;
+        state.place = undefined;
+        if (size > opts.maxBytes || stream.sizeExceeded) {
+          place?.release();
+          return callback(reply(552, `Message too large: at most ${opts.maxBytes} bytes`));
+        }
         const raw = Buffer.concat(chunks);
-        const channels = [...stateOf(session).channels.values()];
-        deliver(raw, channels, session).then(
+        const channels = [...state.channels.values()];
+        deliver(raw, channels, session, place).then(
           (ids) => callback(null, `Message accepted as ${ids.join(', ')}`),
           (err: unknown) => {
             if (err instanceof MailRefused) return callback(reply(err.permanent ? 554 : 451, `${err.message}${err.permanent ? '' : '; try again later'}`));
@@ -251,10 +277,10 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   const inbound: InboundDeps = { db: opts.db, run: runOperation, resolver: opts.resolver, clock: opts.clock, attachmentMaxBytes: opts.attachmentMaxBytes, mta: opts.serverName, parseTimeoutMs: opts.parseTimeoutMs };
 
   /** Reads the message once, then writes it once per channel named; resolves only when all are committed. */
-  async function deliver(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession): Promise<string[]> {
+  async function deliver(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession, place: ParsePlace | undefined): Promise<string[]> {
     const envelope = { remoteAddress: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined };
     try {
-      const read = await readReceivedEmail(inbound, raw, 'smtp', envelope, readerOf(session));
+      const read = await readReceivedEmail(inbound, raw, 'smtp', envelope, readerOf(session), place);
       const ids: string[] = [];
       for (const [i, channel] of channels.entries()) {
         // One channel's write at a time, each in its own turn of the event loop: the embedded database runs

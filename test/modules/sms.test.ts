@@ -271,7 +271,7 @@ describe('sending', () => {
     expect((await get(a, id)).status).toBe('sent');
   });
 
-  it('a 400 fails with the provider code; 21610 also records the opt-out, and the next send is refused with 409', async () => {
+  it('a 400 fails with the provider code; 21610 also records the opt-out with its event, and the next send is refused with 409', async () => {
     const channel = await addChannel(a);
     const to = number();
     const res = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [to], text: 'Hi' });
@@ -283,6 +283,8 @@ describe('sending', () => {
     expect(await eventsOf(a, 'message.failed', m.id)).toHaveLength(1);
     const optOuts = await a.request('GET', `/v1/channels/${channel.id}/opt-outs`);
     expect(optOuts.json.data).toEqual([expect.objectContaining({ phoneNumber: to, source: 'provider' })]);
+    // Recorded like a STOP's opt-out: webhooks and automations hear of it.
+    expect(await eventsOf(a, 'channel.opt_out.created', optOuts.json.data[0].id)).toHaveLength(1);
     const again = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [to], text: 'Hi again' });
     expect(again.status).toBe(409);
     expect(again.json.error.code).toBe('RECIPIENT_OPTED_OUT');

@@ -15,7 +15,7 @@ import { recordChannelOutcome } from '../channel-health.js';
 import { withTimeout, type AnalyzedEmail, type SmtpEnvelope } from './inbound-parse.js';
 import { contactEmailIdFor, insertAttachments, insertReceivedMessage, receivedOnChannel, type NewAttachment } from '../../messages/messages.repository.js';
 import { Message } from '../../messages/messages.schemas.js';
-import { MailRefused, readEmail } from './parse-pool.js';
+import { MailRefused, readEmail, type ParsePlace } from './parse-pool.js';
 import { resolveThreadId } from '../../messages/threads.js';
 
 export { cleanText, legacyHeadersAsUtf8, type AuthenticationSummary, type Party, type SmtpEnvelope } from './inbound-parse.js';
@@ -177,11 +177,11 @@ function receiveOperation(attachments: NewAttachment[], at: Date, inTransaction?
 /**
  * Reads (parses and authenticates) a raw email once, in a parse worker thread within the deadline, whatever
  * channels it is for. `client` names who delivered it (an SMTP client's address, an IMAP channel's session):
- * one email per client is read at a time. Throws `MailRefused` when it cannot be read: its header block is
+ * one email per client is read at a time; `place` is the one held for it in the queue when its sender announced it. Throws `MailRefused` when it cannot be read: its header block is
  * over the bounds (permanent) or its reading took too long or failed (temporary), or `MailBusy` when the
  * readers are busy (temporary, no fault of the email's).
  */
-export function readReceivedEmail(deps: Omit<InboundDeps, 'db'>, raw: Buffer, provider: 'smtp' | 'imap', envelope?: SmtpEnvelope, client?: string): Promise<AnalyzedEmail> {
+export function readReceivedEmail(deps: Omit<InboundDeps, 'db'>, raw: Buffer, provider: 'smtp' | 'imap', envelope?: SmtpEnvelope, client?: string, place?: ParsePlace): Promise<AnalyzedEmail> {
   return readEmail(raw, provider, {
     client: client ?? (envelope?.remoteAddress ? `${provider}:${envelope.remoteAddress}` : provider),
     envelope,
@@ -190,6 +190,7 @@ export function readReceivedEmail(deps: Omit<InboundDeps, 'db'>, raw: Buffer, pr
     attachmentMaxBytes: deps.attachmentMaxBytes ?? DEFAULT_ATTACHMENT_MAX_BYTES,
     mta: deps.mta,
     timeoutMs: deps.parseTimeoutMs,
+    place,
   });
 }
 

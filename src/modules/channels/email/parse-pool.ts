@@ -18,7 +18,8 @@ import type { DnsAnswer, DnsQuestion, ParseTask, Started } from './parse-worker.
  * Fair between senders: each client (an SMTP client's address, an IMAP channel's session) has one email read
  * at a time, and the clients waiting take turns, so one address's flood of costly mail holds at most one
  * thread and waits behind itself, never in front of another organization's mail. Mail received over SMTP
- * waits in a bounded queue (full: refused for now at once, 451) and its deadline counts the wait: a sender
+ * waits in a bounded queue whose places are taken when the sender announces its message (`reserveParse`, at
+ * MAIL FROM; full: refused for now at once, 451, before the message is sent) and its deadline counts the wait: a sender
  * hears within the deadline, whatever is queued before it. The threads start on the first email and end
  * after a short idle time, each with a bounded heap.
  */
@@ -114,16 +115,38 @@ interface Waiting {
   /** Counted in the bounded queue (SMTP). */
   bounded: boolean;
 }
-/** A client's emails: at most one read at a time, the rest waiting in order. */
+/** A client's emails: at most one read at a time, the rest waiting in order, and the places held for its next ones. */
 interface Line {
   reading: boolean;
+  /** When the email being read began (Date.now()). */
+  readingSince: number;
   waiting: Waiting[];
+  /** Places held in the bounded queue for emails still on their way (`reserveParse`). */
+  reserved: number;
 }
 const lines = new Map<string, Line>();
 /** Clients whose next email may start (none of theirs is being read), in turn order. */
 const turns: string[] = [];
 let reading = 0;
+/** Bounded places taken: emails waiting for a thread and places held for emails on their way. */
 let queued = 0;
+/** How long each client's last email took to read (ms), for the latest clients. */
+const costs = new Map<string, number>();
+const COSTS_KEPT = 4096;
+
+function lineOf(client: string): Line {
+  let line = lines.get(client);
+  if (!line) lines.set(client, (line = { reading: false, readingSince: 0, waiting: [], reserved: 0 }));
+  return line;
+}
+
+/** Forgets a client's line once nothing of it is read, waiting or held. */
+function tidy(client: string, line: Line) {
+  if (line.reading || line.waiting.length > 0 || line.reserved > 0) return;
+  lines.delete(client);
+  const turn = turns.indexOf(client);
+  if (turn >= 0) turns.splice(turn, 1);
+}
 
 /** Hands free threads to the clients whose turn it is, one email each. */
 function dispatch() {
@@ -133,18 +156,22 @@ function dispatch() {
     const next = line.waiting.shift()!;
     if (next.bounded) queued--;
     line.reading = true;
+    line.readingSince = Date.now();
     reading++;
     next.start();
   }
 }
 
-/** A client's email is read: its next one (if any) goes to the back of the turns. */
+/** A client's email is read: what it cost is kept, and its next one (if any) goes to the back of the turns. */
 function done(client: string) {
   reading--;
   const line = lines.get(client)!;
   line.reading = false;
+  costs.delete(client);
+  costs.set(client, Date.now() - line.readingSince);
+  if (costs.size > COSTS_KEPT) costs.delete(costs.keys().next().value!);
   if (line.waiting.length > 0) turns.push(client);
-  else lines.delete(client);
+  else tidy(client, line);
   dispatch();
 }
 
@@ -157,33 +184,77 @@ function withdraw(client: string, entry: Waiting) {
   line.waiting.splice(at, 1);
   if (entry.bounded) queued--;
   if (line.waiting.length === 0 && !line.reading) {
-    lines.delete(client);
-    turns.splice(turns.indexOf(client), 1);
+    const turn = turns.indexOf(client);
+    if (turn >= 0) turns.splice(turn, 1);
   }
+  tidy(client, line);
 }
 
-/** Why an email of this client would not find room in the bounded queue now, or undefined when it would. */
+/**
+ * Why an email of this client would not find room in the bounded queue now, or undefined when it would.
+ * A client may hold at most a quarter of the queue, and no more places than the reading of its emails fits
+ * in the wait allowed (half the deadline), each counted at what its last email took or the one being read has
+ * taken so far. An address whose mail takes seconds to read has one email at a time in the queue and on its
+ * way; the rest of its flood is refused before it is sent.
+ */
 export function parseQueueFull(client: string): string | undefined {
   const line = lines.get(client);
   if (line === undefined && reading < settings.threads) return undefined;
   if (queued >= settings.queue) return 'Too much mail is waiting to be read';
-  if ((line?.waiting.filter((w) => w.bounded).length ?? 0) >= Math.max(1, Math.floor(settings.queue / 4))) return 'Too much mail from your address is waiting to be read';
+  const held = (line?.waiting.filter((w) => w.bounded).length ?? 0) + (line?.reserved ?? 0);
+  if (held >= Math.max(1, Math.floor(settings.queue / 4))) return 'Too much mail from your address is waiting to be read';
+  const cost = Math.max(costs.get(client) ?? 0, line?.reading ? Date.now() - line.readingSince : 0);
+  const before = held + (line?.reading ? 1 : 0);
+  if (before > 0 && (before + 1) * cost > settings.timeoutMs / 2) return 'Your earlier mail is still being read';
   return undefined;
+}
+
+/** A place held in the bounded queue for one email on its way (`reserveParse`). */
+export interface ParsePlace {
+  readonly client: string;
+  /** Gives the place back (the email did not come); nothing once it was released or its email queued. */
+  release(): void;
+}
+
+/**
+ * Holds a place in the bounded queue for an email of `client` that is still to be sent (at an SMTP
+ * client's `MAIL FROM`), so that what it would be refused for is said before its bytes are read: answers
+ * why not (the queue, or the client's share of it, is full) or the place. `readEmail` with the place puts
+ * the email where the place was.
+ */
+export function reserveParse(client: string): ParsePlace | string {
+  const full = parseQueueFull(client);
+  if (full) return full;
+  const line = lineOf(client);
+  line.reserved++;
+  queued++;
+  let held = true;
+  return {
+    client,
+    release() {
+      if (!held) return;
+      held = false;
+      queued--;
+      line.reserved--;
+      if (lines.get(client) === line) tidy(client, line);
+    },
+  };
 }
 
 /**
  * Puts an email in its client's line; `start` runs when its turn comes and a thread is free. Throws
- * `MailBusy` at once when a bounded email finds the queue (or the client's share of it) full.
+ * `MailBusy` at once when a bounded email finds the queue (or the client's share of it) full; an email
+ * whose place was held (`place`) takes that place and is not checked again.
  */
-function enqueue(client: string, bounded: boolean, start: () => void): Waiting {
-  const full = bounded ? parseQueueFull(client) : undefined;
-  if (full) throw new MailBusy(full);
-  let line = lines.get(client);
-  const entry: Waiting = { start, bounded };
-  if (!line) {
-    lines.set(client, (line = { reading: false, waiting: [] }));
-    turns.push(client);
+function enqueue(client: string, bounded: boolean, start: () => void, place?: ParsePlace): Waiting {
+  if (place) place.release();
+  else if (bounded) {
+    const full = parseQueueFull(client);
+    if (full) throw new MailBusy(full);
   }
+  const line = lineOf(client);
+  const entry: Waiting = { start, bounded };
+  if (line.waiting.length === 0 && !line.reading) turns.push(client);
   line.waiting.push(entry);
   if (bounded) queued++;
   dispatch();
@@ -215,15 +286,19 @@ function serveDns(resolver: DnsResolver, started: () => void) {
  * deadline. `client` names who sent it (an SMTP client's address, an IMAP channel): one email per client is
  * read at a time. Over SMTP the email waits in the bounded queue, at most half its deadline (then it is
  * refused for now, `MailBusy`), and the deadline counts from its arrival; an IMAP session (one email at a time
- * per channel, nobody waiting on an answer) is not bounded, and its deadline counts the reading only.
+ * per channel, nobody waiting on an answer) is not bounded, and its deadline counts the reading only. An
+ * email whose place was held when its sender announced it (`place`, from `reserveParse`) takes that place.
  */
 export async function readEmail(
   raw: Buffer,
   provider: 'smtp' | 'imap',
-  opts: { client?: string | undefined; envelope?: SmtpEnvelope | undefined; resolver: DnsResolver; now: Date; attachmentMaxBytes: number; mta?: string | undefined; timeoutMs?: number | undefined },
+  opts: { client?: string | undefined; envelope?: SmtpEnvelope | undefined; resolver: DnsResolver; now: Date; attachmentMaxBytes: number; mta?: string | undefined; timeoutMs?: number | undefined; place?: ParsePlace | undefined },
 ): Promise<AnalyzedEmail> {
   const problem = headerBlockProblem(raw);
-  if (problem) throw new MailRefused(true, problem);
+  if (problem) {
+    opts.place?.release();
+    throw new MailRefused(true, problem);
+  }
   const client = opts.client ?? provider;
   const timeoutMs = opts.timeoutMs ?? settings.timeoutMs;
   const countsWait = provider === 'smtp';
@@ -245,7 +320,7 @@ export async function readEmail(
         waitedMs = Date.now() - arrivedAt;
         clearTimeout(timer);
         resolve();
-      });
+      }, opts.place);
       deadline.signal.addEventListener('abort', () => {
         withdraw(client, entry!);
         reject(new MailBusy(`No reader was free for the message within ${timeoutMs / 2000} s`));
