@@ -13,7 +13,8 @@ import { openDatabase } from '../src/db/client.js';
 import { randomBytes } from 'node:crypto';
 import { automationLatency } from './automation-latency.js';
 import { imapSyncTime, smtpReceiveThroughput } from './email.js';
-import { apiCounter, smppReceiptThroughput, smsSendThroughput, smsWebhookThroughput, sqlCounter, type MessageCounter } from './sms.js';
+import { apiCounter, sqlCounter, type MessageCounter } from './channels.js';
+import { smppReceiptThroughput, smsSendThroughput, smsWebhookThroughput } from './sms.js';
 import { whatsappSendThroughput, whatsappWebhookThroughput } from './whatsapp.js';
 import { writeChart } from './chart.js';
 import { webhookThroughput } from './webhooks.js';
@@ -396,16 +397,18 @@ async function mailRowsWithRss(...rowArgs: Parameters<typeof emailRows>) {
  * counts through the API, and the sends' organization then holds only the texts sent).
  */
 async function smsRows(db: string, service: Child, auth: Record<string, string>, counter: MessageCounter, send = { auth, counter }) {
+  const hooks = { database: db, origin: service.url, auth, counter };
+  const sends = { database: db, origin: service.url, ...send };
   log(`${db} sms: signed webhooks`);
-  rows.push(...(await smsWebhookThroughput(db, service.url, auth, counter, args.quick ? 500 : 2000)));
+  rows.push(...(await smsWebhookThroughput(hooks, args.quick ? 500 : 2000)));
   log(`${db} sms: texts sent`);
-  rows.push(...(await smsSendThroughput(db, service.url, send.auth, send.counter, args.quick ? 100 : 500)));
+  rows.push(...(await smsSendThroughput(sends, args.quick ? 100 : 500)));
   log(`${db} sms: SMPP receipts`);
-  rows.push(...(await smppReceiptThroughput(db, service.url, send.auth, send.counter, args.quick ? 200 : 1000)));
+  rows.push(...(await smppReceiptThroughput(sends, args.quick ? 200 : 1000)));
   log(`${db} whatsapp: signed webhook batches`);
-  rows.push(...(await whatsappWebhookThroughput(db, service.url, auth, counter, args.quick ? 100 : 400)));
+  rows.push(...(await whatsappWebhookThroughput(hooks, args.quick ? 100 : 400)));
   log(`${db} whatsapp: messages sent`);
-  rows.push(...(await whatsappSendThroughput(db, service.url, send.auth, send.counter, args.quick ? 100 : 500)));
+  rows.push(...(await whatsappSendThroughput(sends, args.quick ? 100 : 500)));
 }
 
 /** The contact reads against their lean baselines (the bare route first), and the MCP get against the REST get. */

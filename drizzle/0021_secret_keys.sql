@@ -1,4 +1,4 @@
-CREATE TABLE "secret_keys" (
+CREATE TABLE IF NOT EXISTS "secret_keys" (
 	"key_id" text PRIMARY KEY NOT NULL,
 	"location" text NOT NULL,
 	"host" text NOT NULL,
