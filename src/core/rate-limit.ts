@@ -18,7 +18,7 @@ const ALLOWED: Verdict = Object.freeze({ allowed: true });
  * in it (as rate-limiter-flexible's memory store counts, without its promise, result object and timer per
  * key). Ended windows are dropped once per window's length.
  */
-export function memoryWindows(spec: Pick<LimiterSpec, 'points' | 'durationSeconds'>, now: () => number = Date.now) {
+export function memoryWindows(spec: Pick<LimiterSpec, 'points' | 'durationSeconds'>, now: () => number = () => Date.now()) {
   const windowMs = spec.durationSeconds * 1000;
   const windows = new Map<string, { count: number; endsAt: number }>();
   let sweptAt = now();
