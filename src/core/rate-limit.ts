@@ -1,10 +1,46 @@
 import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 
+export type Verdict = { allowed: true } | { allowed: false; retryAfter: number };
+
 /** A fixed-window limiter: memory by default, Redis when configured so that instances share one count. */
 export interface Limiter {
   /** Counts one request for `key`; answers how many seconds to wait when the limit is exceeded. */
-  consume(key: string): Promise<{ allowed: true } | { allowed: false; retryAfter: number }>;
+  consume(key: string): Promise<Verdict>;
+  /** The same, answered at once, where the count is in memory (no promise: it sits in every API request's path). */
+  consumeNow?: (key: string) => Verdict;
+}
+
+const ALLOWED: Verdict = Object.freeze({ allowed: true });
+
+/**
+ * The memory limiter: per key, a window of `durationSeconds` opened by its first request, `points` requests
+ * in it (as rate-limiter-flexible's memory store counts, without its promise, result object and timer per
+ * key). Ended windows are dropped once per window's length.
+ */
+export function memoryWindows(spec: Pick<LimiterSpec, 'points' | 'durationSeconds'>, now: () => number = () => Date.now()) {
+  const windowMs = spec.durationSeconds * 1000;
+  const windows = new Map<string, { count: number; endsAt: number }>();
+  let sweptAt = now();
+  return {
+    consume: (key: string) => Promise.resolve(consumeNow(key)),
+    consumeNow,
+    /** How many keys have a window open or not yet dropped (for tests). */
+    get size() {
+      return windows.size;
+    },
+  };
+  function consumeNow(key: string): Verdict {
+    const at = now();
+    if (at - sweptAt >= windowMs) {
+      for (const [k, w] of windows) if (w.endsAt <= at) windows.delete(k);
+      sweptAt = at;
+    }
+    let w = windows.get(key);
+    if (!w || w.endsAt <= at) windows.set(key, (w = { count: 0, endsAt: at + windowMs }));
+    w.count++;
+    return w.count <= spec.points ? ALLOWED : { allowed: false, retryAfter: Math.max(1, Math.ceil((w.endsAt - at) / 1000)) };
+  }
 }
 
 export interface LimiterSpec {
@@ -21,6 +57,7 @@ function limiterStore(spec: LimiterSpec, redis?: Redis): RateLimiterAbstract {
 }
 
 export function createLimiter(spec: LimiterSpec, redis?: Redis): Limiter {
+  if (!redis) return memoryWindows(spec);
   const limiter = limiterStore(spec, redis);
   return {
     async consume(key) {

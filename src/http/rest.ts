@@ -104,7 +104,7 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
     const serve = async (req: FastifyRequest): Promise<Answer> => {
       const principal = await deps.auth.authenticate(req);
       if (deps.limiter) {
-        const verdict = await deps.limiter.consume(principal.keyId);
+        const verdict = deps.limiter.consumeNow ? deps.limiter.consumeNow(principal.keyId) : await deps.limiter.consume(principal.keyId);
         if (!verdict.allowed) throw new AppError('RATE_LIMITED', 'Too many requests; retry later', undefined, verdict.retryAfter);
       }
       if (!hasPermission(principal.permissions, permission)) {
