@@ -528,6 +528,20 @@ describe('SMPP from a hostile or careless SMSC', () => {
     expect(got[0]!.metadata.sms).toMatchObject({ encoding: 'GSM-7' });
   });
 
+  it('stores texts and parts of long texts that carry NUL characters (which the database cannot hold) without them, answered OK, not redelivered for ever', async () => {
+    const channel = await addChannel();
+    await bound(channel);
+    const from = number();
+    // UCS-2 (data_coding 8) and Latin-1 (data_coding 3) can carry U+0000; PostgreSQL's text cannot.
+    const udh = (seq: number) => Buffer.from([0x05, 0x00, 0x03, 51, 2, seq]);
+    expect(await smsc.deliver(mo(from, channel.address, { data_coding: 8, short_message: { udh: udh(1), message: 'Null\u0000 in ' } }))).toBe(0);
+    expect(await smsc.deliver(mo(from, channel.address, { data_coding: 3, short_message: { udh: udh(2), message: Buffer.from('a part\u0000.', 'latin1') } }))).toBe(0);
+    expect(await smsc.deliver(mo(from, channel.address, { data_coding: 8, short_message: 'One\u0000 part' }))).toBe(0);
+    expect(await smsc.deliver(mo(from, channel.address, { short_message: '', message_payload: Buffer.from('\u0000Payload\u0000', 'latin1'), data_coding: 3 }))).toBe(0);
+    expect((await received(channel)).map((m) => m.text).sort()).toEqual(['Null in a part.', 'One part', 'Payload']);
+    expect(await t.database.db.select().from(smsParts).where(eq(smsParts.channelId, channel.id))).toHaveLength(0);
+  });
+
   it('keeps at most PART_LIMITS of texts that never complete: 20,000 dangling parts from one bind do not pile up, the newest are kept', async () => {
     const channel = await addChannel();
     await bound(channel);

@@ -83,7 +83,10 @@ export async function receiveDeliverSm(run: OperationRunner, db: Db, channel: Ch
     return 'receipt';
   }
 
-  const incoming = parseIncoming(pdu);
+  const parsed = parseIncoming(pdu);
+  // UCS-2 and Latin-1 texts can carry U+0000, which PostgreSQL's text cannot: a part stored with it would
+  // fail, be answered with a temporary error and be delivered again for ever. Dropped, as from every text.
+  const incoming = { ...parsed, text: parsed.text.replaceAll('\u0000', '') };
   const part = incoming.part;
   if (!part || part.total <= 1 || part.seq < 1 || part.seq > part.total) {
     const current = await currentChannel(db, channel.id);
