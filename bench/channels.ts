@@ -25,32 +25,39 @@ export async function call(origin: string, auth: Record<string, string>, method:
   return json.data!;
 }
 
-/** How many messages of a channel are in one of `statuses` (any status when absent). */
-export type MessageCounter = (channelId: string, statuses?: string[]) => Promise<number>;
+/**
+ * How many messages of a channel are in one of `statuses` (any status when absent); `pollMs`, how often a row
+ * that waits for a count asks (its granularity: a sends row's time is rounded up to it).
+ */
+export type MessageCounter = ((channelId: string, statuses?: string[]) => Promise<number>) & { pollMs: number };
 
-/** Counts in the database itself (PostgreSQL: a connection of the bench's own). */
-export const sqlCounter =
-  (db: Db): MessageCounter =>
-  async (channelId, statuses) => {
-    const [row] = await db
-      .select({ n: sql<number>`count(*)::int` })
-      .from(messages)
-      .where(and(eq(messages.channelId, channelId), statuses ? inArray(messages.status, statuses) : undefined));
-    return row?.n ?? 0;
-  };
+/** Counts in the database itself (PostgreSQL: a connection of the bench's own), cheap enough to ask every 20 ms. */
+export const sqlCounter = (db: Db): MessageCounter =>
+  Object.assign(
+    async (channelId: string, statuses?: string[]) => {
+      const [row] = await db
+        .select({ n: sql<number>`count(*)::int` })
+        .from(messages)
+        .where(and(eq(messages.channelId, channelId), statuses ? inArray(messages.status, statuses) : undefined));
+      return row?.n ?? 0;
+    },
+    { pollMs: 20 },
+  );
 
 /** Counts through the API, page by page (PGlite: the service holds the only connection to its database). */
-export const apiCounter =
-  (origin: string, auth: Record<string, string>): MessageCounter =>
-  async (channelId, statuses) => {
-    let n = 0;
-    for (let offset = 0; ; offset += 100) {
-      const res = await fetch(`${origin}/v1/messages?limit=100&offset=${offset}`, { headers: auth });
-      const page = ((await res.json()) as { data?: { channelId: string | null; status: string | null }[] }).data ?? [];
-      n += page.filter((m) => m.channelId === channelId && (!statuses || statuses.includes(m.status ?? ''))).length;
-      if (page.length < 100) return n;
-    }
-  };
+export const apiCounter = (origin: string, auth: Record<string, string>): MessageCounter =>
+  Object.assign(
+    async (channelId: string, statuses?: string[]) => {
+      let n = 0;
+      for (let offset = 0; ; offset += 100) {
+        const res = await fetch(`${origin}/v1/messages?limit=100&offset=${offset}`, { headers: auth });
+        const page = ((await res.json()) as { data?: { channelId: string | null; status: string | null }[] }).data ?? [];
+        n += page.filter((m) => m.channelId === channelId && (!statuses || statuses.includes(m.status ?? ''))).length;
+        if (page.length < 100) return n;
+      }
+    },
+    { pollMs: 250 },
+  );
 
 /** A valid New York number: customers are +1 212 2xx xxxx (5,000 of them), channels +1 212 `block`xx xxxx. */
 export const customerNumber = (i: number) => `+1212${2000000 + (i % 5000)}`;
@@ -97,11 +104,20 @@ export interface Request {
   ok: number;
 }
 
-async function send(request: Request) {
-  const res = await fetch(request.url, request.init);
-  await res.text();
-  return res.status === request.ok;
+/** Sends a request; counts its answer's status in `statuses` (a connection error as 0). */
+async function send(request: Request, statuses: Record<number, number> = {}) {
+  const res = await fetch(request.url, request.init).catch(() => undefined);
+  await res?.text();
+  const status = res?.status ?? 0;
+  statuses[status] = (statuses[status] ?? 0) + 1;
+  return status === request.ok;
 }
+
+/** `{ 200: 495, 503: 5 }` as "200 ×495, 503 ×5". */
+const statusesText = (statuses: Record<number, number>) =>
+  Object.entries(statuses)
+    .map(([status, n]) => `${status} ×${n}`)
+    .join(', ');
 
 /** A local server playing the provider: every request it took, and its end. */
 export interface LocalProvider {
@@ -156,10 +172,11 @@ export async function webhookRows<P extends LocalProvider>(target: Target, kind:
     const write = { url: `${origin}/v1/messages`, init: { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ direction: 'incoming', type: kind.type, text: 'Order 1 please' }) }, ok: 201 };
     const base = await load(count, CLIENTS, () => send(write));
     const baseRow: Row = { database, scenario: `  baseline: POST /v1/messages (incoming), ${CLIENTS} clients`, status: base.non2xx ? 'invalid' : 'measured', measurement: base, note: `${count} writes in ${base.seconds.toFixed(1)} s` };
-    const m = await load(count, CLIENTS, (i) => send(posts[i]!));
+    const statuses: Record<number, number> = {};
+    const m = await load(count, CLIENTS, (i) => send(posts[i]!, statuses));
     const stored = await counter(channel.id);
     const note = `${kind.what} over ${CLIENTS} clients in ${m.seconds.toFixed(1)} s (${(expected / m.seconds).toFixed(0)} messages/s)`;
-    if (m.non2xx > 0 || stored !== expected) return [baseRow, { database, scenario, status: 'invalid', note: `${m.non2xx} non-200 answers; ${stored} of ${expected} messages; ${note}` }];
+    if (m.non2xx > 0 || stored !== expected) return [baseRow, { database, scenario, status: 'invalid', note: `${m.non2xx} non-200 answers (${statusesText(statuses)}); ${stored} of ${expected} messages; ${note}` }];
     const row: Row = { database, scenario, status: 'measured', measurement: m, note };
     if (baseRow.status === 'measured') Object.assign(row, { ratio: m.reqPerSec / base.reqPerSec, ratioOf: 'API incoming write' });
     return [baseRow, row];
@@ -202,7 +219,7 @@ export async function sendRows<P extends LocalProvider>(target: Target, kind: Se
     while (Date.now() < deadline) {
       settled = await counter(channel.id, ['sent', 'failed']);
       if (settled >= count) break;
-      await new Promise((r) => setTimeout(r, 250));
+      await new Promise((r) => setTimeout(r, counter.pollMs));
     }
     const seconds = (performance.now() - start) / 1000;
     const sent = await counter(channel.id, ['sent']);

@@ -270,6 +270,17 @@ export async function settleMessages(
 /** An outbox of outgoing messages: a queue whose rows each send one message. */
 export type MessageQueueTable = QueueTable & { messageId: AnyPgColumn; sentAt: AnyPgColumn; updatedAt: AnyPgColumn };
 
+/** What differs between the outboxes of outgoing messages: how long a claim holds, and the retries. */
+export type MessageRetry = Pick<QueueSpec<QueueTable>, 'leaseMs' | 'retryDelaysMs' | 'maxAttempts'>;
+
+/**
+ * The queue of an outbox of outgoing messages (mail, texts, WhatsApp), the same for every kind: one lane per
+ * channel, claimed rows `sending`, each transmitted at most once (`transmitted_at`), `updated_at` kept.
+ */
+export function messageQueue<T extends MessageQueueTable & { channelId: AnyPgColumn; transmittedAt: AnyPgColumn }>(table: T, retry: MessageRetry): QueueSpec<T> {
+  return { table, lane: table.channelId, working: 'sending', transmittedAt: table.transmittedAt, updatedAt: table.updatedAt, ...retry };
+}
+
 export interface MessageOutboxSpec {
   /** The text of a claim whose lease ran out after it transmitted (its outcome is unknown; it is never sent again). */
   unknownOutcome: string;

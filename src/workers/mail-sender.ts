@@ -14,7 +14,7 @@ import { CommittedWork } from '../modules/events/events.signal.js';
 import { attachmentBytes } from '../modules/messages/messages.repository.js';
 import { EMAIL_CREDENTIALS_FIX } from '../modules/channels/email/email.channels.js';
 import { composeMail, envelopeRecipients } from '../modules/channels/email/outgoing-mail.js';
-import { createQueue, messageOutbox } from '../modules/outbox.js';
+import { createQueue, messageOutbox, messageQueue } from '../modules/outbox.js';
 import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /**
@@ -110,20 +110,7 @@ async function relayConnection(
 /** Mail to send, as a queue of the queue engine: the claim, and the transmit step through the channel's relay. */
 export function mailSending(deps: MailSenderDeps): QueueWork<OutboxRow> {
   const { db, clock } = deps;
-  const queue = createQueue(
-    db,
-    {
-      table: mailOutbox,
-      lane: mailOutbox.channelId,
-      working: 'sending',
-      transmittedAt: mailOutbox.transmittedAt,
-      updatedAt: mailOutbox.updatedAt,
-      leaseMs: deps.sendTimeoutMs * 2,
-      retryDelaysMs: SEND_RETRY_DELAYS_MS,
-      maxAttempts: MAX_SEND_ATTEMPTS,
-    },
-    deps.random,
-  );
+  const queue = createQueue(db, messageQueue(mailOutbox, { leaseMs: deps.sendTimeoutMs * 2, retryDelaysMs: SEND_RETRY_DELAYS_MS, maxAttempts: MAX_SEND_ATTEMPTS }), deps.random);
 
   const outbox = messageOutbox(db, queue, clock, { unknownOutcome: UNKNOWN_OUTCOME });
   const fail = (row: OutboxRow, error: string) => outbox.fail([{ row, reason: error }]);

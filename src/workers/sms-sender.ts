@@ -4,7 +4,7 @@ import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
 import { channels, messages, smsOptOuts, smsOutbox } from '../db/schema.js';
 import { recordEvents } from '../modules/events/events.recorder.js';
-import { createQueue, messageOutbox } from '../modules/outbox.js';
+import { createQueue, messageOutbox, messageQueue } from '../modules/outbox.js';
 import type { SendOutcome } from '../modules/channels/sms/provider.js';
 import { providerDefinition, providerFor } from '../modules/channels/sms/providers/index.js';
 import { boundSmppChannels } from '../modules/channels/sms/providers/smpp.js';
@@ -113,20 +113,7 @@ function tokenBucket(rate: number, clock: () => number) {
 export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
   const { db, clock } = deps;
   const leaseMs = deps.sendTimeoutMs * 2;
-  const queue = createQueue(
-    db,
-    {
-      table: smsOutbox,
-      lane: smsOutbox.channelId,
-      working: 'sending',
-      transmittedAt: smsOutbox.transmittedAt,
-      updatedAt: smsOutbox.updatedAt,
-      leaseMs,
-      retryDelaysMs: SMS_RETRY_DELAYS_MS,
-      maxAttempts: MAX_SMS_ATTEMPTS,
-    },
-    deps.random,
-  );
+  const queue = createQueue(db, messageQueue(smsOutbox, { leaseMs, retryDelaysMs: SMS_RETRY_DELAYS_MS, maxAttempts: MAX_SMS_ATTEMPTS }), deps.random);
   let stopping = false;
   const wakers = new Set<() => void>();
   /** A pause that ends early when the sender stops. */

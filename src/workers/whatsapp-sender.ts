@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
 import { whatsappOutbox } from '../db/schema.js';
-import { createQueue, messageOutbox } from '../modules/outbox.js';
+import { createQueue, messageOutbox, messageQueue } from '../modules/outbox.js';
 import type { GraphSendOutcome } from '../modules/channels/whatsapp/meta.js';
 import { loadWhatsAppChannel, WHATSAPP_OPTED_OUT_REASON, type WhatsAppChannel } from '../modules/channels/whatsapp/whatsapp.repository.js';
 import { refusedReason, transmitWhatsApp } from '../modules/channels/whatsapp/whatsapp.transmit.js';
@@ -40,20 +40,7 @@ type OutboxRow = typeof whatsappOutbox.$inferSelect;
 
 export function whatsappSending(deps: WhatsAppSenderDeps): QueueWork<OutboxRow> {
   const { db, clock } = deps;
-  const queue = createQueue(
-    db,
-    {
-      table: whatsappOutbox,
-      lane: whatsappOutbox.channelId,
-      working: 'sending',
-      transmittedAt: whatsappOutbox.transmittedAt,
-      updatedAt: whatsappOutbox.updatedAt,
-      leaseMs: deps.sendTimeoutMs * 2,
-      retryDelaysMs: WHATSAPP_RETRY_DELAYS_MS,
-      maxAttempts: WHATSAPP_RETRY_DELAYS_MS.length + 1,
-    },
-    deps.random,
-  );
+  const queue = createQueue(db, messageQueue(whatsappOutbox, { leaseMs: deps.sendTimeoutMs * 2, retryDelaysMs: WHATSAPP_RETRY_DELAYS_MS, maxAttempts: WHATSAPP_RETRY_DELAYS_MS.length + 1 }), deps.random);
 
   const outbox = messageOutbox(db, queue, clock, { unknownOutcome: WHATSAPP_UNKNOWN_OUTCOME, from: { sent: ['queued'], failed: ['queued', 'sent'] } });
   const { fail, retryLater } = outbox;

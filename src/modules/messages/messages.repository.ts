@@ -19,6 +19,8 @@ export const messageRows = scopedRepository(messages, 'Message');
  * the text itself, so no query reads it back.
  */
 const { searchVector: _searchVector, ...columns } = getTableColumns(messages);
+/** The columns a write of a message returns (every column but `search_vector`). */
+export const messageColumns = columns;
 
 export type MessageRow = Omit<typeof messages.$inferSelect, 'searchVector'>;
 export type Direction = 'incoming' | 'outgoing';

@@ -1,14 +1,17 @@
+import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { isUniqueViolation } from '../../../core/errors.js';
+import { AppError, isUniqueViolation } from '../../../core/errors.js';
 import { defineOperation, type Actor, type Operation } from '../../../core/operation.js';
 import { JsonObject, Uuid } from '../../../core/schemas.js';
 import type { Db, DbOrTx } from '../../../db/client.js';
+import { channels, contactPhoneNumbers, messages } from '../../../db/schema.js';
+import { placeholder, writeShapes, Write } from '../../../db/write.js';
 import { recordEvents } from '../../events/events.recorder.js';
-import { assertChannelLive, type ChannelRow } from '../channels.repository.js';
+import { assertChannelLive, MAILBOX_ERROR_PREFIX, SYNC_TIME_GRANULARITY_S, type ChannelRow } from '../channels.repository.js';
 import { recordChannelOutcome } from '../channel-health.js';
 import { cleanText } from '../email/inbound.js';
 import type { OperationRunner } from '../runner.js';
-import { getMessage, insertReceivedMessage, receivedOnChannel } from '../../messages/messages.repository.js';
+import { getMessage, insertReceivedMessage, messageColumns, messageJson, receivedOnChannel } from '../../messages/messages.repository.js';
 import { Message } from '../../messages/messages.schemas.js';
 import { partyNumber } from './numbers.js';
 import { pendingEntry, queueMedia, type ListedMedia } from '../media.repository.js';
@@ -75,6 +78,86 @@ function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTrans
   });
 }
 
+/** The fast path could not take the text (its channel is gone, or its health needs a write): the full path takes it. */
+class NotAlone extends Error {}
+const NOT_ALONE = 'switchboard:received-text-not-alone';
+
+const orgParam = placeholder('orgId');
+const channelParam = placeholder('channelId');
+const fromParam = placeholder<string>('from');
+
+/**
+ * An ordinary received text (no media, no keyword, a number as its sender, nothing else to run in its
+ * transaction) as one statement, which the operation runner sends with its events, their webhook deliveries
+ * and the thread's upkeep (the messages trigger, reopen included) as one round trip: the insert unless the
+ * channel holds the provider's id already (nothing written then), the sender's contact number looked up in it,
+ * and the checks the full path makes, in the same statement: the channel live (and held, `FOR SHARE`, to the
+ * commit, as `assertChannelLive`), and its health needing no write (`recordChannelOutcome` of a mailbox
+ * success: no receiving error to clear, `lastSyncAt` recent). When a check fails nothing is written, and the
+ * full path takes the text.
+ */
+const receivedShapes = writeShapes<Omit<typeof messages.$inferInsert, 'organizationId' | 'phoneNumberId'>>((fields, db) => ({
+  statement: db
+    .insert(messages)
+    .values({
+      ...fields,
+      organizationId: orgParam,
+      phoneNumberId: sql`(SELECT ${contactPhoneNumbers.id} FROM ${contactPhoneNumbers}
+        WHERE ${contactPhoneNumbers.organizationId} = ${orgParam}::uuid AND ${contactPhoneNumbers.phoneNumber} = ${fromParam}::text AND ${contactPhoneNumbers.deletedAt} IS NULL
+        ORDER BY ${contactPhoneNumbers.createdAt}, ${contactPhoneNumbers.id} LIMIT 1)`,
+    })
+    .onConflictDoNothing({
+      target: [messages.organizationId, messages.channelId, messages.providerMessageId],
+      where: sql`${messages.providerMessageId} IS NOT NULL AND ${messages.deletedAt} IS NULL`,
+    })
+    .returning(messageColumns)
+    .getSQL(),
+  table: messages,
+  answer: messageJson,
+  label: 'Message',
+  checks: [
+    {
+      holds: sql`EXISTS (SELECT 1 FROM ${channels} c
+        WHERE c.id = ${channelParam}::uuid AND c.deleted_at IS NULL
+          AND NOT coalesce(c.last_error LIKE ${`${MAILBOX_ERROR_PREFIX}%`}, false)
+          AND c.last_sync_at >= now() - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds'
+        FOR SHARE)`,
+      marker: NOT_ALONE,
+      error: () => new NotAlone(),
+    },
+  ],
+}));
+
+/** `messages.receive` for an ordinary text (see `receivedShapes`): its handler answers the one statement, unsent. */
+function receiveTextAloneOperation(): Operation {
+  return defineOperation({
+    id: 'messages.receive',
+    method: 'POST',
+    event: () => ['message.created', 'message.received'],
+    path: '/messages/receive',
+    summary: 'Record a received text',
+    input: ReceiveTextInput,
+    output: Message,
+    handler: (input, ctx) => {
+      const { spec, values } = receivedShapes(ctx.db, {
+        type: 'sms',
+        direction: 'incoming',
+        status: 'received',
+        channelId: input.channelId,
+        providerName: input.providerName,
+        providerMessageId: input.providerMessageId,
+        threadId: smsThreadId(input.channelId, input.from),
+        sender: { phoneNumber: input.from },
+        recipient: { phoneNumber: input.to },
+        text: input.text,
+        metadata: input.metadata,
+      });
+      return new Write(ctx.db, spec, { ...values, orgId: ctx.orgId, from: input.from });
+    },
+  });
+}
+const receiveTextAlone = receiveTextAloneOperation();
+
 /** STOP records an opt-out (and fails the texts still queued to the number), START removes it, HELP answers the channel's help text. */
 async function keywordEffects(db: Parameters<typeof recordEvents>[0], channel: ChannelRow, from: string, text: string) {
   const keyword = keywordOf(text);
@@ -129,13 +212,26 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
     text,
     metadata,
   };
+  const caller = { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db };
+  const existing = async () => (await receivedOnChannel(db, channel.organizationId, channel.id, input.providerMessageId))?.id;
+  if (media.length === 0 && !opts.inTransaction && !keywordOf(text) && from.startsWith('+')) {
+    try {
+      const out = await run(receiveTextAlone, input, caller);
+      return { messageId: (out.data as { id: string }).id, duplicate: false };
+    } catch (err) {
+      // Nothing written: the channel holds the provider's id already (a provider's retry), or the full path must take it.
+      if (!(err instanceof NotAlone) && !(err instanceof AppError && err.code === 'NOT_FOUND')) throw err;
+      const id = err instanceof NotAlone ? undefined : await existing();
+      if (id) return { messageId: id, duplicate: true };
+    }
+  }
   try {
-    const out = await run(receiveTextOperation(channel, media, opts.inTransaction), input, { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db });
+    const out = await run(receiveTextOperation(channel, media, opts.inTransaction), input, caller);
     return { messageId: (out.data as { id: string }).id, duplicate: false };
   } catch (err) {
     if (!(err instanceof DuplicateText) && !isUniqueViolation(err)) throw err;
-    const existing = (await receivedOnChannel(db, channel.organizationId, channel.id, input.providerMessageId))?.id;
-    if (!existing) throw err;
-    return { messageId: existing, duplicate: true };
+    const id = await existing();
+    if (!id) throw err;
+    return { messageId: id, duplicate: true };
   }
 }

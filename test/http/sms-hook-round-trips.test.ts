@@ -1,0 +1,121 @@
+import { randomBytes } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { events, webhookDeliveries } from '../../src/db/schema.js';
+import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
+import { testDbKind } from '../helpers/database.js';
+import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
+
+/**
+ * A signed text through the SMS hook costs the channel's read (its signature needs the auth token) and one
+ * statement: the message with its contact number, its thread's upkeep (a reopen included), its events and
+ * their webhook deliveries. Counted with a statement log of the driver, as write-round-trips.test.ts does.
+ */
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const log: string[] = [];
+function installStatementLog(t: TestApp) {
+  if (testDbKind === 'postgres') {
+    const original = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const first = args[0] as string | { text?: string };
+      log.push(typeof first === 'string' ? first : (first?.text ?? '?'));
+      return (original as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof original;
+    return () => {
+      pg.Client.prototype.query = original;
+    };
+  }
+  const client = (t.database.db as unknown as { $client: { execProtocolStream: (m: Uint8Array, o?: unknown) => Promise<unknown> } }).$client;
+  const original = client.execProtocolStream.bind(client);
+  client.execProtocolStream = (message: Uint8Array, options?: unknown) => {
+    if (message[0] === 0x53 && message.length === 5) log.push('sync'); // 'S': Sync
+    return original(message, options);
+  };
+  return () => {
+    client.execProtocolStream = original;
+  };
+}
+
+let t: TestApp;
+let a: Tenant;
+let twilio: FakeTwilio;
+let uninstall: () => void;
+beforeAll(async () => {
+  t = await createTestApp({ env: { API_KEY_CACHE_MS: '60000', SECRETS_KEY: randomBytes(32).toString('base64'), CHANNELS_ALLOW_PRIVATE: 'true', WEBHOOK_ALLOW_INSECURE: 'true' } });
+  a = await t.tenant();
+  twilio = await startFakeTwilio();
+  uninstall = installStatementLog(t);
+});
+afterAll(async () => {
+  uninstall?.();
+  await twilio?.close();
+  await t?.close();
+});
+
+let sids = 0;
+const sid = () => `SMtrips${++sids}${randomBytes(4).toString('hex')}`;
+
+/** Posts a signed text; answers its round trips to the database. */
+async function text(channel: Json, from: string, body: string, messageSid = sid()) {
+  log.length = 0;
+  const res = await postWebhook(t.app, `/hooks/sms/${channel.id}`, { MessageSid: messageSid, AccountSid: twilio.accountSid, From: from, To: channel.address, Body: body, NumMedia: '0' }, twilio.authToken);
+  expect(res.status, res.body).toBe(200);
+  return { messageSid, trips: log.length, statements: log.join('\n') };
+}
+
+const messagesOf = async (channelId: string, providerMessageId: string) =>
+  ((await a.request('GET', '/v1/messages?limit=100')).json.data as Json[]).filter((m) => m.channelId === channelId && m.providerMessageId === providerMessageId);
+
+const eventsOf = (resourceId: string) =>
+  t.database.db.select({ type: events.type, data: events.data }).from(events).where(sql`${events.organizationId} = ${a.orgId} AND ${events.resourceId} = ${resourceId}`).orderBy(events.occurredAt, events.type);
+
+describe('the SMS hook', () => {
+  it('a signed text is the channel read and one statement: the message, its contact, its thread reopened, its events and their deliveries', async () => {
+    const channel = (await a.request('POST', '/v1/channels', { type: 'sms', name: 'Trips', address: '+12125550170', provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } })).json.data as Json;
+    const endpoint = (await a.request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/hook', eventTypes: ['message.received', 'thread.reopened'] })).json.data as Json;
+    const customer = '+12125550171';
+    const contact = (await a.request('POST', '/v1/contacts', { name: 'Ada' })).json.data as Json;
+    const phone = (await a.request('POST', `/v1/contacts/${contact.id}/phone-numbers`, { phoneNumber: customer })).json.data as Json;
+    // Warm-up: connections open, statements prepared, the channel's receiving side recorded as working.
+    await text(channel, customer, 'warm');
+
+    const first = await text(channel, customer, 'Where is my order?');
+    expect(first.trips, first.statements).toBe(2);
+    const [m] = await messagesOf(channel.id, first.messageSid);
+    expect(m).toMatchObject({ direction: 'incoming', type: 'sms', status: 'received', text: 'Where is my order?', phoneNumberId: phone.id, sender: { phoneNumber: customer }, providerName: 'twilio' });
+    const recorded = await eventsOf(m!.id);
+    expect(recorded.map((e) => e.type)).toEqual(['message.created', 'message.received']);
+    // The events carry the message as the API answers it.
+    expect(recorded[1]!.data).toEqual((await a.request('GET', `/v1/messages/${m!.id}`)).json.data);
+    const deliveries = await t.database.db.select({ type: webhookDeliveries.eventType }).from(webhookDeliveries).where(sql`${webhookDeliveries.endpointId} = ${endpoint.id}`);
+    expect(deliveries.map((d) => d.type)).toEqual(['message.received', 'message.received']);
+
+    // A provider's retry of the same MessageSid: one message, the retry answered from the existing one.
+    const retry = await text(channel, customer, 'Where is my order?', first.messageSid);
+    expect(retry.trips, retry.statements).toBeLessThanOrEqual(3);
+    expect(await messagesOf(channel.id, first.messageSid)).toHaveLength(1);
+
+    // A closed thread opens again, with its events, in the same statement.
+    expect((await a.request('PATCH', `/v1/threads/${m!.threadId}`, { status: 'closed' })).status).toBe(200);
+    const again = await text(channel, customer, 'Hello?');
+    expect(again.trips, again.statements).toBe(2);
+    expect((await a.request('GET', `/v1/threads/${m!.threadId}`)).json.data).toMatchObject({ status: 'open', messageCount: 3 });
+    const reopened = await t.database.db.select({ type: events.type, data: events.data }).from(events).where(sql`${events.organizationId} = ${a.orgId} AND ${events.type} = 'thread.reopened'`);
+    expect(reopened.map((e) => (e.data as Json).reason)).toEqual(['message']);
+    const delivered = await t.database.db.select({ type: webhookDeliveries.eventType }).from(webhookDeliveries).where(sql`${webhookDeliveries.endpointId} = ${endpoint.id}`);
+    expect(delivered.map((d) => d.type).sort()).toEqual(['message.received', 'message.received', 'message.received', 'thread.reopened']);
+  });
+
+  it('a channel whose receiving side shows an error takes the full path, which clears it', async () => {
+    const channel = (await a.request('POST', '/v1/channels', { type: 'sms', name: 'Trips 2', address: '+12125550172', provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } })).json.data as Json;
+    await text(channel, '+12125550173', 'warm');
+    await t.database.db.execute(sql`UPDATE channels SET status = 'error', last_error = 'mailbox: broken' WHERE id = ${channel.id}`);
+    const sent = await text(channel, '+12125550173', 'Still there?');
+    expect(sent.trips).toBeGreaterThan(2);
+    expect(await messagesOf(channel.id, sent.messageSid)).toHaveLength(1);
+    expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data).toMatchObject({ status: 'active', lastError: null });
+  });
+});
