@@ -88,6 +88,7 @@ export const Env = z.object({
   IMAP_SYNC_WORKER: z.enum(['true', 'false']).default('true').describe('Whether this process runs the IMAP sync of inbound-IMAP channels; any number of processes may, each channel is synced by one at a time.'),
   IMAP_INITIAL_DAYS: z.coerce.number().int().min(0).max(36_500).default(30).describe('The first sync of an IMAP mailbox takes the mail of this many last days (IMAP counts whole days: `0` takes today\'s mail).'),
   IMAP_POLL_MS: z.coerce.number().int().min(1000).max(3_600_000).default(60_000).describe('Where the IMAP server has no IDLE, how often a mailbox is looked at; with IDLE, the longest wait before a look anyway (ms).'),
+  CHANNEL_LEASE_MS: z.coerce.number().int().min(1000).max(600_000).default(20_000).describe('How long a process\'s claim on an IMAP or SMPP channel lasts without renewal (ms; renewed every third of it): the channels of a process that died without giving them back are taken over by another process when it runs out.'),
   IMAP_MAX_CHANNELS: z.coerce.number().int().min(1).max(10_000).default(100).describe('Inbound-IMAP channels one process syncs at most (one IMAP connection each).'),
   MAIL_SEND_TIMEOUT_MS: z.coerce.number().int().min(500).max(600_000).default(60_000).describe('The longest one attempt to send an email through a channel\'s relay may take (connection, login, transfer, answer; ms); an attempt a crashed process held is taken over after twice this.'),
   EMAIL_PARSE_THREADS: z.coerce
@@ -202,6 +203,7 @@ function fromEnv(e: z.infer<typeof Env>) {
     },
     attachmentMaxBytes: e.EMAIL_ATTACHMENT_MAX_BYTES,
     imap: { worker: e.IMAP_SYNC_WORKER === 'true', initialDays: e.IMAP_INITIAL_DAYS, pollMs: e.IMAP_POLL_MS, maxChannels: e.IMAP_MAX_CHANNELS },
+    channelLeaseMs: e.CHANNEL_LEASE_MS,
     mailSendTimeoutMs: e.MAIL_SEND_TIMEOUT_MS,
     emailParse: { ...(e.EMAIL_PARSE_THREADS ? { threads: e.EMAIL_PARSE_THREADS } : {}), timeoutMs: e.EMAIL_PARSE_TIMEOUT_MS, queue: e.EMAIL_PARSE_QUEUE, idleMs: e.EMAIL_PARSE_IDLE_MS, heapMb: e.EMAIL_PARSE_HEAP_MB },
     smtpAbuse: { rcptPerMinute: e.SMTP_RCPT_RATE_LIMIT, maxErrors: e.SMTP_MAX_ERRORS, dataTimeoutMs: e.SMTP_DATA_TIMEOUT_MS, dataMinRate: e.SMTP_DATA_MIN_RATE },

@@ -123,6 +123,7 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
       timeoutMs: config.sms.sendTimeoutMs,
       deliverRateLimit: config.sms.smppDeliverRateLimit,
       deliverWindow: deliverWindowOf(database.kind),
+      leaseMs: config.channelLeaseMs,
     }),
   ];
   if (config.automations.worker) {
@@ -184,6 +185,7 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
         initialDays: config.imap.initialDays,
         pollMs: config.imap.pollMs,
         maxChannels: config.imap.maxChannels,
+        leaseMs: config.channelLeaseMs,
         allowPrivate: config.channelsAllowPrivate,
         inbound: { attachmentMaxBytes: config.attachmentMaxBytes },
       }),

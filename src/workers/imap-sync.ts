@@ -18,7 +18,8 @@ import { createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /**
  * How long a process's claim on a channel lasts without renewal (renewed every third of it); a killed
- * process's channels are taken over after it, by another process's next pass (within 30 s in all).
+ * process's channels are taken over after it, by another process's next pass (within 30 s in all). The
+ * default of `CHANNEL_LEASE_MS`, which sets it for IMAP and SMPP channels alike.
  */
 export const LEASE_MS = 20_000;
 /** Waits before reconnecting after the 1st, 2nd, … failure in a row (the last repeats), ±10% jitter. */
