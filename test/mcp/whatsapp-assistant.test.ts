@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setGrantCategories } from '../../src/oauth/grants.js';
 import { createOutboxWorker } from '../../src/workers/outbox-worker.js';
-import { whatsappSending } from '../../src/workers/whatsapp-sender.js';
+import { whatsappSending } from '../../src/modules/channels/whatsapp/whatsapp.sender.js';
 import type { Tenant } from '../helpers/app.js';
 import { hubSignature, messagesChange, metaJson, startFakeGraph, textMessage, webhookBody, type FakeGraph } from '../helpers/meta-graph.js';
 import { mintToken, startLiveApp, v1Client, type LiveApp } from './helpers.js';
