@@ -1,23 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { channels, whatsappOutbox } from '../../src/db/schema.js';
 import { createOutboxWorker } from '../../src/workers/outbox-worker.js';
 import { whatsappSending } from '../../src/modules/channels/whatsapp/whatsapp.sender.js';
 import { TEST_ORIGIN, toTestResponse, useTestApp, type Tenant } from '../helpers/app.js';
-import { hubSignature, messagesChange, metaJson, startFakeGraph, textMessage, webhookBody, type FakeGraph } from '../helpers/meta-graph.js';
+import { hubSignature, messagesChange, metaJson, textMessage, webhookBody } from '../helpers/meta-graph.js';
+import { useFakeGraph, whatsappTestEnv } from '../helpers/whatsapp-app.js';
 
 /** WhatsApp channels through the REST API (CONTRACT §10): create, read, change, test, send and reply. */
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const SECRETS_KEY = randomBytes(32).toString('base64');
-const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
-let graph: FakeGraph;
-beforeAll(async () => {
-  graph = await startFakeGraph();
-});
-afterAll(() => graph?.close());
+const { t, a, b } = useTestApp({ app: { env: whatsappTestEnv() } });
+const graph = useFakeGraph();
 
 let numbers = 0;
 const number = () => `+49151${String(20_000_000 + ++numbers * 1000 + Math.floor(Math.random() * 1000)).padStart(8, '0')}`;
