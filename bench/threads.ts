@@ -44,19 +44,24 @@ type Run = (name: string, origin: string, requests: RequestSpec[], headers?: Rec
 
 const measured = (row: Row): Measurement | undefined => (row.status === 'measured' ? row.measurement : undefined);
 
+/** Sets a row's ratio to its baseline and its target, when both were measured; answers both measurements. */
+function against(row: Row, baseline: Row, of: string, target: string, targetRatio: number, pass: (m: Measurement, ratio: number) => boolean) {
+  const [m, b] = [measured(row), measured(baseline)];
+  if (!m || !b) return undefined;
+  row.ratio = m.reqPerSec / b.reqPerSec;
+  row.ratioOf = of;
+  row.target = target;
+  row.targetRatio = targetRatio;
+  row.pass = pass(m, row.ratio);
+  return { m, b };
+}
+
 export async function threadRows(db: string, run: Run, service: string, lean: string, auth: Record<string, string>, seeded: { memberId: string; openThreads: string[] }, size: string, settle: () => Promise<void>): Promise<void> {
   const path = `/v1/threads?status=open&assigneeId=${seeded.memberId}`;
   const base = await run(`  baseline: lean page of a member's open threads @${size}`, lean, [{ path }]);
   const list = await run(`GET /v1/threads?status=open&assigneeId=… @${size}`, service, [{ path }], auth);
-  const [l, b] = [measured(list), measured(base)];
-  if (l && b) {
-    list.ratio = l.reqPerSec / b.reqPerSec;
-    list.ratioOf = 'lean';
-    list.target = 'p95 < 25 ms, >= 0.5x lean';
-    list.targetRatio = 0.5;
-    list.pass = (l.p95 ?? l.p99) < 25 && list.ratio >= 0.5;
-    list.note = `p95 ${l.p95} ms, lean ${b.p95} ms (${((l.p95 ?? 0) / (b.p95 || 1)).toFixed(2)}x)`;
-  }
+  const compared = against(list, base, 'lean', 'p95 < 25 ms, >= 0.5x lean', 0.5, (l, ratio) => (l.p95 ?? l.p99) < 25 && ratio >= 0.5);
+  if (compared) list.note = `p95 ${compared.m.p95} ms, lean ${compared.b.p95} ms (${((compared.m.p95 ?? 0) / (compared.b.p95 || 1)).toFixed(2)}x)`;
 
   // Each request carries the key: the spread request replaces the headers the run would have added.
   const json = { 'content-type': 'application/json', ...auth };
@@ -65,13 +70,6 @@ export async function threadRows(db: string, run: Run, service: string, lean: st
   const without = await run('  baseline: POST /v1/messages (incoming), no thread', service, [{ method: 'POST', path: '/v1/messages', headers: json, body: body() }], auth);
   await settle();
   const withUpkeep = await run('POST /v1/messages (incoming) with its thread kept', service, spread(seeded.openThreads.map((id) => ({ method: 'POST', path: '/v1/messages', headers: json, body: body(id) }))), auth);
-  const [w, o] = [measured(withUpkeep), measured(without)];
-  if (w && o) {
-    withUpkeep.ratio = w.reqPerSec / o.reqPerSec;
-    withUpkeep.ratioOf = 'the write without a thread';
-    withUpkeep.target = '>= 0.85x (upkeep < 15%)';
-    withUpkeep.targetRatio = 0.85;
-    withUpkeep.pass = withUpkeep.ratio >= 0.85;
-  }
+  against(withUpkeep, without, 'the write without a thread', '>= 0.85x (upkeep < 15%)', 0.85, (_w, ratio) => ratio >= 0.85);
 }
 

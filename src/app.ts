@@ -26,8 +26,7 @@ import { configureSecrets } from './core/encryption.js';
 import { recordKeyLocation } from './db/encrypted-columns.js';
 import { setInboundRunner } from './modules/channels/runner.js';
 import { registerChannelHooks } from './http/hooks.js';
-import { setSmsPublicUrl } from './modules/channels/sms/sms.repository.js';
-import { setWhatsAppPublicUrl } from './modules/channels/whatsapp/whatsapp.repository.js';
+import { initKinds } from './modules/channels/kinds.js';
 import { runOperation } from './run-operation.js';
 import { operations } from './operations.js';
 import { VERSION } from './version.js';
@@ -72,8 +71,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   setChannelPolicy({ allowPrivate: deps.config.channelsAllowPrivate });
   setDnsServers(deps.config.dnsServers);
   setInboundRunner(runOperation);
-  setSmsPublicUrl(deps.config.publicUrl);
-  setWhatsAppPublicUrl(deps.config.publicUrl);
+  initKinds(deps.config);
   configureSecrets({
     ...deps.config.secrets,
     dataDir: deps.config.dataDir,

@@ -124,7 +124,7 @@ export const Env = z.object({
       description:
         '`GET /metrics` (Prometheus text format: requests, event-loop lag, queues, channels, mailboxes; see [operating.md](operating.md#what-to-watch)) answers a scraper that sends `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise); unset: `/metrics` does not exist (404).',
     }),
-  SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('Provider webhooks (`/hooks/sms/{channelId}` and `/status`, `/hooks/whatsapp/{channelId}`) one text or WhatsApp channel may receive per minute; past it 429 with `Retry-After` (the provider retries). Only correctly signed webhooks count; Meta\'s subscription handshake counts none.'),
+  SMS_HOOK_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('Provider webhooks (`/hooks/{kind}/{channelId}` and the paths below it, of every kind whose provider calls in) one channel may receive per minute; past it 429 with `Retry-After` (the provider retries). Only correctly signed webhooks count; a subscription handshake (Meta\'s) counts none.'),
   SMS_HOOK_FAILURE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(60).describe('Refused provider webhooks of every channel kind together (a missing or wrong signature or verify token, an unknown channel) one client address (an IPv6 /64) may send per minute; past it its webhooks are answered 429 with `Retry-After` before anything is looked up.'),
   SMPP_DELIVER_RATE_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(6000).describe('deliver_sm (texts, parts of long texts, delivery receipts) one SMPP channel\'s SMSC may deliver per minute; past it they are answered `ESME_RTHROTTLED` (the SMSC delivers them again later).'),
 });

@@ -102,7 +102,7 @@ async function start(config: Config, signals: ReturnType<typeof watchStartupSign
       clock: app.deps.clock,
       log: app.log,
       allowPrivate: config.channelsAllowPrivate,
-      sendTimeoutMs: { email: config.mailSendTimeoutMs, sms: config.sms.sendTimeoutMs, whatsapp: config.sms.sendTimeoutMs },
+      config,
       hostname: mailHostname(),
     }),
     createMediaFetcher({

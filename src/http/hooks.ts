@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../core/errors.js';
 import { createLimiter, createOutcomeLimiter } from '../core/rate-limit.js';
-import { channelHooks } from '../modules/channels/hooks.js';
+import { channelHooks } from '../modules/channels/kinds.js';
 import type { HookRoute, KindHook } from '../modules/channels/kind.js';
 import type { OperationRunner } from '../modules/channels/runner.js';
 import { ipKey } from '../workers/smtp-addresses.js';
@@ -10,8 +10,8 @@ import { sendError } from './errors.js';
 
 /**
  * The providers' webhooks of every channel kind, one route: `/hooks/{segment}/{channelId}{suffix}` for each
- * route a kind's hook declares (`channels/hooks.ts`: `/hooks/sms/{id}` and `/hooks/sms/{id}/status` of the text
- * providers, `/hooks/whatsapp/{id}` of Meta). No API key: the channel comes from the path, and the kind says
+ * route a kind's hook declares (its kind's `hook` in the registry, `channels/kinds.ts`: e.g. a text provider's
+ * `/hooks/{segment}/{id}` and `/status` below it). No API key: the channel comes from the path, and the kind says
  * whether the call is its provider's (a signature over what was received, kept as bytes) and what it means.
  * A call that is not the provider's writes nothing; the answer comes once everything is committed, so a
  * provider that got no 200 delivers again, and what was stored is recognized by its id.

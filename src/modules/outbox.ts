@@ -274,7 +274,7 @@ export type MessageQueueTable = QueueTable & { messageId: AnyPgColumn; sentAt: A
 export type MessageRetry = Pick<QueueSpec<QueueTable>, 'leaseMs' | 'retryDelaysMs' | 'maxAttempts'>;
 
 /**
- * The queue of an outbox of outgoing messages (mail, texts, WhatsApp), the same for every kind: one lane per
+ * The queue of an outbox of outgoing messages (each channel kind's), the same for every kind: one lane per
  * channel, claimed rows `sending`, each transmitted at most once (`transmitted_at`), `updated_at` kept.
  */
 export function messageQueue<T extends MessageQueueTable & { channelId: AnyPgColumn; transmittedAt: AnyPgColumn }>(table: T, retry: MessageRetry): QueueSpec<T> {
@@ -285,14 +285,14 @@ export interface MessageOutboxSpec {
   /** The text of a claim whose lease ran out after it transmitted (its outcome is unknown; it is never sent again). */
   unknownOutcome: string;
   /**
-   * The message statuses a settle moves a message from (undefined: any). Texts and WhatsApp settle forward
-   * only: a delivery report that came before the provider's answer stays.
+   * The message statuses a settle moves a message from (undefined: any). The kinds whose providers report
+   * deliveries settle forward only: a delivery report that came before the provider's answer stays.
    */
   from?: { sent?: readonly string[]; failed?: readonly string[] };
 }
 
 /**
- * How every outbox of outgoing messages (mail, texts, WhatsApp) settles its claims, written once and set-based:
+ * How every outbox of outgoing messages (each channel kind's) settles its claims, written once and set-based:
  * each call is one transaction whatever the number of rows, the outbox rows and their messages and events
  * moving together (`settleMessages`), and only rows still claimed under the attempt they were taken with.
  */

@@ -10,6 +10,7 @@ import { channels, channelSyncStates } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, imapOptions } from '../modules/channels/channels.connect.js';
 import { ChannelGone, loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { showChannelOutcome, type ChannelOutcome } from '../modules/channels/channel-health.js';
+import { toChannel } from '../modules/channels/kinds.js';
 import { EMAIL_CREDENTIALS_FIX } from '../modules/channels/email/email.channels.js';
 import { databaseErrorReason, failureReason, MailBusy, MailRefused, receiveEmail, type InboundChannel, type InboundDeps, type ReceiveResult } from '../modules/channels/email/inbound.js';
 import { MAX_ATTEMPTS, recordInboundFailure } from '../modules/channels/email/inbound-failures.js';
@@ -19,7 +20,8 @@ import { createWorkerLoop, type WorkerLoop } from './loop.js';
 /**
  * How long a process's claim on a channel lasts without renewal (renewed every third of it); a killed
  * process's channels are taken over after it, by another process's next pass (within 30 s in all). The
- * default of `CHANNEL_LEASE_MS`, which sets it for IMAP and SMPP channels alike.
+ * default of `CHANNEL_LEASE_MS`, which sets it for every channel one process holds (a mailbox, a text
+ * channel's bind) alike.
  */
 export const LEASE_MS = 20_000;
 /** Waits before reconnecting after the 1st, 2nd, … failure in a row (the last repeats), ±10% jitter. */
@@ -292,7 +294,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
           // Never a statement or its values in lastError and the log: a database error is named by its SQLSTATE.
           const error = databaseErrorReason(err) ?? describeError(err);
           log.warn({ channelId: this.channelId, error, failures }, 'IMAP sync failed; retrying later');
-          await showChannelOutcome(db, this.channelId, imapFailure(err, error)).catch((e: unknown) => log.warn({ err: e, channelId: this.channelId }, 'could not record the IMAP failure on the channel'));
+          await showChannelOutcome(db, this.channelId, imapFailure(err, error), { view: toChannel }).catch((e: unknown) => log.warn({ err: e, channelId: this.channelId }, 'could not record the IMAP failure on the channel'));
           // A failing channel gives its lease up until its next attempt (after the backoff), so that it holds
           // no slot meanwhile: the next attempt is whichever process claims it then.
           const base = delays[Math.min(failures, delays.length) - 1]!;
@@ -320,7 +322,7 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
       while (!signal.aborted) {
         pending = false;
         await syncMailbox(client, creds, signal);
-        await showChannelOutcome(db, creds.id, { ok: true, side: 'mailbox', at: clock() });
+        await showChannelOutcome(db, creds.id, { ok: true, side: 'mailbox', at: clock() }, { view: toChannel });
         connected();
         if (!client.usable) throw new Error('The IMAP connection closed');
         if (pending) continue;
@@ -388,13 +390,13 @@ export function createImapSync(deps: ImapSyncDeps): WorkerLoop & {
           const creds = await loadChannelCredentials(db, id);
           client = await connect(creds);
           const outcome = await syncMailbox(client, creds, new AbortController().signal);
-          await showChannelOutcome(db, id, { ok: true, side: 'mailbox', at: clock() });
+          await showChannelOutcome(db, id, { ok: true, side: 'mailbox', at: clock() }, { view: toChannel });
           total.channels++;
           total.received += outcome.received;
           total.duplicates += outcome.duplicates;
         } catch (err) {
           if (err instanceof LeaseLost || err instanceof ChannelGone) continue;
-          await showChannelOutcome(db, id, imapFailure(err, describeError(err)));
+          await showChannelOutcome(db, id, imapFailure(err, describeError(err)), { view: toChannel });
         } finally {
           await client?.logout().catch(() => client?.close());
         }

@@ -9,6 +9,7 @@ import { channels, mailOutbox, messages } from '../db/schema.js';
 import { assertMailHostAllowed, describeError, tlsOptions, tlsRequired, type MailTarget } from '../modules/channels/channels.connect.js';
 import { loadChannelCredentials, type ChannelCredentials } from '../modules/channels/channels.repository.js';
 import { recordChannelOutcome, showChannelOutcome } from '../modules/channels/channel-health.js';
+import { toChannel } from '../modules/channels/kinds.js';
 import { signingKeyFor } from '../modules/domains/dkim.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
 import { attachmentBytes } from '../modules/messages/messages.repository.js';
@@ -126,7 +127,7 @@ export function mailSending(deps: MailSenderDeps): QueueWork<OutboxRow> {
     if (outcome.kind !== 'sent' && !outcome.relay) return;
     const now = clock();
     if (outcome.kind === 'sent') {
-      await showChannelOutcome(db, channel.id, { ok: true, side: 'relay', at: now }, { relay: { sendFailures: 0, sendPausedUntil: null }, worthWhen: sql`send_failures > 0` });
+      await showChannelOutcome(db, channel.id, { ok: true, side: 'relay', at: now }, { view: toChannel, relay: { sendFailures: 0, sendPausedUntil: null }, worthWhen: sql`send_failures > 0` });
       return;
     }
     const work = new CommittedWork();
@@ -141,7 +142,7 @@ export function mailSending(deps: MailSenderDeps): QueueWork<OutboxRow> {
       const until = pauseMs > 0 ? new Date(now.getTime() + pauseMs) : null;
       const note = row.failures > 1 ? ` (${row.failures} attempts in a row failed${until ? `; the next after ${until.toISOString()}` : ''})` : '';
       const error = `Sending through ${channel.outbound!.host}: ${outcome.error}`.slice(0, 700) + note;
-      await recordChannelOutcome(tx, channel.id, { ok: false, side: 'relay', error, ...(outcome.login ? { fix: EMAIL_CREDENTIALS_FIX.relay } : {}) }, { relay: { sendPausedUntil: until }, work });
+      await recordChannelOutcome(tx, channel.id, { ok: false, side: 'relay', error, ...(outcome.login ? { fix: EMAIL_CREDENTIALS_FIX.relay } : {}) }, { view: toChannel, relay: { sendPausedUntil: until }, work });
     });
     work.announce();
   }

@@ -9,14 +9,14 @@ import { recordEvents } from '../modules/events/events.recorder.js';
 import { CommittedWork } from '../modules/events/events.signal.js';
 import { getMessage, insertAttachments } from '../modules/messages/messages.repository.js';
 import { showChannelOutcome } from '../modules/channels/channel-health.js';
-import { kindOf } from '../modules/channels/kinds.js';
+import { kindOf, toChannel } from '../modules/channels/kinds.js';
 import { MAX_MEDIA_REDIRECTS, mediaType, type MediaOutcome } from '../modules/channels/media.js';
 import { listedFilename, storedMediaBytes, updateMediaEntry } from '../modules/channels/media.repository.js';
 import { createQueue } from '../modules/outbox.js';
 import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
 /**
- * Fetches the media of received messages (an MMS's items, a WhatsApp image or document), queued in
+ * Fetches the media of received messages (an MMS's items, an image or document of another kind), queued in
  * `sms_media` by the webhook in the message's transaction, so the webhook answers without waiting for them.
  *
  * - Claimed through the queue engine (`src/modules/outbox.ts`; a lease covering every redirect's deadline),
@@ -104,7 +104,7 @@ export function createMediaFetcher(deps: MediaFetcherDeps): OutboxWorker & { run
     const now = clock();
     const work = new CommittedWork();
     const contentType = mediaType(row.contentType) ?? fetched.contentType ?? 'application/octet-stream';
-    // The name the host gives, else the one the webhook listed (a WhatsApp document's `filename`).
+    // The name the host gives, else the one the webhook listed (a document's `filename`).
     const filename = fetched.filename ?? (await listedFilename(db, row.messageId, row.position));
     const size = fetched.content.length;
     let over = false;
@@ -154,7 +154,7 @@ export function createMediaFetcher(deps: MediaFetcherDeps): OutboxWorker & { run
     if (outcome.kind === 'failed' && outcome.credentials) {
       // The channel's token was refused: the channel shows it at once (`error`, an event), and the item is
       // fetched once the token is fixed (within its retries), not failed.
-      await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: outcome.error, ...(outcome.fix ? { fix: outcome.fix } : {}) });
+      await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: outcome.error, ...(outcome.fix ? { fix: outcome.fix } : {}) }, { view: toChannel });
       return retryLater(row, outcome.error);
     }
     if (outcome.kind === 'fetched') return store(row, outcome);

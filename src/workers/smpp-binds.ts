@@ -9,6 +9,7 @@ import type { Db } from '../db/client.js';
 import { channels } from '../db/schema.js';
 import { describeError } from '../modules/channels/channels.connect.js';
 import { showChannelOutcome } from '../modules/channels/channel-health.js';
+import { toChannel } from '../modules/channels/kinds.js';
 import { notifyEventsCommitted } from '../modules/events/events.signal.js';
 import { databaseErrorReason } from '../modules/channels/email/inbound.js';
 import type { OperationRunner } from '../modules/channels/runner.js';
@@ -186,7 +187,7 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
           }
           this.session = session;
           failuresOf.delete(this.channelId);
-          await showChannelOutcome(db, this.channelId, { ok: true, side: 'provider' });
+          await showChannelOutcome(db, this.channelId, { ok: true, side: 'provider' }, { view: toChannel });
           log.info({ channelId: this.channelId }, 'SMPP bound');
           await this.serve(session, channel);
           // A dropped connection is bound again at once; a bind that then fails backs off below.
@@ -197,7 +198,7 @@ export function createSmppBinds(deps: SmppBindsDeps): WorkerLoop & {
           failuresOf.set(this.channelId, failures);
           const error = databaseErrorReason(err) ?? describeError(err);
           log.warn({ channelId: this.channelId, error, failures }, 'SMPP bind failed; retrying later');
-          await showChannelOutcome(db, this.channelId, { ok: false, side: 'provider', error: `SMPP: ${error}`, ...(refusedBind(error) ? { fix: smppDefinition.credentialsFix } : {}) }).catch((e: unknown) =>
+          await showChannelOutcome(db, this.channelId, { ok: false, side: 'provider', error: `SMPP: ${error}`, ...(refusedBind(error) ? { fix: smppDefinition.credentialsFix } : {}) }, { view: toChannel }).catch((e: unknown) =>
             log.warn({ err: e, channelId: this.channelId }, 'could not record the SMPP failure on the channel'),
           );
           // As the IMAP sync does: a failing channel gives its lease up until its next attempt (after the

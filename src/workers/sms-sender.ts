@@ -9,7 +9,7 @@ import type { SendOutcome } from '../modules/channels/sms/provider.js';
 import { providerDefinition, providerFor } from '../modules/channels/sms/providers/index.js';
 import { boundSmppChannels } from '../modules/channels/sms/providers/smpp.js';
 import { showChannelOutcome } from '../modules/channels/channel-health.js';
-import { kindOf } from '../modules/channels/kinds.js';
+import { kindOf, toChannel } from '../modules/channels/kinds.js';
 import { addOptOut, announceFailed, hookUrl, loadSmsChannel, OPTED_OUT_REASON } from '../modules/channels/sms/sms.repository.js';
 import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
 
@@ -174,9 +174,9 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
     const definition = providerDefinition(channel.provider.kind);
     const refusal = outcomes.find((o): o is Extract<SendOutcome, { kind: 'failed' }> => o.kind === 'failed' && Boolean(o.credentials));
     if (refusal) {
-      await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: `${definition.label}: ${refusal.error}`, fix: definition.credentialsFix });
+      await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: `${definition.label}: ${refusal.error}`, fix: definition.credentialsFix }, { view: toChannel });
     } else if (outcomes.some((o) => o.kind === 'sent') && (channel.status === 'error' || channel.lastError !== null)) {
-      await showChannelOutcome(db, channel.id, { ok: true, side: 'provider' });
+      await showChannelOutcome(db, channel.id, { ok: true, side: 'provider' }, { view: toChannel });
       channel.status = 'active';
       channel.lastError = null;
     }

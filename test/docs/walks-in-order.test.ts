@@ -14,8 +14,9 @@ import { freePort } from '../helpers/listen.js';
  * A newcomer's hour: the walks of the README and the docs run as pasted, one after another, in one
  * organization and one data directory, each page's server started with that page's own line (the previous
  * one stopped, as a person does between pages): the README's first walk, the email walk, the IMAP recipe, the
- * text-message walk and the SMPP walk. A page that needs a setting it does not state, an address another page
- * took, or a command that picks another page's message fails here. Slow (five servers, one after another).
+ * text-message walk, the SMPP walk and the WhatsApp walk. A page that needs a setting it does not state, an
+ * address another page took, or a command that picks another page's message fails here. Slow (six servers, one
+ * after another).
  */
 
 interface Page {
@@ -31,6 +32,7 @@ const WALKS: Page[] = [
   { name: 'the email walk', page: 'docs/email.md', until: 'An assistant connected over MCP', ports: [2525, 2526] },
   { name: 'the text-message walk', page: 'docs/sms.md', from: '## From an empty server', until: 'An assistant connected over MCP', ports: [2527] },
   { name: 'the SMPP walk', page: 'docs/sms.md', from: '### SMPP, step by step', until: '## Opt-outs', ports: [2775] },
+  { name: 'the WhatsApp walk', page: 'docs/whatsapp.md', from: '## From an empty server', until: 'An assistant connected over MCP', ports: [2530] },
 ];
 
 let dataDir: string;

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { channelHooks } from '../../src/modules/channels/hooks.js';
+import { channelHooks } from '../../src/modules/channels/kinds.js';
 import { toTestResponse, useTestApp } from '../helpers/app.js';
 
 /**

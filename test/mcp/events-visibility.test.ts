@@ -1,21 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Tenant } from '../helpers/app.js';
-import { mintToken, rawMcp, startLiveApp, type LiveApp } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { callTool, useLiveTenant } from '../helpers/live-tenant.js';
+import { mintToken } from './helpers.js';
 
 /** Through MCP the same rule as through REST: a grant's categories decide which events show their record. */
 
-let t: LiveApp;
-let a: Tenant;
-beforeAll(async () => {
-  t = await startLiveApp();
-  a = await t.tenant();
-});
-afterAll(() => t?.close());
+const { t, a } = useLiveTenant();
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 async function events(token: string): Promise<Json[]> {
-  const res = await rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'events_read', arguments: { method: 'list', limit: 100 } } });
+  const res = await callTool(t, token, 'events_read', { method: 'list', limit: 100 });
   expect(res.status, res.text).toBe(200);
   expect(res.json.result.isError ?? false, res.text).toBe(false);
   return res.json.result.structuredContent.data as Json[];

@@ -1,11 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twilioSignature } from '../../src/modules/channels/sms/providers/twilio.js';
-import { setGrantCategories } from '../../src/oauth/grants.js';
 import { createSmsSender } from '../../src/workers/sms-sender.js';
-import type { Tenant } from '../helpers/app.js';
+import { connectAssistant, useLiveTenant } from '../helpers/live-tenant.js';
 import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
-import { mintToken, startLiveApp, v1Client, type LiveApp } from './helpers.js';
 
 /**
  * An assistant connected over MCP (OAuth, the official SDK's client) reads a customer's text thread and
@@ -15,21 +13,17 @@ import { mintToken, startLiveApp, v1Client, type LiveApp } from './helpers.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-let t: LiveApp;
-let a: Tenant;
+const { t, a } = useLiveTenant({ SECRETS_KEY: randomBytes(32).toString('base64'), CHANNELS_ALLOW_PRIVATE: 'true' });
 let twilio: FakeTwilio;
 let sender: ReturnType<typeof createSmsSender>;
 
 beforeAll(async () => {
-  t = await startLiveApp({ env: { SECRETS_KEY: randomBytes(32).toString('base64'), CHANNELS_ALLOW_PRIVATE: 'true' } });
-  a = await t.tenant();
   twilio = await startFakeTwilio();
   sender = createSmsSender({ db: t.database.db, clock: () => new Date(), log: { error: () => {}, warn: () => {} }, allowPrivate: true, sendTimeoutMs: 5000 });
 });
 afterAll(async () => {
   await sender?.stop();
   await twilio?.close();
-  await t?.close();
 });
 
 describe('an assistant over MCP and a text thread', () => {
@@ -48,17 +42,9 @@ describe('an assistant over MCP and a text thread', () => {
       expect(res.status, res.body).toBe(200);
     }
 
-    const person = await a.user();
-    const minted = await mintToken(t, a, { userId: person.id });
     // Sending is a consent of its own; the person gave it on the consent page.
-    await setGrantCategories(t.database.db, minted.grant.id, minted.grant.categories, () => new Date(), false, true);
-    const client = await v1Client(t.origin, minted.token, 'mcp');
+    const { client, call } = await connectAssistant(t, a);
     try {
-      const call = async (name: string, args: Json) => {
-        const res = (await client.callTool({ name, arguments: args })) as { isError?: boolean; content: { text: string }[]; structuredContent?: Json };
-        expect(res.isError, res.content[0]?.text).toBeFalsy();
-        return res.structuredContent!.data as Json;
-      };
       const incoming = (await call('messages_read', { method: 'list_incoming', limit: 10 })) as Json[];
       const latest = incoming.find((m) => m.channelId === ch.id)!;
       const thread = (await call('messages_read', { method: 'list', threadId: latest.threadId })) as Json[];

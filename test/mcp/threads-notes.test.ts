@@ -1,23 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ok, type Tenant } from '../helpers/app.js';
-import { mintToken, rawMcp, startLiveApp, type LiveApp } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { ok } from '../helpers/app.js';
+import { callTool, useLiveTenant } from '../helpers/live-tenant.js';
+import { mintToken } from './helpers.js';
 
 /**
  * CONTRACT §11 through an assistant: the `threads` category's tools, and a note written through one names
  * the person and the assistant (its OAuth client) as its author; a grant without the category has no such tool.
  */
 
-let t: LiveApp;
-let a: Tenant;
-beforeAll(async () => {
-  t = await startLiveApp();
-  a = await t.tenant();
-});
-afterAll(() => t?.close());
+const { t, a } = useLiveTenant();
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const call = (token: string, name: string, args: Json) => rawMcp(t.origin, token, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } });
+const call = (token: string, name: string, args: Json) => callTool(t, token, name, args);
 
 describe('threads through an assistant', () => {
   it('writes a note whose author is the person and the assistant they wrote through', async () => {

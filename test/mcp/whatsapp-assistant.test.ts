@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { setGrantCategories } from '../../src/oauth/grants.js';
+import { describe, expect, it } from 'vitest';
 import { createOutboxWorker } from '../../src/workers/outbox-worker.js';
-import { whatsappSending } from '../../src/workers/whatsapp-sender.js';
-import type { Tenant } from '../helpers/app.js';
-import { hubSignature, messagesChange, metaJson, startFakeGraph, textMessage, webhookBody, type FakeGraph } from '../helpers/meta-graph.js';
-import { mintToken, startLiveApp, v1Client, type LiveApp } from './helpers.js';
+import { whatsappSending } from '../../src/modules/channels/whatsapp/whatsapp.sender.js';
+import { connectAssistant, useLiveTenant } from '../helpers/live-tenant.js';
+import { hubSignature, messagesChange, metaJson, textMessage, webhookBody } from '../helpers/meta-graph.js';
+import { useFakeGraph, whatsappTestEnv } from '../helpers/whatsapp-app.js';
 
 /**
  * An assistant connected over MCP (OAuth, the official SDK's client) reads a customer's WhatsApp thread and
@@ -15,20 +14,9 @@ import { mintToken, startLiveApp, v1Client, type LiveApp } from './helpers.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-let t: LiveApp;
-let a: Tenant;
-let graph: FakeGraph;
+const { t, a } = useLiveTenant(whatsappTestEnv());
+const graph = useFakeGraph();
 const silent = { error: () => {}, warn: () => {} };
-
-beforeAll(async () => {
-  t = await startLiveApp({ env: { SECRETS_KEY: randomBytes(32).toString('base64'), CHANNELS_ALLOW_PRIVATE: 'true' } });
-  a = await t.tenant();
-  graph = await startFakeGraph();
-});
-afterAll(async () => {
-  await graph?.close();
-  await t?.close();
-});
 
 describe('an assistant over MCP and a WhatsApp thread', () => {
   it('reads the thread of a customer who wrote on WhatsApp and replies with the same tools; the reply leaves through Meta', async () => {
@@ -45,16 +33,8 @@ describe('an assistant over MCP and a WhatsApp thread', () => {
     const hook = await t.app.inject({ method: 'POST', url: `/hooks/whatsapp/${ch.id}`, headers: { 'content-type': 'application/json', 'x-hub-signature-256': hubSignature(appSecret, raw) }, payload: raw });
     expect(hook.statusCode, hook.body).toBe(200);
 
-    const person = await a.user();
-    const minted = await mintToken(t, a, { userId: person.id });
-    await setGrantCategories(t.database.db, minted.grant.id, minted.grant.categories, () => new Date(), false, true);
-    const client = await v1Client(t.origin, minted.token, 'mcp');
+    const { client, call } = await connectAssistant(t, a);
     try {
-      const call = async (name: string, args: Json) => {
-        const res = (await client.callTool({ name, arguments: args })) as { isError?: boolean; content: { text: string }[]; structuredContent?: Json };
-        expect(res.isError, res.content[0]?.text).toBeFalsy();
-        return res.structuredContent!.data as Json;
-      };
       const incoming = (await call('messages_read', { method: 'list_incoming', limit: 10 })) as Json[];
       const latest = incoming.find((m) => m.channelId === ch.id && m.providerMessageId === written[1]!.id)!;
       const thread = (await call('messages_read', { method: 'list', threadId: latest.threadId })) as Json[];

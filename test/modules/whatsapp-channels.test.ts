@@ -1,23 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { channels, whatsappOutbox } from '../../src/db/schema.js';
 import { createOutboxWorker } from '../../src/workers/outbox-worker.js';
-import { whatsappSending } from '../../src/workers/whatsapp-sender.js';
+import { whatsappSending } from '../../src/modules/channels/whatsapp/whatsapp.sender.js';
 import { TEST_ORIGIN, toTestResponse, useTestApp, type Tenant } from '../helpers/app.js';
-import { hubSignature, messagesChange, metaJson, startFakeGraph, textMessage, webhookBody, type FakeGraph } from '../helpers/meta-graph.js';
+import { hubSignature, messagesChange, metaJson, textMessage, webhookBody } from '../helpers/meta-graph.js';
+import { useFakeGraph, whatsappTestEnv } from '../helpers/whatsapp-app.js';
 
 /** WhatsApp channels through the REST API (CONTRACT §10): create, read, change, test, send and reply. */
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const SECRETS_KEY = randomBytes(32).toString('base64');
-const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
-let graph: FakeGraph;
-beforeAll(async () => {
-  graph = await startFakeGraph();
-});
-afterAll(() => graph?.close());
+const { t, a, b } = useTestApp({ app: { env: whatsappTestEnv() } });
+const graph = useFakeGraph();
 
 let numbers = 0;
 const number = () => `+49151${String(20_000_000 + ++numbers * 1000 + Math.floor(Math.random() * 1000)).padStart(8, '0')}`;
@@ -204,6 +200,26 @@ describe('the WhatsApp sender (the queue engine with Meta as its transmit step)'
     expect(bodies.map((x) => x.to)).toEqual([other.slice(1)]);
     expect(await read(kept.id)).toMatchObject({ status: 'failed', statusReason: expect.stringMatching(/opted out/) });
     expect((await read(goes.id)).status).toBe('sent');
+  });
+
+  it('an opt-out added through the API fails the messages still queued to the number at once, with their events, as for texts', async () => {
+    const channel = await addChannel(a);
+    const [stopped, other] = [number(), number()];
+    const template = { name: 'hello_world', language: 'en_US' };
+    const kept = (await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [stopped], template })).json.data as Json;
+    const goes = (await a.request('POST', '/v1/messages/send', { channelId: channel.id, to: [other], template })).json.data as Json;
+    expect((await a.request('POST', `/v1/channels/${channel.id}/opt-outs`, { phoneNumber: stopped })).status).toBe(201);
+    // No sender has run: the opt-out itself failed it.
+    expect(await read(kept.id)).toMatchObject({ status: 'failed', statusReason: expect.stringMatching(/opted out/) });
+    expect((await read(goes.id)).status).toBe('queued');
+    const [row] = await t.database.db.select().from(whatsappOutbox).where(eq(whatsappOutbox.messageId, kept.id));
+    expect(row!.status).toBe('failed');
+    const events = (await a.request('GET', `/v1/events?type=message.failed&limit=100`)).json.data as Json[];
+    expect(events.filter((e) => e.resourceId === kept.id)).toHaveLength(1);
+    // The other number's message still leaves.
+    await sendAll();
+    expect((await read(goes.id)).status).toBe('sent');
+    expect((await read(kept.id)).status).toBe('failed');
   });
 
   it('fails a batch in one statement whatever its size (a disabled channel: every queued message fails, each with its event)', async () => {

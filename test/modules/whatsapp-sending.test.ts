@@ -1,23 +1,17 @@
-import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createWhatsAppChannel, loadWhatsAppChannel } from '../../src/modules/channels/whatsapp/whatsapp.repository.js';
 import { WhatsAppChannelCreateInput } from '../../src/modules/channels/whatsapp/whatsapp.schemas.js';
 import { testWhatsAppChannel } from '../../src/modules/channels/whatsapp/whatsapp.test-channel.js';
 import { transmitWhatsApp } from '../../src/modules/channels/whatsapp/whatsapp.transmit.js';
 import { useTestApp, type Tenant } from '../helpers/app.js';
-import { startFakeGraph, type FakeGraph } from '../helpers/meta-graph.js';
+import { useFakeGraph, whatsappTestEnv } from '../helpers/whatsapp-app.js';
 
 /** Sending WhatsApp messages through Meta (a local fake Graph API) and what Meta's answers do to the channel. */
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const SECRETS_KEY = randomBytes(32).toString('base64');
-const { t, a, b } = useTestApp({ app: { env: { SECRETS_KEY, CHANNELS_ALLOW_PRIVATE: 'true' } } });
-let graph: FakeGraph;
-beforeAll(async () => {
-  graph = await startFakeGraph();
-});
-afterAll(() => graph?.close());
+const { t, a, b } = useTestApp({ app: { env: whatsappTestEnv() } });
+const graph = useFakeGraph();
 const ctx = { allowPrivate: true, timeoutMs: 2000 };
 
 async function addChannel(who: Tenant) {

@@ -1435,7 +1435,7 @@ export interface paths {
         put?: never;
         /**
          * Add an opt-out
-         * @description Stops texts to a number on this channel, as if it had texted STOP: sending to it answers 409 `RECIPIENT_OPTED_OUT`, and texts to it still queued fail. Adding a number already opted out answers the existing opt-out.
+         * @description Stops texts to a number on this channel, as if it had texted STOP: sending to it answers 409 `RECIPIENT_OPTED_OUT`, and the channel's messages to it still queued fail at once. Adding a number already opted out answers the existing opt-out.
          *
          *     Requires the `channels:write` permission (or `*`).
          */

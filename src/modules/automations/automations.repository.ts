@@ -20,6 +20,7 @@ import { readsThread, threadsOfEvents, withThread } from './thread-context.js';
 import { triggerEventTypes, type Condition, type PlanStep } from './plan.js';
 import { renderTemplates, unreadDigestsIn, usesDigest, usesMailChannel, type TemplateContext, type UnreadDigest } from './template.js';
 import { noticeChannelOf } from '../channels/email/email.channels.js';
+import { channelKinds } from '../channels/kinds.js';
 import {
   DEFAULT_STATUS,
   PLACEHOLDER_TRIGGER_EVENT,
@@ -419,13 +420,16 @@ export async function digestSince(tx: DbOrTx, orgId: string, since: Date, now: D
   return `${count} message(s) since ${since.toISOString()}:\n${text}`;
 }
 
+/** The kinds whose messages a digest of one kind holds (`unreadEmails`: email's), from the registry. */
+const digestKinds = (which: UnreadDigest) => channelKinds().flatMap((k) => (k.unreadDigest === which ? [k.type] : []));
+
 /** `{{digest.unread}}` and `{{digest.unreadEmails}}`: the incoming messages (or emails) not read yet, newest first. */
 export async function unreadDigest(tx: DbOrTx, orgId: string, which: UnreadDigest): Promise<string> {
   const what = which === 'unreadEmails' ? 'unread email(s)' : 'unread message(s)';
   const rows = await tx
     .select(digestColumns)
     .from(messages)
-    .where(and(eq(messages.organizationId, orgId), isNull(messages.deletedAt), eq(messages.direction, 'incoming'), isNull(messages.readAt), which === 'unreadEmails' ? eq(messages.type, 'email') : undefined))
+    .where(and(eq(messages.organizationId, orgId), isNull(messages.deletedAt), eq(messages.direction, 'incoming'), isNull(messages.readAt), which === 'unread' ? undefined : inArray(messages.type, digestKinds(which))))
     .orderBy(desc(messages.createdAt))
     .limit(DIGEST_MESSAGES + 1);
   if (rows.length === 0) return `No ${what.replace('(s)', 's')}.`;

@@ -1,3 +1,4 @@
+import type { ChannelKind } from '../channels/kind.js';
 import { kindNamed } from '../channels/kinds.js';
 import { SENDER_VERIFIED, THREAD_TAGS } from './condition.js';
 import type { Condition, ConditionTest, Plan, PlanStep } from './plan.js';
@@ -175,12 +176,15 @@ const readsSender = (c: Condition): boolean =>
 const requiresVerified = (c: Condition): boolean =>
   'field' in c ? c.field === SENDER_VERIFIED && c.value === (c.operator === 'equals') : 'all' in c ? c.all.some(requiresVerified) : false;
 
-/** Whether the condition only holds for text messages: `type` equals "sms", alone or in an `all`. */
-const onlyTexts = (c: Condition): boolean =>
-  'field' in c ? c.field === 'type' && c.operator === 'equals' && c.value === 'sms' : 'all' in c ? c.all.some(onlyTexts) : false;
-
-/** The note a plan of texts gets when its condition trusts the sender's number. */
-export const UNVERIFIED_NUMBER_NOTE = 'The sender is the number the provider reports, which is not authenticated everywhere (numbers can be spoofed).';
+/** The kind the condition holds for alone (`type` equals one kind, alone or in an `all`), asked through the registry. */
+const onlyKind = (c: Condition): ChannelKind | undefined =>
+  'field' in c
+    ? c.field === 'type' && c.operator === 'equals'
+      ? kindNamed(c.value)
+      : undefined
+    : 'all' in c
+      ? c.all.map(onlyKind).find((k) => k !== undefined)
+      : undefined;
 
 /** The note a plan gets when its condition trusts a sender nobody authenticated. */
 export const UNVERIFIED_SENDER_NOTE =
@@ -259,11 +263,12 @@ function through(channelId: unknown, text: boolean, context: SummaryContext): st
   return found ? `through ${named(found)}` : `through the channel ${quote(channelId)}`;
 }
 
-/** How a step reads: the plan's other steps, whether it acts on texts only, the channels it may name. */
+/** How a step reads: the plan's other steps, the wording of the kind it acts on alone, the channels it may name. */
 interface StepContext extends SummaryContext {
   steps: PlanStep[];
   /** The condition holds for text messages only: the triggering message is a text. */
-  texts: boolean;
+  /** How the kind the plan acts on alone words its messages, when it has its own wording (texts). */
+  wording: ChannelKind['planWording'];
 }
 
 /** One step in words. */
@@ -303,12 +308,12 @@ function describeStep(step: PlanStep, index: number, context: StepContext): stri
   if (step.operation === 'contacts.create_email' && priorIsContact && input.email === '{{sender.address}}' && Object.keys(input).length === 2) return "adds the sender's address to it as an email";
   if (step.operation === 'contacts.create_phone_number' && priorIsContact && input.phoneNumber === '{{sender.address}}' && Object.keys(input).length === 2) return "adds the sender's number to it as a phone number";
   if (step.operation === 'messages.reply' && isEventMessage(input) && typeof input.text === 'string' && Object.keys(input).every((k) => ['id', 'text', 'replyAll'].includes(k))) {
-    if (context.texts) return `replies with a text to the sender through the channel the text came through, with the text ${quote(input.text)}`;
+    if (context.wording) return `replies with a ${context.wording.noun} to the sender through the channel the ${context.wording.noun} came through, with the text ${quote(input.text)}`;
     return `replies to the message${input.replyAll === true ? ' and all its other recipients' : ''} with ${quote(input.text)}`;
   }
   if (step.operation === 'messages.forward' && isEventMessage(input) && Object.keys(input).every((k) => ['id', 'to', 'text', 'channelId'].includes(k))) {
     const via = input.channelId === undefined ? '' : ` ${through(input.channelId, false, context)}`;
-    const what = context.texts ? 'the text by email' : 'the message';
+    const what = context.wording ? `the ${context.wording.noun} by email` : 'the message';
     return `forwards ${what} to ${recipients(input.to)}${via}${typeof input.text === 'string' && input.text ? ` with the note ${quote(input.text)}` : ''}`;
   }
   if (step.operation === 'messages.send' && Object.keys(input).every((k) => ['channelId', 'to', 'subject', 'text'].includes(k))) {
@@ -349,13 +354,13 @@ export function summarizePlan(plan: Plan, context: SummaryContext = {}): string 
     }
     when += `, only if ${text}`;
   }
-  let texts = false;
+  let wording: ChannelKind['planWording'];
   try {
-    texts = !!plan.condition && onlyTexts(plan.condition);
+    wording = plan.condition ? onlyKind(plan.condition)?.planWording : undefined;
   } catch {
     // not a well-formed condition: shown as it is above
   }
-  const steps = (Array.isArray(plan.actions) ? plan.actions : []).map((s, i, all) => describeStep(s, i, { ...context, steps: all, texts }));
+  const steps = (Array.isArray(plan.actions) ? plan.actions : []).map((s, i, all) => describeStep(s, i, { ...context, steps: all, wording }));
   const does = steps.length ? `It ${list(steps, 'and then')}` : 'It does nothing';
   let unverified = false;
   try {
@@ -363,6 +368,6 @@ export function summarizePlan(plan: Plan, context: SummaryContext = {}): string 
   } catch {
     // not a well-formed condition: shown as it is above
   }
-  const note = unverified ? ` ${texts ? UNVERIFIED_NUMBER_NOTE : UNVERIFIED_SENDER_NOTE}` : '';
+  const note = unverified ? ` ${wording?.unverifiedSenderNote ?? UNVERIFIED_SENDER_NOTE}` : '';
   return `${when}. ${does}.${note}`;
 }

@@ -3,12 +3,17 @@ import type { Db, DbOrTx } from '../../db/client.js';
 import { channels } from '../../db/schema.js';
 import { recordEvents } from '../events/events.recorder.js';
 import { CommittedWork } from '../events/events.signal.js';
-import { MAILBOX_ERROR_PREFIX, PROVIDER_ERROR_PREFIX, RELAY_ERROR_PREFIX, SYNC_TIME_GRANULARITY_S, type ChannelSide } from './channels.repository.js';
-import { toChannel } from './kinds.js';
+import { MAILBOX_ERROR_PREFIX, PROVIDER_ERROR_PREFIX, RELAY_ERROR_PREFIX, SYNC_TIME_GRANULARITY_S, type ChannelRow, type ChannelSide } from './channels.repository.js';
 
 const SIDE_PREFIX: Record<ChannelSide, string> = { mailbox: MAILBOX_ERROR_PREFIX, relay: RELAY_ERROR_PREFIX, provider: PROVIDER_ERROR_PREFIX };
 
 /** How one attempt of one side of a channel ended. `fix` says what to change (each kind or provider names its own: `EMAIL_CREDENTIALS_FIX`, a text provider's `credentialsFix`). */
+/**
+ * How the channel's events show it: its kind's JSON (`toJson` of its kind; the caller passes it, so that the
+ * kinds' own code reaches this file without the registry, which lists that code).
+ */
+export type ChannelView = (row: ChannelRow) => Record<string, unknown>;
+
 export type ChannelOutcome = { ok: true; side: ChannelSide; at?: Date } | { ok: false; side: ChannelSide; error: string; fix?: string };
 
 /** What the sender changes on the channel beside its status: its relay's failure count and pause. */
@@ -34,7 +39,7 @@ export async function recordChannelOutcome(
   tx: DbOrTx,
   channelId: string,
   outcome: ChannelOutcome,
-  opts: { work?: CommittedWork; relay?: RelayState; worthWhen?: SQL } = {},
+  opts: { view: ChannelView; work?: CommittedWork; relay?: RelayState; worthWhen?: SQL },
 ): Promise<'error' | 'recovered' | undefined> {
   const { prefix, sideError, live } = outcomeSql(channelId, outcome);
   const relay = opts.relay ?? {};
@@ -80,7 +85,7 @@ export async function recordChannelOutcome(
   if (changed.length === 0) return undefined;
   const type = outcome.ok ? 'channel.recovered' : 'channel.error';
   const [row] = await tx.select().from(channels).where(eq(channels.id, channelId));
-  const recorded = await recordEvents(tx, { type: 'system', id: null, depth: 0 }, [{ type, organizationId: row!.organizationId, resourceId: channelId, data: toChannel(row!) }]);
+  const recorded = await recordEvents(tx, { type: 'system', id: null, depth: 0 }, [{ type, organizationId: row!.organizationId, resourceId: channelId, data: opts.view(row!) }]);
   opts.work?.add({ ...recorded, types: [type] });
   return outcome.ok ? 'recovered' : 'error';
 }
@@ -112,7 +117,7 @@ const rowsOf = (result: unknown) => (result as { rows: { id: string }[] }).rows;
  * `recordChannelOutcome` for a worker that holds no transaction: in one of its own, its events announced after
  * the commit. A failure to record is logged by the caller (it never stops the worker).
  */
-export async function showChannelOutcome(db: Db, channelId: string, outcome: ChannelOutcome, opts: { relay?: RelayState; worthWhen?: SQL } = {}) {
+export async function showChannelOutcome(db: Db, channelId: string, outcome: ChannelOutcome, opts: { view: ChannelView; relay?: RelayState; worthWhen?: SQL }) {
   // The common case, a success on a channel that is fine, costs one read and no transaction (a worker's next
   // step, e.g. serving a new SMPP bind, waits for this).
   if (outcome.ok) {

@@ -1,7 +1,11 @@
+import type { FastifyBaseLogger } from 'fastify';
 import type { z } from 'zod';
+import type { Config } from '../../config.js';
+import type { Clock } from '../../core/clock.js';
 import type { OperationContext } from '../../core/operation.js';
 import type { Db, DbOrTx } from '../../db/client.js';
 import type { MessageJson, MessageRow } from '../messages/messages.repository.js';
+import type { QueueWork } from '../queue-work.js';
 import type { ChannelRow } from './channels.repository.js';
 import type { MediaOutcome } from './media.js';
 import type { OperationRunner } from './runner.js';
@@ -65,8 +69,54 @@ export interface ChannelKind {
    */
   fetchMedia?(row: ChannelRow, ref: string, limits: MediaLimits): Promise<MediaOutcome>;
 
+  /**
+   * A number opted out of the channel (`POST /channels/{id}/opt-outs`, STOP, the provider's report): its messages
+   * still waiting in the kind's outbox fail at once; answers their message ids. Absent: its channels send nothing
+   * that opt-outs stop.
+   */
+  failQueuedTo?(db: DbOrTx, channelId: string, phoneNumber: string): Promise<string[]>;
+
+  /**
+   * The settings it takes from the configuration, once at start (`initKinds`): the public URL its hook URLs
+   * are built from.
+   */
+  init?(config: KindConfig): void;
+  /** Its providers' webhooks, served by the one hook route (`src/http/hooks.ts`); absent: none call in (email: mail arrives over SMTP or IMAP). */
+  readonly hook?: KindHook;
+  /**
+   * Its outbox's transmit step, a queue of the queue engine that the one sender loop (`src/workers/channel-senders.ts`)
+   * claims from; absent: the loop still has the kind's sender in its own table (being moved into the kinds' folders).
+   */
+  sender?(deps: KindSenderDeps): QueueWork<any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- each kind's queue has its own row type
+
+  /**
+   * How an automation's summary speaks of a plan whose condition holds only for this kind's messages (`type`
+   * equals it): their noun ("replies with a text…") and the note when the condition trusts their sender,
+   * whom nobody authenticated; absent: as of any message.
+   */
+  readonly planWording?: { noun: string; unverifiedSenderNote: string };
+  /** The template value that digests its unread messages alone (`{{digest.unreadEmails}}`), when it has one. */
+  readonly unreadDigest?: string;
+
   /** How fast one channel sends: units (texts' segments) a second, or undefined for no limit of its own (email: the relay's answers pace it). */
   pacing(row: ChannelRow): { perSecond: number } | undefined;
+}
+
+/** The configuration a kind reads at start. */
+export type KindConfig = Pick<Config, 'publicUrl' | 'mailSendTimeoutMs' | 'sms'>;
+
+/** What a kind's sender is built with: the one sender loop's. */
+export interface KindSenderDeps {
+  db: Db;
+  clock: Clock;
+  log: Pick<FastifyBaseLogger, 'error' | 'warn'>;
+  /** Providers and relays on private and loopback addresses may be reached (CHANNELS_ALLOW_PRIVATE). */
+  allowPrivate: boolean;
+  /** The settings the kind's sender reads (its timeout). */
+  config: KindConfig;
+  /** The name the mail client gives in EHLO. */
+  hostname?: string | undefined;
+  random?: () => number;
 }
 
 /** What one media fetch may do: reach private addresses (CHANNELS_ALLOW_PRIVATE), take this long per request, keep this many bytes. */
@@ -77,7 +127,7 @@ export interface MediaLimits {
 }
 
 /**
- * The webhooks of a kind's providers, declared in the kind's folder and listed in `hooks.ts`:
+ * The webhooks of a kind's providers, declared in the kind's folder (its kind's `hook`):
  * `/hooks/{segment}/{channelId}{route.suffix}`, bodies at most `bodyLimit`
  * bytes, kept as received (a signature is over the bytes). The one hook route does what every hook does (the
  * channel id, refusals counted per client address, each channel's rate); the kind says whose call it is and

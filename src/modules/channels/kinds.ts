@@ -4,7 +4,7 @@ import { fieldError, validationError } from '../../core/errors.js';
 import type { ChannelRow } from './channels.repository.js';
 import { ChannelHead, ChannelTail, ChannelTestFields, ChannelUpdateShared } from './channels.schemas.js';
 import { emailKind } from './email/email.kind.js';
-import type { ChannelJson, ChannelKind } from './kind.js';
+import type { ChannelJson, ChannelKind, KindConfig, KindHook } from './kind.js';
 import { routedObject } from './routed.js';
 import { smsKind } from './sms/sms.kind.js';
 import { whatsappKind } from './whatsapp/whatsapp.kind.js';
@@ -23,6 +23,14 @@ export const CHANNEL_KINDS = {
 const KINDS: ChannelKind[] = Object.values(CHANNEL_KINDS);
 /** Every kind, in the registry's order. */
 export const channelKinds = (): readonly ChannelKind[] => KINDS;
+
+/** Every kind takes its settings from the configuration (the application calls this once, at start). */
+export function initKinds(config: KindConfig): void {
+  for (const kind of KINDS) kind.init?.(config);
+}
+
+/** The webhooks of the kinds whose providers call in, served by the one hook route (`src/http/hooks.ts`). */
+export const channelHooks = (): KindHook[] => KINDS.flatMap((k) => (k.hook ? [k.hook] : []));
 
 /** The kind of a stored channel (or of a channel's `type`). */
 export const kindOf = (channel: Pick<ChannelRow, 'type'>): ChannelKind => CHANNEL_KINDS[channel.type];

@@ -4,18 +4,18 @@ import { messages, smsMedia } from '../../db/schema.js';
 import { queuedNotice } from '../outbox.js';
 
 /**
- * The media of received messages as the message lists them, under its own type: `metadata.sms.media[i]` (an
- * MMS's items), `metadata.whatsapp.media[i]` (a WhatsApp image, audio, video, document or sticker):
+ * The media of received messages as the message lists them, under its own type (`metadata.<type>.media[i]`:
+ * an MMS's items, an image, audio, video, document or sticker of another kind):
  * - on arrival `{id: null, url | mediaId, contentType, size: null, filename, status: "pending"}`, the item
- *   queued in `sms_media` in the message's transaction (`url`: the provider's reference to it, a URL for
- *   texts, Meta's media id for WhatsApp);
+ *   queued in `sms_media` in the message's transaction (`url`: the provider's reference to it, a URL, or a
+ *   media id the kind's `fetchMedia` resolves);
  * - once fetched `{id, url, contentType, size, filename, status: "stored"}`: `id` is an attachment of the
  *   message, downloaded like a mail attachment (`GET /messages/{id}/attachments/{attachmentId}`);
  * - or `{…, status: "failed", reason}` when it could not be fetched (the reason says why).
  */
 
 export interface ListedMedia {
-  /** How the provider names the item: its URL (texts), its media id (WhatsApp). */
+  /** How the provider names the item: its URL, or a media id (its kind's `fetchMedia` knows which). */
   url: string;
   contentType: string | null;
 }
@@ -41,10 +41,10 @@ export async function storedMediaBytes(db: DbOrTx, messageId: string): Promise<n
   return row?.n ?? 0;
 }
 
-/** The path of an item's entry: under the message's own type (`sms`, `whatsapp`), `media`, its position. */
+/** The path of an item's entry: under the message's own type (its kind), `media`, its position. */
 const entryPath = (position: number) => sql`ARRAY[${messages.type}, 'media', ${String(position)}]::text[]`;
 
-/** The file name the message lists for an item (a WhatsApp document's), or null. */
+/** The file name the message lists for an item (a document's, when the webhook named it), or null. */
 export async function listedFilename(db: DbOrTx, messageId: string, position: number): Promise<string | null> {
   const [row] = await db
     .select({ name: sql<string | null>`${messages.metadata} #>> (${entryPath(position)} || ARRAY['filename'])` })

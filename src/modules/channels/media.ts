@@ -3,9 +3,9 @@ import { OutboundProblem, outboundRequest, retryAfterMs } from '../../core/outbo
 
 /**
  * Fetching one media item of a received message, for every channel kind: a bounded download that carries the
- * channel's credentials only where its provider said. Texts: the provider names each item by a URL (Twilio:
- * `{apiBaseUrl}/2010-04-01/Accounts/{sid}/Messages/{sid}/Media/{sid}`, which answers a 307 to its CDN).
- * WhatsApp: Meta's API answers a download URL on its media host for a media id (`whatsapp/meta.ts`).
+ * channel's credentials only where its provider said: each kind's `fetchMedia` names the URL (a text provider's
+ * media URL, which may answer a redirect to its CDN; a download URL another provider's API answered for a
+ * media id) and the one origin trusted with the credentials.
  *
  * - The credentials go only to `trustedOrigin` (scheme, host and port), and only on the request for the URL
  *   the caller gave: a redirect, and a URL on any other host, is fetched without them, so a webhook (or a
@@ -17,7 +17,7 @@ import { OutboundProblem, outboundRequest, retryAfterMs } from '../../core/outbo
  */
 
 export interface MediaFetchOptions {
-  /** The origin whose requests carry `authorization`: the provider's API host (texts), the media host Meta named (WhatsApp). */
+  /** The origin whose requests carry `authorization`: the provider's API host, or the media host its API named. */
   trustedOrigin: string;
   /** The channel's credentials, as an Authorization header value. */
   authorization: string;

@@ -86,7 +86,7 @@ export function describeEventType(type: EventType): string {
   if (type === 'message.sent') return 'An outgoing message was sent: recorded as sent (alongside message.created), or an email accepted by its channel\'s relay';
   if (type === 'message.failed') return 'An outgoing email or text could not be sent or delivered (its statusReason says why)';
   if (type === 'message.delivered') return "An outgoing text was delivered to the phone (its provider's delivery report)";
-  if (type === 'message.read') return 'An outgoing WhatsApp message was read by its recipient (a read report without a delivery report records message.delivered first)';
+  if (type === 'message.read') return 'An outgoing message was read by its recipient, on channels whose provider reports reads (a read report without a delivery report records message.delivered first)';
   if (type === 'channel.error') return 'A channel stopped working: its mailbox, relay or provider failed or refused its credentials (its lastError says what to fix); once per outage';
   if (type === 'thread.updated') return "A thread's status, snooze, assignee or tags changed (its `changes` hold the fields before and after)";
   if (type === 'thread.reopened') return 'A pending, snoozed or closed thread opened again (its `reason`: `message`, an incoming message; `snooze_ended`)';

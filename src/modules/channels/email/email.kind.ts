@@ -33,5 +33,6 @@ export const emailKind: ChannelKind = {
   send: (ctx, _channel, input) => sendMessage(ctx, input as MessageSendValues),
   reply: (ctx, _message, input) => replyToMessage(ctx, input as MessageReplyValues),
   forward: (ctx, input) => forwardMessage(ctx, input as MessageForwardValues),
+  unreadDigest: 'unreadEmails',
   pacing: () => undefined,
 };

@@ -17,6 +17,7 @@ import { contactEmailIdFor, insertAttachments, insertReceivedMessage, receivedOn
 import { Message } from '../../messages/messages.schemas.js';
 import { MailRefused, readEmail, type ParsePlace } from './parse-pool.js';
 import { resolveThreadId } from '../../messages/threads.js';
+import { toEmailChannel } from './email.view.js';
 
 export { cleanText, legacyHeadersAsUtf8, type AuthenticationSummary, type Party, type SmtpEnvelope } from './inbound-parse.js';
 export { MailBusy, MailRefused } from './parse-pool.js';
@@ -165,7 +166,7 @@ function receiveOperation(attachments: NewAttachment[], at: Date, inTransaction?
       });
       if (!row) throw new DuplicateEmail((await receivedOnChannel(ctx.db, ctx.orgId, input.channelId, providerMessageId))?.id);
       await insertAttachments(ctx.db, ctx.orgId, row.id, attachments);
-      await recordChannelOutcome(ctx.db, input.channelId, { ok: true, side: 'mailbox', at });
+      await recordChannelOutcome(ctx.db, input.channelId, { ok: true, side: 'mailbox', at }, { view: toEmailChannel });
       // A channel deleted meanwhile (by any process) stores nothing: checked, and held, until the commit.
       await assertChannelLive(ctx.db, input.channelId);
       await inTransaction?.(ctx.db);

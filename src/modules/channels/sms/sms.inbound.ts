@@ -17,7 +17,7 @@ import { partyNumber } from './numbers.js';
 import { pendingEntry, queueMedia, type ListedMedia } from '../media.repository.js';
 import type { IncomingText } from './provider.js';
 import { providerNameOf } from './providers/index.js';
-import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, queueText, removeOptOut, smsThreadId } from './sms.repository.js';
+import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, queueText, removeOptOut, smsThreadId, toSmsChannel } from './sms.repository.js';
 import { smsSize } from './segments.js';
 
 /**
@@ -69,7 +69,7 @@ function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTrans
       if (!row) throw new DuplicateText();
       await queueMedia(ctx.db, ctx.orgId, row.id, input.channelId, media);
       await inTransaction?.(ctx.db);
-      await recordChannelOutcome(ctx.db, input.channelId, { ok: true, side: 'mailbox' });
+      await recordChannelOutcome(ctx.db, input.channelId, { ok: true, side: 'mailbox' }, { view: toSmsChannel });
       // A channel deleted meanwhile (by any process) stores nothing: checked, and held, until the commit.
       await assertChannelLive(ctx.db, input.channelId);
       await keywordEffects(ctx.db, channel, input.from, input.text);

@@ -1,7 +1,8 @@
 import { fieldError } from '../../../core/errors.js';
 import type { ChannelKind } from '../kind.js';
 import { providerFor } from './providers/index.js';
-import { createSmsChannel, replyText, sendText, toSmsChannel, onlyTextChannel, updateSmsChannel, withProviderSecret } from './sms.repository.js';
+import { smsHook } from './sms.hooks.js';
+import { createSmsChannel, failQueuedTo, setSmsPublicUrl, replyText, sendText, toSmsChannel, onlyTextChannel, updateSmsChannel, withProviderSecret } from './sms.repository.js';
 import { SmsChannelCreateInput, SmsChannelUpdateFields, SmsInboundOut, SmsOutputFields, SmsSendInput, SmsTestInbound, type SmsChannelCreate, type SmsSendValues } from './sms.schemas.js';
 import { testSmsChannel } from './sms.test-channel.js';
 
@@ -49,5 +50,9 @@ export const smsKind: ChannelKind = {
     if (!provider.fetchMedia) return { kind: 'failed', error: `The ${provider.name} provider carries no media` };
     return provider.fetchMedia(url, limits);
   },
+  failQueuedTo,
+  init: (config) => setSmsPublicUrl(config.publicUrl),
+  planWording: { noun: 'text', unverifiedSenderNote: 'The sender is the number the provider reports, which is not authenticated everywhere (numbers can be spoofed).' },
+  hook: smsHook,
   pacing: (row) => ({ perSecond: row.sms?.rate ?? 1 }),
 };

@@ -1,6 +1,7 @@
 import { notFound } from '../../../core/errors.js';
 import { defineOperation, type Operation } from '../../../core/operation.js';
 import { Pagination } from '../../../core/pagination.js';
+import { kindOf } from '../kinds.js';
 import { addOptOut, announceFailed, listOptOuts, removeOptOut, smsChannelOf } from './sms.repository.js';
 import { OptOut, OptOutCreateInput, OptOutDeleteInput, OptOutListInput } from './sms.schemas.js';
 
@@ -23,12 +24,12 @@ export const smsOperations: Operation[] = [
     event: 'channel.opt_out.created',
     path: '/channels/{id}/opt-outs',
     summary: 'Add an opt-out',
-    description: 'Stops texts to a number on this channel, as if it had texted STOP: sending to it answers 409 `RECIPIENT_OPTED_OUT`, and texts to it still queued fail. Adding a number already opted out answers the existing opt-out.',
+    description: 'Stops texts to a number on this channel, as if it had texted STOP: sending to it answers 409 `RECIPIENT_OPTED_OUT`, and the channel\'s messages to it still queued fail at once. Adding a number already opted out answers the existing opt-out.',
     input: OptOutCreateInput,
     output: OptOut,
     handler: async ({ id, phoneNumber }, ctx) => {
-      await smsChannelOf(ctx.db, ctx.orgId, id);
-      const { optOut, failed } = await addOptOut(ctx.db, ctx.orgId, id, phoneNumber, 'api');
+      const channel = await smsChannelOf(ctx.db, ctx.orgId, id);
+      const { optOut, failed } = await addOptOut(ctx.db, ctx.orgId, id, phoneNumber, 'api', kindOf(channel).failQueuedTo ?? (async () => []));
       await announceFailed(ctx.db, ctx.orgId, ctx.actor, failed);
       return optOut;
     },

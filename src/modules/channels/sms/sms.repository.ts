@@ -169,20 +169,28 @@ export async function listOptOuts(db: DbOrTx, orgId: string, channelId: string, 
 }
 
 /**
- * Records an opt-out (kept when it exists) and fails the texts to the number still queued on the channel.
- * Answers the opt-out and whether it is new. The caller records the events.
+ * Records an opt-out (kept when it exists) and fails the messages to the number still queued on the channel
+ * (`failQueued`: its kind's outbox; texts' by default). Answers the opt-out and whether it is new. The caller
+ * records the events.
  */
-export async function addOptOut(db: DbOrTx, orgId: string, channelId: string, phoneNumber: string, source: 'keyword' | 'provider' | 'api'): Promise<{ optOut: OptOutJson; created: boolean; failed: string[] }> {
+export async function addOptOut(
+  db: DbOrTx,
+  orgId: string,
+  channelId: string,
+  phoneNumber: string,
+  source: 'keyword' | 'provider' | 'api',
+  failQueued: (db: DbOrTx, channelId: string, phoneNumber: string) => Promise<string[]> = failQueuedTo,
+): Promise<{ optOut: OptOutJson; created: boolean; failed: string[] }> {
   const [inserted] = await db.insert(smsOptOuts).values({ organizationId: orgId, channelId, phoneNumber, source }).onConflictDoNothing().returning();
   const row = inserted ?? (await db.select().from(smsOptOuts).where(and(eq(smsOptOuts.channelId, channelId), eq(smsOptOuts.phoneNumber, phoneNumber))).limit(1))[0]!;
-  const failed = await failQueuedTo(db, channelId, phoneNumber);
+  const failed = await failQueued(db, channelId, phoneNumber);
   return { optOut: optOutJson(row), created: Boolean(inserted), failed };
 }
 
 export const OPTED_OUT_REASON = 'The recipient opted out of texts from this channel (STOP); it was not sent';
 
 /** Texts to the number still waiting in the outbox (not yet transmitted) fail; answers their message ids. */
-async function failQueuedTo(db: DbOrTx, channelId: string, phoneNumber: string): Promise<string[]> {
+export async function failQueuedTo(db: DbOrTx, channelId: string, phoneNumber: string): Promise<string[]> {
   const rows = await db
     .update(smsOutbox)
     .set({ status: 'failed', lastError: OPTED_OUT_REASON, leaseUntil: null, updatedAt: new Date() })

@@ -15,7 +15,7 @@ import { cleanText } from '../email/inbound.js';
 import type { OperationRunner } from '../runner.js';
 import { addOptOut, announceFailed, contactPhoneIdFor, keywordOf, removeOptOut } from '../sms/sms.repository.js';
 import type { IncomingWhatsApp } from './webhook.js';
-import { addressOf, failQueuedTo, optOutKey, PROVIDER_NAME, SYSTEM, touchWindow, whatsappThreadId, type WhatsAppChannel } from './whatsapp.repository.js';
+import { addressOf, failQueuedTo, optOutKey, PROVIDER_NAME, SYSTEM, touchWindow, whatsappThreadId, type WhatsAppChannel, toWhatsAppChannel } from './whatsapp.repository.js';
 import { and, eq, isNull } from 'drizzle-orm';
 
 /**
@@ -76,7 +76,7 @@ function receiveOperation(channel: WhatsAppChannel, incoming: IncomingWhatsApp, 
       // Listed pending now, fetched from Meta by the media worker after the commit (src/workers/media-fetcher.ts).
       if (incoming.media) await queueMedia(ctx.db, orgId, row.id, channel.id, [{ url: incoming.media.id, contentType: incoming.media.mimeType }]);
       await touchWindow(ctx.db, orgId, channel.id, address, incoming.timestamp);
-      await recordChannelOutcome(ctx.db, channel.id, { ok: true, side: 'mailbox' });
+      await recordChannelOutcome(ctx.db, channel.id, { ok: true, side: 'mailbox' }, { view: toWhatsAppChannel });
       // A channel deleted meanwhile (by any process) stores nothing: checked, and held, until the commit.
       await assertChannelLive(ctx.db, channel.id);
       await keywordEffects(ctx.db, channel, incoming);
@@ -92,9 +92,9 @@ async function keywordEffects(db: DbOrTx, channel: WhatsAppChannel, incoming: In
   if (!key || (keyword !== 'stop' && keyword !== 'start')) return;
   const orgId = channel.organizationId;
   if (keyword === 'stop') {
-    const { optOut, created } = await addOptOut(db, orgId, channel.id, key, 'keyword');
+    const { optOut, created, failed } = await addOptOut(db, orgId, channel.id, key, 'keyword', failQueuedTo);
     if (created) await recordEvents(db, SYSTEM, [{ type: 'channel.opt_out.created', organizationId: orgId, resourceId: optOut.id, data: optOut }]);
-    await announceFailed(db, orgId, SYSTEM, await failQueuedTo(db, channel.id, key));
+    await announceFailed(db, orgId, SYSTEM, failed);
   } else {
     const removed = await removeOptOut(db, orgId, channel.id, key);
     if (removed) await recordEvents(db, SYSTEM, [{ type: 'channel.opt_out.deleted', organizationId: orgId, resourceId: removed.id, data: removed }]);

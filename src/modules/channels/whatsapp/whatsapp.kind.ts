@@ -4,7 +4,9 @@ import { channelPolicy } from '../channels.connect.js';
 import { CheckResult } from '../channels.schemas.js';
 import type { ChannelKind } from '../kind.js';
 import { WHATSAPP_CREDENTIALS_FIX } from './rules.js';
-import { createWhatsAppChannel, graphOf, replyWhatsApp, sendWhatsApp, toWhatsAppChannel, updateWhatsAppChannel, withSecrets, type WhatsAppChannelPatch } from './whatsapp.repository.js';
+import { whatsappHook } from './whatsapp.hooks.js';
+import { whatsappSending } from './whatsapp.sender.js';
+import { createWhatsAppChannel, failQueuedTo, setWhatsAppPublicUrl, graphOf, replyWhatsApp, sendWhatsApp, toWhatsAppChannel, updateWhatsAppChannel, withSecrets, type WhatsAppChannelPatch } from './whatsapp.repository.js';
 import { MetaProviderOut, WhatsAppChannelCreateInput, WhatsAppChannelUpdateFields, WhatsAppInboundOut, WhatsAppSendInput, type WhatsAppChannelCreate, type WhatsAppSendValues } from './whatsapp.schemas.js';
 import { testWhatsAppChannel } from './whatsapp.test-channel.js';
 
@@ -55,5 +57,10 @@ export const whatsappKind: ChannelKind = {
     const outcome = await graphOf(channel).fetchMedia(mediaId, limits);
     return outcome.kind === 'failed' && outcome.credentials ? { ...outcome, error: `Meta: ${outcome.error}`, fix: WHATSAPP_CREDENTIALS_FIX } : outcome;
   },
+  failQueuedTo,
+  init: (config) => setWhatsAppPublicUrl(config.publicUrl),
+  hook: whatsappHook,
+  // One request to Meta may take as long as one to a text provider (SMS_SEND_TIMEOUT_MS).
+  sender: (deps) => whatsappSending({ ...deps, sendTimeoutMs: deps.config.sms.sendTimeoutMs }),
   pacing: (row) => ({ perSecond: row.whatsapp?.rate ?? 20 }),
 };

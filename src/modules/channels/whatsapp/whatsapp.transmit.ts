@@ -3,7 +3,7 @@ import type { OutboxWhatsApp } from '../../../db/schema.js';
 import { showChannelOutcome } from '../channel-health.js';
 import type { GraphContext, GraphSendOutcome } from './meta.js';
 import { refusalEffect, WHATSAPP_CREDENTIALS_FIX } from './rules.js';
-import { graphOf, outgoingOf, type WhatsAppChannel } from './whatsapp.repository.js';
+import { graphOf, outgoingOf, type WhatsAppChannel, toWhatsAppChannel } from './whatsapp.repository.js';
 
 /**
  * The transmit step of WhatsApp channels, for the outbox engine: one queued message to Meta, and what Meta's
@@ -18,9 +18,9 @@ export const refusedReason = (outcome: Extract<GraphSendOutcome, { kind: 'failed
 export async function transmitWhatsApp(db: Db, channel: WhatsAppChannel, payload: OutboxWhatsApp, ctx: GraphContext): Promise<GraphSendOutcome> {
   const outcome = await graphOf(channel).send(outgoingOf(payload), ctx);
   if (outcome.kind === 'failed' && refusalEffect(outcome) === 'channel') {
-    await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: `Meta: ${outcome.error}`, fix: WHATSAPP_CREDENTIALS_FIX });
+    await showChannelOutcome(db, channel.id, { ok: false, side: 'provider', error: `Meta: ${outcome.error}`, fix: WHATSAPP_CREDENTIALS_FIX }, { view: toWhatsAppChannel });
   } else if (outcome.kind === 'sent' && (channel.status === 'error' || channel.lastError !== null)) {
-    await showChannelOutcome(db, channel.id, { ok: true, side: 'provider' });
+    await showChannelOutcome(db, channel.id, { ok: true, side: 'provider' }, { view: toWhatsAppChannel });
   }
   return outcome;
 }

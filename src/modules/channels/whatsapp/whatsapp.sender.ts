@@ -1,13 +1,13 @@
 import { inArray, sql } from 'drizzle-orm';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Clock } from '../core/clock.js';
-import type { Db } from '../db/client.js';
-import { whatsappOutbox } from '../db/schema.js';
-import { createQueue, messageOutbox, messageQueue } from '../modules/outbox.js';
-import type { GraphSendOutcome } from '../modules/channels/whatsapp/meta.js';
-import { loadWhatsAppChannel, WHATSAPP_OPTED_OUT_REASON, type WhatsAppChannel } from '../modules/channels/whatsapp/whatsapp.repository.js';
-import { refusedReason, transmitWhatsApp } from '../modules/channels/whatsapp/whatsapp.transmit.js';
-import type { QueueWork } from './outbox-worker.js';
+import type { Clock } from '../../../core/clock.js';
+import type { Db } from '../../../db/client.js';
+import { whatsappOutbox } from '../../../db/schema.js';
+import { createQueue, messageOutbox, messageQueue } from '../../outbox.js';
+import type { QueueWork } from '../../queue-work.js';
+import type { GraphSendOutcome } from './meta.js';
+import { loadWhatsAppChannel, WHATSAPP_OPTED_OUT_REASON, type WhatsAppChannel } from './whatsapp.repository.js';
+import { refusedReason, transmitWhatsApp } from './whatsapp.transmit.js';
 
 /**
  * Sends the WhatsApp messages the sending operations queued (`whatsapp_outbox`) to Meta's Cloud API, as a
