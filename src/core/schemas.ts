@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ErrorTree } from './errors.js';
+import { LONE_SURROGATE as STORABLE_LONE_SURROGATE } from './storable.js';
 
 /** Building blocks shared by every module's schemas. */
 
@@ -74,8 +75,8 @@ export function toDate<T extends string | null | undefined>(value: T): T extends
   return (typeof value === 'string' ? new Date(value) : value) as never;
 }
 
-// A high surrogate not followed by a low one, or a low one not preceded by a high one.
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+// A high surrogate not followed by a low one, or a low one not preceded by a high one (without `g`: `test` keeps no state).
+const LONE_SURROGATE = new RegExp(STORABLE_LONE_SURROGATE.source);
 
 function stringIssue(s: string): string | undefined {
   if (s.includes('\u0000')) return 'Must not contain NUL (\\u0000) characters';

@@ -172,6 +172,15 @@ describe('received messages', () => {
     expect(await eventsOf(a, 'message.received', stored!.id)).toHaveLength(1);
   });
 
+  it('stores a delivery with NUL characters in its strings without them, so Meta does not retry it for ever', async () => {
+    const channel = await addChannel(a);
+    const from = number();
+    const m = textMessage(digits(from), 'Null\u0000 inside');
+    const res = await deliver(channel, one(channel, { contacts: [{ waId: digits(from), name: 'She\u0000ena' }], messages: [m] }));
+    expect(res.status).toBe(200);
+    expect(await byWamid(a, channel.id, m.id)).toMatchObject({ sender: { name: 'Sheena' }, text: 'Null inside' });
+  });
+
   it('processes every entry, change, message and status of a batch', async () => {
     const channel = await addChannel(a);
     const [x, y] = [number(), number()];

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import type { AuthenticateResult, DnsResolver } from 'mailauth';
 import type { ReceivedRow } from 'mailauth/lib/parse-received.js';
 import type { AddressObject, ParsedMail } from 'mailparser';
+import { storableText } from '../../../core/storable.js';
 import { messageIdList, normalizeMessageId } from '../../messages/threads.js';
 
 /**
@@ -29,14 +30,12 @@ const EARLIEST_DATE = Date.UTC(1990, 0, 1);
 const FUTURE_SLACK_MS = 24 * 60 * 60 * 1000;
 const AUTH_TIMEOUT_MS = 20_000;
 
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-
 /**
  * Text PostgreSQL can store and JSON can carry: no NUL characters (text and jsonb refuse them), no lone
  * surrogates (invalid encodings decoded leave them), bounded length.
  */
 export function cleanText(value: string, max = MAX_FIELD): string {
-  const s = value.replaceAll('\u0000', '').replace(LONE_SURROGATE, '\uFFFD');
+  const s = storableText(value);
   return s.length > max ? s.slice(0, max) : s;
 }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import type smpp from 'smpp';
+import { storableText } from '../../../core/storable.js';
 import type { Db } from '../../../db/client.js';
 import { messages, smsParts } from '../../../db/schema.js';
 import { CommittedWork } from '../../events/events.signal.js';
@@ -86,7 +87,7 @@ export async function receiveDeliverSm(run: OperationRunner, db: Db, channel: Ch
   const parsed = parseIncoming(pdu);
   // UCS-2 and Latin-1 texts can carry U+0000, which PostgreSQL's text cannot: a part stored with it would
   // fail, be answered with a temporary error and be delivered again for ever. Dropped, as from every text.
-  const incoming = { ...parsed, text: parsed.text.replaceAll('\u0000', '') };
+  const incoming = { ...parsed, text: storableText(parsed.text) };
   const part = incoming.part;
   if (!part || part.total <= 1 || part.seq < 1 || part.seq > part.total) {
     const current = await currentChannel(db, channel.id);

@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { storableReviver } from '../../../core/storable.js';
 
 /**
  * Meta's webhook for WhatsApp (the `messages` field of a WhatsApp Business Account subscription):
@@ -239,7 +240,8 @@ export class UnreadableWebhook extends Error {}
 export function parseWebhook(raw: Buffer | string): WhatsAppBatch {
   let body: unknown;
   try {
-    body = JSON.parse(typeof raw === 'string' ? raw : raw.toString('utf8'));
+    // Strings PostgreSQL can store: a NUL in a name or a text would refuse the whole batch, and Meta retries it.
+    body = JSON.parse(typeof raw === 'string' ? raw : raw.toString('utf8'), storableReviver);
   } catch {
     throw new UnreadableWebhook('The body is not JSON');
   }
