@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createPacer } from '../../src/workers/smtp-pacing.js';
+import { createPacer, type PacedTurn } from '../../src/workers/smtp-pacing.js';
 
 /** When each turn of `key` is given, in ms from the start, for `count` messages taken back to back. */
 async function backToBack(pacer: ReturnType<typeof createPacer>, key: string, count: number, costMs: number, gaps: number[]) {
@@ -30,8 +30,8 @@ describe('pacing one address by what its messages cost the main thread', () => {
     expect(costly).toEqual([0, 2400, 4800]);
 
     // An address's small mail, and another address while this one rests, are never made to wait (no time passes).
-    const given = async (key: string) => {
-      let turn;
+    const given = async (key: string): Promise<PacedTurn | undefined> => {
+      let turn: PacedTurn | undefined;
       void pacer.turn(key).then((t) => (turn = t));
       await vi.advanceTimersByTimeAsync(0);
       return turn;
