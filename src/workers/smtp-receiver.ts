@@ -14,6 +14,7 @@ import { recordInboundFailure, smtpFingerprint } from '../modules/channels/email
 import { reserveParse, type ParsePlace } from '../modules/channels/email/parse-pool.js';
 import { runOperation } from '../run-operation.js';
 import { createAddressBook, ipKey } from './smtp-addresses.js';
+import { createPacer, type PacedTurn, type PacingSettings } from './smtp-pacing.js';
 
 /**
  * The built-in SMTP receiver (`SMTP_PORT`): the service's own MX. It accepts mail only for the addresses
@@ -61,6 +62,8 @@ export interface SmtpReceiverOptions {
   commandTimeoutMs?: number | undefined;
   /** How often the live addresses are read again for changes made by other processes; default 10 s. */
   addressRefreshMs?: number | undefined;
+  /** How one address's costly mail is paced (`smtp-pacing.ts`); defaults: a quarter of the main thread. */
+  pacing?: Partial<PacingSettings> | undefined;
 }
 
 export interface SmtpReceiver {
@@ -83,6 +86,10 @@ interface SessionState {
   inData: boolean;
   /** The place held in the reading queue for the message announced by the last MAIL FROM. */
   place?: ParsePlace | undefined;
+  /** The address's turn taken by the last MAIL FROM (see `smtp-pacing.ts`), given back with its message's cost. */
+  turn?: PacedTurn | undefined;
+  /** The connection closed. */
+  closed?: boolean;
 }
 
 /** The client whose emails are read one at a time: its address (an IPv6 address by its /64, as for the rates). */
@@ -110,6 +117,7 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   const commandTimeoutMs = opts.commandTimeoutMs ?? 60_000;
   const progressed = (session: SMTPServerSession) => (stateOf(session).progressAt = Date.now());
   const rcptLimiter = (opts.rcptPerMinute ?? 600) > 0 ? createLimiter({ name: 'smtp-rcpt', points: opts.rcptPerMinute ?? 600, durationSeconds: 60 }) : undefined;
+  const pacer = createPacer(opts.pacing);
   const addresses = createAddressBook(opts.db, { refreshMs: opts.addressRefreshMs, onError: (err) => isDatabaseUnavailable(err) || opts.log.error({ reason: failureReason(err) }, 'SMTP receiver: the addresses could not be read') });
 
   /** A refused command: counted, and the connection closed (421) at the limit, as Postfix's smtpd_hard_error_limit. */
@@ -162,7 +170,13 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
     },
 
     onClose(session) {
-      sessions.get(session)?.place?.release();
+      const closing = sessions.get(session);
+      if (closing) {
+        closing.closed = true;
+        closing.place?.release();
+        closing.turn?.done(0);
+        closing.turn = undefined;
+      }
       if (!counted.delete(session)) return;
       const ip = session.remoteAddress;
       const open = (perIp.get(ip) ?? 1) - 1;
@@ -175,21 +189,40 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
       state.channels.clear();
       state.place?.release();
       state.place = undefined;
+      state.turn?.done(0);
+      state.turn = undefined;
       progressed(session);
-      // The message's place in the reading queue is taken now, before it is sent: when the queue or the
-      // address's share of it is full, the message is refused (451) before any of its bytes are read.
-      const place = reserveParse(readerOf(session));
-      if (typeof place === 'string') return callback(reply(451, `${place}; try again later`));
-      state.place = place;
-      if (!limiter) return callback();
-      limiter.consume(session.remoteAddress).then(
-        (res) => {
-          if (res.allowed) return callback();
-          place.release();
-          callback(reply(450, `Too many messages from your address; try again in ${res.retryAfter} s`));
-        },
-        () => callback(),
-      );
+      const admit = (turn: PacedTurn) => {
+        // The message's place in the reading queue is taken now, before it is sent: when the queue or the
+        // address's share of it is full, the message is refused (451) before any of its bytes are read.
+        const place = reserveParse(readerOf(session));
+        if (typeof place === 'string') {
+          turn.done(0);
+          state.turn = undefined;
+          return callback(reply(451, `${place}; try again later`));
+        }
+        state.place = place;
+        if (!limiter) return callback();
+        limiter.consume(session.remoteAddress).then(
+          (res) => {
+            if (res.allowed) return callback();
+            place.release();
+            turn.done(0);
+            state.turn = undefined;
+            callback(reply(450, `Too many messages from your address; try again in ${res.retryAfter} s`));
+          },
+          () => callback(),
+        );
+      };
+      // An address whose last message cost the main thread much waits here, before its next one is sent,
+      // until its share of the main thread is back (see smtp-pacing.ts); other addresses never wait.
+      void pacer.turn(readerOf(session)).then((turn) => {
+        if (!turn) return callback(reply(451, 'Your earlier mail is still being handled; try again later'));
+        if (state.closed) return turn.done(0);
+        state.turn = turn;
+        progressed(session);
+        admit(turn);
+      });
     },
 
     onRcptTo(address: SMTPServerAddress, session, callback) {
@@ -248,19 +281,24 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
       const state = stateOf(session);
       stream.on('error', () => {
         state.place?.release();
+        state.turn?.done(pacer.cost(0, size));
+        state.turn = undefined;
         callback(reply(451, 'Temporary failure; try again later'));
       });
       stream.on('end', () => {
         clearInterval(watch);
         const place = state.place;
         state.place = undefined;
+        const turn = state.turn;
+        state.turn = undefined;
         if (size > opts.maxBytes || stream.sizeExceeded) {
           place?.release();
+          turn?.done(pacer.cost(0, size));
           return callback(reply(552, `Message too large: at most ${opts.maxBytes} bytes`));
         }
         const raw = Buffer.concat(chunks);
         const channels = [...state.channels.values()];
-        deliver(raw, channels, session, place).then(
+        deliver(raw, channels, session, place, turn).then(
           (ids) => callback(null, `Message accepted as ${ids.join(', ')}`),
           (err: unknown) => {
             if (err instanceof MailRefused) return callback(reply(err.permanent ? 554 : 451, `${err.message}${err.permanent ? '' : '; try again later'}`));
@@ -277,7 +315,17 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
   const inbound: InboundDeps = { db: opts.db, run: runOperation, resolver: opts.resolver, clock: opts.clock, attachmentMaxBytes: opts.attachmentMaxBytes, mta: opts.serverName, parseTimeoutMs: opts.parseTimeoutMs };
 
   /** Reads the message once, then writes it once per channel named; resolves only when all are committed. */
-  async function deliver(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession, place: ParsePlace | undefined): Promise<string[]> {
+  async function deliver(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession, place: ParsePlace | undefined, turn: PacedTurn | undefined): Promise<string[]> {
+    // What the message cost the main thread is its address's to pay: its writes' wall time and its bytes.
+    let writeMs = 0;
+    try {
+      return await deliverPaced(raw, channels, session, place, (ms) => (writeMs += ms));
+    } finally {
+      turn?.done(pacer.cost(writeMs, raw.length));
+    }
+  }
+
+  async function deliverPaced(raw: Buffer, channels: ChannelRow[], session: SMTPServerSession, place: ParsePlace | undefined, wrote: (ms: number) => void): Promise<string[]> {
     const envelope = { remoteAddress: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined };
     try {
       const read = await readReceivedEmail(inbound, raw, 'smtp', envelope, readerOf(session), place);
@@ -287,11 +335,14 @@ export function createSmtpReceiver(opts: SmtpReceiverOptions): SmtpReceiver {
         // on this thread and settles its statements at once, so the writes for many channels would otherwise
         // run as one stretch that nothing else (a request, another connection) could come between.
         if (i > 0) await nextTurn();
+        const writing = performance.now();
         try {
           ids.push((await writeReceivedEmail(inbound, channel, read, 'smtp')).messageId);
         } catch (err) {
           // Deleted since its RCPT was accepted: nothing is stored for it (the others still get the message).
           if (!(err instanceof ChannelGone)) throw err;
+        } finally {
+          wrote(performance.now() - writing);
         }
       }
       if (ids.length === 0) throw new ChannelGone();

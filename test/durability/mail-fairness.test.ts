@@ -18,9 +18,9 @@ import { send, startServer, useStore, type ServerProcess } from './server-proces
  * - beside the flood: twenty connections from the address at once, each sending again as soon as it is
  *   answered (after a refusal, a second later).
  *
- * Twenty connections must cost the others little more than the share does: the address's place in the
- * reading queue is taken at MAIL FROM, so the surplus is refused (451) before its table is sent, read or
- * queued. Before, the tables were all received, queued in front of each other and refused after their wait
+ * Twenty connections must cost the others little more than their quiet baseline: the address's place in the
+ * reading queue is taken at MAIL FROM, and after a costly message the address waits there for its turn (its
+ * pace), so the surplus waits or is refused (451) before its table is sent, read or queued. Before, the tables were all received, queued in front of each other and refused after their wait
  * (79 of 100 read in vain), and the one-line mail took 2.0-5.4 s against 0.14-0.22 s alone, REST calls
  * 0.5-1.7 s (26.6 s for the review's ten, 67.2 s for twenty, with one shared queue).
  */
@@ -78,7 +78,7 @@ const median = (ms: number[]) => [...ms].sort((x, y) => x - y)[Math.floor(ms.len
 const show = (ms: number[]) => ms.map((m) => m.toFixed(0)).join(', ');
 
 describe('one address flooding hostile mail', () => {
-  it("refuses the surplus of one address's flood of tables before it is sent, and keeps another organization's mail and REST calls near where the address's share leaves them", async () => {
+  it("refuses the surplus of one address's flood of tables before it is sent, and keeps another organization's mail and REST calls within 250 ms of their quiet baseline", async () => {
     const [flooded, quiet] = await twoOrganizations();
     const smtpPort = await freePort();
     // A deadline short enough that the shared queue shows within the test (each table held a thread for it).
@@ -142,7 +142,7 @@ describe('one address flooding hostile mail', () => {
     const accepted = count(flood.answers, (r) => r.code === 250);
     // Refused after the table was sent: it waited for a thread past its share of the deadline.
     const readInVain = count(flood.answers, (r) => /No reader was free/.test(r.text));
-    const beforeSent = count(flood.answers, (r) => r.code === 451 && /waiting to be read|still being read/.test(r.text));
+    const beforeSent = count(flood.answers, (r) => r.code === 451 && /waiting to be read|still being (read|handled)/.test(r.text));
     const figures = (name: string, ms: { mail: number[]; rest: number[] }) => `${name}: mail ${show(ms.mail)} ms, REST ${show(ms.rest)} ms`;
     console.log(
       `${figures('alone', alone)}; ${figures('beside its share', share.ms)} (${count(share.answers, (r) => r.code === 250)} tables taken); ` +
@@ -152,19 +152,16 @@ describe('one address flooding hostile mail', () => {
     // The flood was read (a table at a time, within its deadline), and its surplus refused before it was sent.
     expect(accepted).toBeGreaterThanOrEqual(1);
     expect(flood.answers.every((r) => r.code === 250 || r.code === 451), flood.answers.map((r) => r.text).join('\n')).toBe(true);
-    expect(beforeSent).toBeGreaterThan(4 * readInVain);
-    // Twenty connections cost the other organization little more than the address's share does: at most twice
-    // its median and 250 ms (before, the flood's one-line mail took 2.0-5.4 s against its share's 0.3-0.7 s).
-    // On a quiet machine the two are within 250 ms; on a loaded one each table the address may send still
-    // holds the main thread for its DATA and its write, and the flood takes its tables back to back.
-    // Not bounded by the quiet baseline (alone + 250 ms): profiled on a loaded machine (load 12-16 on two
-    // cores), each accepted table costs the main thread, in wall time, about 75 ms of DATA (smtp-server's
-    // stream), 110 ms of garbage collection and, on the embedded database, 0.3-0.6 s for the one statement
-    // that writes the 4.2 MB HTML part (PostgreSQL's code in WebAssembly, which cannot yield within a
-    // statement). Measured then: one-line mail alone 298 ms (embedded) and 269 ms (PostgreSQL) at the median,
-    // beside the flood 977 ms and 601 ms; REST calls 74 ms and 51 ms alone, 335 ms and 76 ms beside it.
-    expect(median(flood.ms.mail), figures('beside its share', share.ms)).toBeLessThan(2 * median(share.ms.mail) + 250);
-    expect(median(flood.ms.rest), figures('beside its share', share.ms)).toBeLessThan(2 * median(share.ms.rest) + 250);
+    expect(4 * readInVain).toBeLessThanOrEqual(beforeSent);
+    // Twenty connections cost the other organization at most 250 ms over its quiet baseline. Each table the
+    // address may send holds the main thread for its DATA, its garbage and its write (profiled at load 12-16
+    // on two cores, in wall time: about 75 ms of DATA, 110 ms of garbage collection and, on the embedded
+    // database, 0.3-0.6 s for the one statement that writes the 4.2 MB HTML part, which cannot yield); the
+    // address is paced by that cost (src/workers/smtp-pacing.ts: at most a quarter of the main thread), its
+    // other connections waiting their turn at MAIL FROM. Before the pacing, at that load: one-line mail
+    // 298 ms (embedded) and 269 ms (PostgreSQL) alone at the median, 977 ms and 601 ms beside the flood.
+    expect(median(flood.ms.mail), figures('alone', alone)).toBeLessThan(median(alone.mail) + 250);
+    expect(median(flood.ms.rest), figures('alone', alone)).toBeLessThan(median(alone.rest) + 250);
     // Every one-line mail is there.
     const stored = (await call(server, quiet.key, 'GET', '/v1/messages?limit=100')) as unknown as Json[];
     expect(stored.filter((m) => String(m.summary).startsWith('Quiet')).length).toBe(3 * ROUNDS + 1);
