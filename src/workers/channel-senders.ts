@@ -1,8 +1,5 @@
-import type { FastifyBaseLogger } from 'fastify';
-import type { Clock } from '../core/clock.js';
-import type { Db } from '../db/client.js';
 import type { ChannelRow } from '../modules/channels/channels.repository.js';
-import type { KindConfig } from '../modules/channels/kind.js';
+import type { KindSenderDeps } from '../modules/channels/kind.js';
 import { channelKinds } from '../modules/channels/kinds.js';
 import { mailSending } from './mail-sender.js';
 import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-worker.js';
@@ -13,18 +10,8 @@ import { textSending } from './sms-sender.js';
  * kind's own transmit step (its `sender` in the registry, `kinds.ts`), and one loop claims from all of them.
  * Every kind of channel (`channels.type`) must have a sender: the loop refuses to start without one.
  */
-export interface ChannelSendersDeps {
-  db: Db;
-  clock: Clock;
-  log: Pick<FastifyBaseLogger, 'error' | 'warn'>;
-  /** Providers and relays on private and loopback addresses may be reached (CHANNELS_ALLOW_PRIVATE). */
-  allowPrivate: boolean;
-  /** The settings the kinds' senders read (each its own timeout). */
-  config: KindConfig;
-  /** The name the mail client gives in EHLO. */
-  hostname?: string | undefined;
-  pollMs?: number;
-}
+/** What the sender loop is built with: what each kind's sender is, and how often an idle loop looks again. */
+export type ChannelSendersDeps = Omit<KindSenderDeps, 'random'> & { pollMs?: number };
 
 /** The senders still written here rather than in their kind's folder (a kind's own `sender` is preferred). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each kind's queue has its own row type

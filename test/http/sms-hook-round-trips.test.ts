@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { events, webhookDeliveries } from '../../src/db/schema.js';
 import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
-import { testDbKind } from '../helpers/database.js';
+import { installStatementLog, roundTrips } from '../helpers/statement-log.js';
 import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
 
 /**
@@ -14,30 +13,6 @@ import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio
  */
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-const log: string[] = [];
-function installStatementLog(t: TestApp) {
-  if (testDbKind === 'postgres') {
-    const original = pg.Client.prototype.query;
-    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-      const first = args[0] as string | { text?: string };
-      log.push(typeof first === 'string' ? first : (first?.text ?? '?'));
-      return (original as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof original;
-    return () => {
-      pg.Client.prototype.query = original;
-    };
-  }
-  const client = (t.database.db as unknown as { $client: { execProtocolStream: (m: Uint8Array, o?: unknown) => Promise<unknown> } }).$client;
-  const original = client.execProtocolStream.bind(client);
-  client.execProtocolStream = (message: Uint8Array, options?: unknown) => {
-    if (message[0] === 0x53 && message.length === 5) log.push('sync'); // 'S': Sync
-    return original(message, options);
-  };
-  return () => {
-    client.execProtocolStream = original;
-  };
-}
 
 let t: TestApp;
 let a: Tenant;
@@ -60,10 +35,11 @@ const sid = () => `SMtrips${++sids}${randomBytes(4).toString('hex')}`;
 
 /** Posts a signed text; answers its round trips to the database. */
 async function text(channel: Json, from: string, body: string, messageSid = sid()) {
-  log.length = 0;
-  const res = await postWebhook(t.app, `/hooks/sms/${channel.id}`, { MessageSid: messageSid, AccountSid: twilio.accountSid, From: from, To: channel.address, Body: body, NumMedia: '0' }, twilio.authToken);
+  const { value: res, trips, statements } = await roundTrips(() =>
+    postWebhook(t.app, `/hooks/sms/${channel.id}`, { MessageSid: messageSid, AccountSid: twilio.accountSid, From: from, To: channel.address, Body: body, NumMedia: '0' }, twilio.authToken),
+  );
   expect(res.status, res.body).toBe(200);
-  return { messageSid, trips: log.length, statements: log.join('\n') };
+  return { messageSid, trips, statements: statements.join('\n') };
 }
 
 const messagesOf = async (channelId: string, providerMessageId: string) =>

@@ -40,6 +40,22 @@ const ReceiveTextInput = z.strictObject({
   text: z.string(),
   metadata: JsonObject,
 });
+/** The received message a text is, the same on the one-statement path and the full one. */
+function receivedText(input: z.infer<typeof ReceiveTextInput>) {
+  return {
+    type: 'sms' as const,
+    direction: 'incoming' as const,
+    status: 'received' as const,
+    channelId: input.channelId,
+    providerName: input.providerName,
+    providerMessageId: input.providerMessageId,
+    threadId: smsThreadId(input.channelId, input.from),
+    sender: { phoneNumber: input.from },
+    recipient: { phoneNumber: input.to },
+    text: input.text,
+  };
+}
+
 
 /** `media`: the MMS items, queued for the media worker with the message; `inTransaction` runs in the message's transaction. */
 function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTransaction?: (tx: DbOrTx) => Promise<void>): Operation {
@@ -53,16 +69,7 @@ function receiveTextOperation(channel: ChannelRow, media: ListedMedia[], inTrans
     output: Message,
     handler: async (input, ctx) => {
       const row = await insertReceivedMessage(ctx.db, ctx.orgId, {
-        type: 'sms',
-        direction: 'incoming',
-        status: 'received',
-        channelId: input.channelId,
-        providerName: input.providerName,
-        providerMessageId: input.providerMessageId,
-        threadId: smsThreadId(input.channelId, input.from),
-        sender: { phoneNumber: input.from },
-        recipient: { phoneNumber: input.to },
-        text: input.text,
+        ...receivedText(input),
         phoneNumberId: await contactPhoneIdFor(ctx.db, ctx.orgId, input.from),
         metadata: input.metadata,
       });
@@ -140,16 +147,7 @@ function receiveTextAloneOperation(): Operation {
     output: Message,
     handler: (input, ctx) => {
       const { spec, values } = receivedShapes(ctx.db, {
-        type: 'sms',
-        direction: 'incoming',
-        status: 'received',
-        channelId: input.channelId,
-        providerName: input.providerName,
-        providerMessageId: input.providerMessageId,
-        threadId: smsThreadId(input.channelId, input.from),
-        sender: { phoneNumber: input.from },
-        recipient: { phoneNumber: input.to },
-        text: input.text,
+        ...receivedText(input),
         metadata: input.metadata,
       });
       return new Write(ctx.db, spec, { ...values, orgId: ctx.orgId, from: input.from });
