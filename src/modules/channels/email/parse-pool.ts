@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
 import { MessageChannel } from 'node:worker_threads';
 import type { DnsResolver } from 'mailauth';
 import { Piscina } from 'piscina';
@@ -86,6 +87,11 @@ function thePool(): Piscina {
   const filename = fileURLToPath(new URL(`./parse-worker${ext}`, import.meta.url));
   // A thread does not inherit the parent's `--import tsx`: TypeScript needs the loader named again.
   const needsTsx = ext === '.ts';
+  // V8 lets the process's `--max-semi-space-size` (8 MB in `npm start`, the container and the unit) win over a
+  // thread's `maxYoungGenerationSizeMb`, which gave each thread the main thread's 16 MB young generation.
+  // Unset, the threads get the limit below; the main thread keeps the size it started with (V8 reads the flag
+  // when a heap is set up).
+  setFlagsFromString('--max-semi-space-size=0');
   pool = new Piscina({
     filename,
     minThreads: 0,
