@@ -80,6 +80,12 @@ export async function closeParsePool(): Promise<void> {
   await p?.destroy();
 }
 
+/**
+ * A thread's heap: an email that would need more is refused for now (like one over its deadline), never the
+ * process's memory; a small young generation, since a thread's garbage is one email's and V8 keeps what it grew.
+ */
+export const parseThreadLimits = () => ({ maxOldGenerationSizeMb: settings.heapMb, maxYoungGenerationSizeMb: 4 });
+
 function thePool(): Piscina {
   if (pool) return pool;
   // `.ts` under vitest and tsx, `.js` once compiled (dist/): the worker is the sibling file of the same kind.
@@ -99,9 +105,7 @@ function thePool(): Piscina {
     // A process that receives no mail holds no thread, and one that received a burst gives its threads back soon.
     idleTimeout: settings.idleMs,
     atomics: 'disabled',
-    // A message that would need more is refused for now (like one over its deadline), never the process's
-    // memory; a small young generation, since a thread's garbage is one email's and V8 keeps what it grew.
-    resourceLimits: { maxOldGenerationSizeMb: settings.heapMb, maxYoungGenerationSizeMb: 4 },
+    resourceLimits: parseThreadLimits(),
     ...(needsTsx ? { execArgv: ['--import', 'tsx'] } : {}),
   });
   // A thread that dies outside an email (it could not start) must not take the service with it.
