@@ -37,7 +37,10 @@ function project(name: string, include: string[], db: 'pglite' | 'postgres', alo
         // One worker and the default group order: Vitest runs these after every other project, one file at a time,
         // with the 30 s test timeout their failures are judged by. The others share the machine: their timeout
         // only guards against a hang, so it leaves room for a loaded machine.
-        ...(alone ? { maxWorkers: 1 } : { testTimeout: 60_000 }),
+        // The others also share their workers' modules between files (`isolate: false`): a file's import of the
+        // service (Fastify, Drizzle, the MCP SDK, the mail libraries) cost about 2 s of CPU each time, over 200
+        // times a run; test/README.md says what that relies on. The timing-sensitive files keep a process each.
+        ...(alone ? { maxWorkers: 1 } : { testTimeout: 60_000, isolate: false }),
       },
     },
   ];

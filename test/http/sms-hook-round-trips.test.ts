@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { events, webhookDeliveries } from '../../src/db/schema.js';
 import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
+import { testDbKind } from '../helpers/database.js';
 import { installStatementLog, roundTrips } from '../helpers/statement-log.js';
 import { postWebhook, startFakeTwilio, type FakeTwilio } from '../helpers/twilio.js';
 
@@ -60,6 +62,8 @@ describe('the SMS hook', () => {
 
     const first = await text(channel, customer, 'Where is my order?');
     expect(first.trips, first.statements).toBe(2);
+    // The channel is held to the commit without a lock on its row (see the PostgreSQL tests below).
+    expect(first.statements).not.toMatch(/\bFOR (SHARE|UPDATE|NO KEY UPDATE|KEY SHARE)\b/i);
     const [m] = await messagesOf(channel.id, first.messageSid);
     expect(m).toMatchObject({ direction: 'incoming', type: 'sms', status: 'received', text: 'Where is my order?', phoneNumberId: phone.id, sender: { phoneNumber: customer }, providerName: 'twilio' });
     const recorded = await eventsOf(m!.id);
@@ -93,5 +97,68 @@ describe('the SMS hook', () => {
     expect(sent.trips).toBeGreaterThan(2);
     expect(await messagesOf(channel.id, sent.messageSid)).toHaveLength(1);
     expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data).toMatchObject({ status: 'active', lastError: null });
+  });
+});
+
+/** The channel's row is not locked by its texts; its delete waits for the texts being written, and they for it. */
+describe.runIf(testDbKind === 'postgres')('the SMS hook beside other transactions of its channel', () => {
+  const newChannel = async (name: string, address: string) => {
+    const channel = (await a.request('POST', '/v1/channels', { type: 'sms', name, address, provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } })).json.data as Json;
+    await text(channel, '+12125550181', 'warm');
+    return channel;
+  };
+  const post = (channel: Json, messageSid: string) =>
+    postWebhook(t.app, `/hooks/sms/${channel.id}`, { MessageSid: messageSid, AccountSid: twilio.accountSid, From: '+12125550181', To: channel.address, Body: 'Hi', NumMedia: '0' }, twilio.authToken);
+  /** Whether `p` settles within `ms`. */
+  const settlesWithin = (p: Promise<unknown>, ms: number) => Promise.race([p.then(() => true, () => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+  let client: pg.Client;
+  beforeAll(async () => {
+    client = new pg.Client({ connectionString: (t.database as unknown as { url: string }).url });
+    await client.connect();
+  });
+  afterAll(() => client?.end());
+
+  it('a text is not held up by an uncommitted update of its channel (its health, its settings)', async () => {
+    const channel = await newChannel('Busy row', '+12125550180');
+    await client.query('BEGIN');
+    try {
+      await client.query('UPDATE channels SET updated_at = now() WHERE id = $1', [channel.id]);
+      const sent = post(channel, sid());
+      expect(await settlesWithin(sent, 2000)).toBe(true);
+      expect((await sent).status).toBe(200);
+    } finally {
+      await client.query('ROLLBACK');
+    }
+  });
+
+  it('a delete waits for the text being written; a text written while a delete is uncommitted stores nothing', async () => {
+    const channel = await newChannel('Deleted', '+12125550182');
+    // A write of the channel in progress (as the hook's statement holds it): the DELETE answers after its commit.
+    await client.query('BEGIN');
+    let deleted: Promise<unknown> | undefined;
+    try {
+      expect((await client.query('SELECT id FROM held_channel($1)', [channel.id])).rows).toHaveLength(1);
+      deleted = a.request('DELETE', `/v1/channels/${channel.id}`);
+      expect(await settlesWithin(deleted, 500)).toBe(false);
+    } finally {
+      await client.query('COMMIT');
+    }
+    expect(((await deleted) as { status: number }).status).toBe(200);
+
+    // A delete made and not yet committed: the text waits for it, then finds the channel gone and stores nothing.
+    const other = await newChannel('Deleted meanwhile', '+12125550183');
+    const messageSid = sid();
+    await client.query('BEGIN');
+    let sent: ReturnType<typeof post> | undefined;
+    try {
+      await client.query('UPDATE channels SET deleted_at = now() WHERE id = $1', [other.id]);
+      sent = post(other, messageSid);
+      expect(await settlesWithin(sent, 500)).toBe(false);
+    } finally {
+      await client.query('COMMIT');
+    }
+    expect((await sent!).status).not.toBe(200);
+    const [stored] = (await t.database.db.execute(sql`SELECT count(*)::int AS n FROM messages WHERE channel_id = ${other.id} AND provider_message_id = ${messageSid}`)).rows as { n: number }[];
+    expect(stored!.n).toBe(0);
   });
 });

@@ -1,4 +1,4 @@
-import { and, eq, isNull } from 'drizzle-orm';
+import { and, eq, isNull, sql } from 'drizzle-orm';
 import { canStoreSecrets, decryptSecret, encryptSecret, missingKeyError } from '../../core/encryption.js';
 import { AppError, fieldError, notFound } from '../../core/errors.js';
 import type { DbOrTx } from '../../db/client.js';
@@ -124,16 +124,18 @@ export class ChannelGone extends AppError {
 }
 
 /**
- * Checks, in the caller's transaction, that the channel is not deleted, and keeps it so until the commit (a
- * share lock on its row): a DELETE committed before is seen here (`ChannelGone`, the write rolls back), and
- * one sent meanwhile waits for this transaction. So whatever a process stores for a channel it has not yet
- * noticed is deleted, nothing commits after the DELETE has answered. A write calls it after any update of the
- * channel's own row (`recordChannelOutcome`): two writers that took the share lock first and then both
- * updated the row would wait on each other.
+ * Checks, in the caller's transaction, that the channel is not deleted, and keeps it so until the commit
+ * (`held_channel`: a shared advisory lock keyed on the channel, which the channel's soft delete takes
+ * exclusively; no lock on its row, so concurrent writes of one channel never wait on each other): a delete
+ * committed before is seen here (`ChannelGone`, the write rolls back), and one made meanwhile waits for this
+ * transaction. So whatever a process stores for a channel it has not yet noticed is deleted, nothing commits
+ * after the DELETE has answered. A write calls it after any update of the channel's own row
+ * (`recordChannelOutcome`): a write that held the channel and then waited for its row could wait on a
+ * delete that waits for it.
  */
 export async function assertChannelLive(db: DbOrTx, channelId: string): Promise<void> {
-  const live = await db.select({ id: channels.id }).from(channels).where(and(eq(channels.id, channelId), isNull(channels.deletedAt))).for('share');
-  if (live.length === 0) throw new ChannelGone();
+  const live = (await db.execute(sql`SELECT 1 AS live FROM held_channel(${channelId}::uuid)`)) as unknown as { rows: unknown[] };
+  if (live.rows.length === 0) throw new ChannelGone();
 }
 
 /** `lastSyncAt` is exact to this many seconds. */

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
 import { MessageChannel } from 'node:worker_threads';
 import type { DnsResolver } from 'mailauth';
 import { Piscina } from 'piscina';
@@ -79,6 +80,12 @@ export async function closeParsePool(): Promise<void> {
   await p?.destroy();
 }
 
+/**
+ * A thread's heap: an email that would need more is refused for now (like one over its deadline), never the
+ * process's memory; a small young generation, since a thread's garbage is one email's and V8 keeps what it grew.
+ */
+export const parseThreadLimits = () => ({ maxOldGenerationSizeMb: settings.heapMb, maxYoungGenerationSizeMb: 4 });
+
 function thePool(): Piscina {
   if (pool) return pool;
   // `.ts` under vitest and tsx, `.js` once compiled (dist/): the worker is the sibling file of the same kind.
@@ -86,6 +93,11 @@ function thePool(): Piscina {
   const filename = fileURLToPath(new URL(`./parse-worker${ext}`, import.meta.url));
   // A thread does not inherit the parent's `--import tsx`: TypeScript needs the loader named again.
   const needsTsx = ext === '.ts';
+  // V8 lets the process's `--max-semi-space-size` (8 MB in `npm start`, the container and the unit) win over a
+  // thread's `maxYoungGenerationSizeMb`, which gave each thread the main thread's 16 MB young generation.
+  // Unset, the threads get the limit below; the main thread keeps the size it started with (V8 reads the flag
+  // when a heap is set up).
+  setFlagsFromString('--max-semi-space-size=0');
   pool = new Piscina({
     filename,
     minThreads: 0,
@@ -93,9 +105,7 @@ function thePool(): Piscina {
     // A process that receives no mail holds no thread, and one that received a burst gives its threads back soon.
     idleTimeout: settings.idleMs,
     atomics: 'disabled',
-    // A message that would need more is refused for now (like one over its deadline), never the process's
-    // memory; a small young generation, since a thread's garbage is one email's and V8 keeps what it grew.
-    resourceLimits: { maxOldGenerationSizeMb: settings.heapMb, maxYoungGenerationSizeMb: 4 },
+    resourceLimits: parseThreadLimits(),
     ...(needsTsx ? { execArgv: ['--import', 'tsx'] } : {}),
   });
   // A thread that dies outside an email (it could not start) must not take the service with it.

@@ -4,7 +4,7 @@ import { AppError, isUniqueViolation } from '../../../core/errors.js';
 import { defineOperation, type Actor, type Operation } from '../../../core/operation.js';
 import { JsonObject, Uuid } from '../../../core/schemas.js';
 import type { Db, DbOrTx } from '../../../db/client.js';
-import { channels, contactPhoneNumbers, messages } from '../../../db/schema.js';
+import { contactPhoneNumbers, messages } from '../../../db/schema.js';
 import { placeholder, writeShapes, Write } from '../../../db/write.js';
 import { recordEvents } from '../../events/events.recorder.js';
 import { assertChannelLive, MAILBOX_ERROR_PREFIX, SYNC_TIME_GRANULARITY_S, type ChannelRow } from '../channels.repository.js';
@@ -98,10 +98,11 @@ const fromParam = placeholder<string>('from');
  * transaction) as one statement, which the operation runner sends with its events, their webhook deliveries
  * and the thread's upkeep (the messages trigger, reopen included) as one round trip: the insert unless the
  * channel holds the provider's id already (nothing written then), the sender's contact number looked up in it,
- * and the checks the full path makes, in the same statement: the channel live (and held, `FOR SHARE`, to the
- * commit, as `assertChannelLive`), and its health needing no write (`recordChannelOutcome` of a mailbox
- * success: no receiving error to clear, `lastSyncAt` recent). When a check fails nothing is written, and the
- * full path takes the text.
+ * and the checks the full path makes, in the same statement: the channel live (and held to the commit by
+ * `held_channel`, as `assertChannelLive`: no lock on the channel's row, so the texts of one channel never wait
+ * on each other or on an update of its health), and its health needing no write (`recordChannelOutcome` of a
+ * mailbox success: no receiving error to clear, `lastSyncAt` recent). When a check fails nothing is written,
+ * and the full path takes the text.
  */
 const receivedShapes = writeShapes<Omit<typeof messages.$inferInsert, 'organizationId' | 'phoneNumberId'>>((fields, db) => ({
   statement: db
@@ -124,11 +125,9 @@ const receivedShapes = writeShapes<Omit<typeof messages.$inferInsert, 'organizat
   label: 'Message',
   checks: [
     {
-      holds: sql`EXISTS (SELECT 1 FROM ${channels} c
-        WHERE c.id = ${channelParam}::uuid AND c.deleted_at IS NULL
-          AND NOT coalesce(c.last_error LIKE ${`${MAILBOX_ERROR_PREFIX}%`}, false)
-          AND c.last_sync_at >= now() - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds'
-        FOR SHARE)`,
+      holds: sql`EXISTS (SELECT 1 FROM held_channel(${channelParam}::uuid) c
+        WHERE NOT coalesce(c.last_error LIKE ${`${MAILBOX_ERROR_PREFIX}%`}, false)
+          AND c.last_sync_at >= now() - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds')`,
       marker: NOT_ALONE,
       error: () => new NotAlone(),
     },

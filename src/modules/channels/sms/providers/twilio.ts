@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { OutboundProblem, outboundRequest, retryAfterMs } from '../../../../core/outbound.js';
 import { fetchMedia } from '../../media.js';
@@ -21,8 +22,14 @@ export interface TwilioSettings {
   messagingServiceSid: string | null;
 }
 
+/** Each base URL's flavour, found once: it is asked for every text a channel receives (its messages' `providerName`). */
+const flavours = new LRUCache<string, 'twilio' | 'signalwire'>({ max: 1000 });
 /** "signalwire" for SignalWire's hosts, else "twilio" (Twilio and any other compatible API). */
-export const twilioFlavour = (apiBaseUrl: string): 'twilio' | 'signalwire' => (/(^|\.)signalwire\.com$/i.test(safeHost(apiBaseUrl)) ? 'signalwire' : 'twilio');
+export function twilioFlavour(apiBaseUrl: string): 'twilio' | 'signalwire' {
+  let flavour = flavours.get(apiBaseUrl);
+  if (!flavour) flavours.set(apiBaseUrl, (flavour = /(^|\.)signalwire\.com$/i.test(safeHost(apiBaseUrl)) ? 'signalwire' : 'twilio'));
+  return flavour;
+}
 const safeHost = (url: string) => {
   try {
     return new URL(url).hostname;
