@@ -31,7 +31,7 @@ export async function call(origin: string, auth: Record<string, string>, method:
  */
 export type MessageCounter = ((channelId: string, statuses?: string[]) => Promise<number>) & { pollMs: number };
 
-/** Counts in the database itself (PostgreSQL: a connection of the bench's own), cheap enough to ask every 20 ms. */
+/** Counts in the database itself (PostgreSQL: a connection of the bench's own), cheap enough to ask every 5 ms (a sends row of 100 texts takes 0.2-0.3 s: a 20 ms poll added up to a tenth to it). */
 export const sqlCounter = (db: Db): MessageCounter =>
   Object.assign(
     async (channelId: string, statuses?: string[]) => {
@@ -41,7 +41,7 @@ export const sqlCounter = (db: Db): MessageCounter =>
         .where(and(eq(messages.channelId, channelId), statuses ? inArray(messages.status, statuses) : undefined));
       return row?.n ?? 0;
     },
-    { pollMs: 20 },
+    { pollMs: 5 },
   );
 
 /** Counts through the API, page by page (PGlite: the service holds the only connection to its database). */

@@ -1,6 +1,5 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { AnyPgColumn, PgTable } from 'drizzle-orm/pg-core';
-import type { ActorType } from '../core/operation.js';
 import type { Db, DbOrTx } from '../db/client.js';
 import { notifySql, onNotification } from '../db/notify.js';
 import { messages } from '../db/schema.js';
@@ -225,46 +224,49 @@ export interface OutgoingRow {
   depth: number;
 }
 
+/** An outgoing message's outcome: its reason (or note) and, when the provider answered one, its id. */
+type Settling = { row: OutgoingRow; reason: string | null; providerMessageId?: string | null | undefined };
+
+/** The outcomes as the rows of `v(id, reason, pid, actor_type, actor_id, depth)`, each with who queued its message. */
+const settlingValues = (items: Settling[]) =>
+  sql`(VALUES ${sql.join(
+    items.map((i) => sql`(${i.row.messageId}::uuid, ${i.reason}::text, ${i.providerMessageId ?? null}::text, ${i.row.actorType}::text, ${i.row.actorId}::uuid, ${i.row.depth}::int)`),
+    sql`, `,
+  )}) AS v(id, reason, pid, actor_type, actor_id, depth)`;
+
 /**
- * Settles outgoing messages in one statement per actor (in the caller's transaction): each message moves to
+ * The CTEs that settle the messages of `v` (a CTE of the outcomes, `settlingValues`): each message moves to
  * `status` (with its reason and, when given, the provider's id) when it is in one of `from`, and gets its
- * event (`message.sent`, `message.failed`) with the message as its data; a deleted message gets none. The
- * events go to `work`, announced after the commit.
+ * event (`message.sent`, `message.failed`) with the message as its data and the actor that queued it; a
+ * deleted message gets none. `upd` answers the messages moved.
  */
-export async function settleMessages(
-  tx: DbOrTx,
-  items: { row: OutgoingRow; reason: string | null; providerMessageId?: string | null | undefined }[],
-  status: 'sent' | 'failed',
-  from: readonly string[] | undefined,
-  now: Date,
-  work: CommittedWork,
-) {
-  const byActor = new Map<string, typeof items>();
-  for (const item of items) {
-    const key = `${item.row.actorType}:${item.row.actorId ?? ''}:${item.row.depth}`;
-    byActor.set(key, [...(byActor.get(key) ?? []), item]);
-  }
+function settleCtes(status: 'sent' | 'failed', from: readonly string[] | undefined, now: Date): SQL[] {
   const type = status === 'sent' ? 'message.sent' : 'message.failed';
-  for (const group of byActor.values()) {
-    const { row } = group[0]!;
-    const values = sql.join(
-      group.map((i) => sql`(${i.row.messageId}::uuid, ${i.reason}::text, ${i.providerMessageId ?? null}::text)`),
-      sql`, `,
-    );
-    const upd = sql`upd AS (
-      UPDATE ${messages} SET status = ${status}, status_reason = v.reason, provider_message_id = coalesce(v.pid, ${messages.providerMessageId}), updated_at = ${now}
-        FROM (VALUES ${values}) AS v(id, reason, pid)
-       WHERE ${messages.id} = v.id${from ? sql` AND ${messages.status} IN (${sql.join(
-         from.map((f) => sql`${f}`),
-         sql`, `,
-       )})` : sql``}
-      RETURNING ${messages.organizationId} AS organization_id, ${messages.id} AS id, ${messages.deletedAt} AS deleted_at, ${messageJson} AS data
-    )`;
-    const source = sql`SELECT organization_id, ${type}::text AS type, id AS resource_id, data FROM upd WHERE deleted_at IS NULL`;
-    const actor = { type: row.actorType as ActorType, id: row.actorId, depth: row.depth };
-    const result = await tx.execute(sql`WITH ${sql.join([upd, ...eventCtes(source, actor)], sql`, `)} SELECT ${sql.join(committedColumns, sql`, `)}`);
-    work.add({ ...committedOf(result.rows[0] as Record<string, unknown> | undefined), types: [type] });
-  }
+  const moving = from
+    ? sql` AND ${messages.status} IN (${sql.join(
+        from.map((f) => sql`${f}`),
+        sql`, `,
+      )})`
+    : sql``;
+  const upd = sql`upd AS (
+    UPDATE ${messages} SET status = ${status}, status_reason = v.reason, provider_message_id = coalesce(v.pid, ${messages.providerMessageId}), updated_at = ${now}
+      FROM v
+     WHERE ${messages.id} = v.id${moving}
+    RETURNING ${messages.organizationId} AS organization_id, ${messages.id} AS id, ${messages.deletedAt} AS deleted_at, ${messageJson} AS data, v.actor_type, v.actor_id, v.depth
+  )`;
+  const source = sql`SELECT organization_id, ${type}::text AS type, id AS resource_id, data, actor_type, actor_id, depth FROM upd WHERE deleted_at IS NULL`;
+  return [upd, ...eventCtes(source, { type: sql`x.actor_type`, id: sql`x.actor_id`, depth: sql`x.depth` })];
+}
+
+/**
+ * Settles outgoing messages in one statement (in the caller's transaction), whoever queued them: see
+ * `settleCtes`. The events go to `work`, announced after the commit.
+ */
+export async function settleMessages(tx: DbOrTx, items: Settling[], status: 'sent' | 'failed', from: readonly string[] | undefined, now: Date, work: CommittedWork) {
+  if (items.length === 0) return;
+  const v = sql`v AS (SELECT * FROM ${settlingValues(items)})`;
+  const result = await tx.execute(sql`WITH ${sql.join([v, ...settleCtes(status, from, now)], sql`, `)} SELECT ${sql.join(committedColumns, sql`, `)}`);
+  work.add({ ...committedOf(result.rows[0] as Record<string, unknown> | undefined), types: [status === 'sent' ? 'message.sent' : 'message.failed'] });
 }
 
 /** An outbox of outgoing messages: a queue whose rows each send one message. */
@@ -299,6 +301,8 @@ export interface MessageOutboxSpec {
 export function messageOutbox<T extends MessageQueueTable>(db: Db, queue: Queue<T>, clock: () => Date, spec: MessageOutboxSpec) {
   const t = queue.spec.table;
   type Row = Claimed & OutgoingRow;
+  /** A column as an `UPDATE`'s `SET` names it (unqualified). */
+  const col = (c: AnyPgColumn) => sql.identifier(c.name);
   /** `CASE id WHEN … THEN … END` over the rows' own values. */
   const perRow = (items: { row: Claimed; value: string | null }[]) =>
     sql`CASE ${sql.join(
@@ -306,59 +310,63 @@ export function messageOutbox<T extends MessageQueueTable>(db: Db, queue: Queue<
       sql` `,
     )} END`;
 
-  /** Fails rows (each with its reason) in one transaction; `also` runs in it (e.g. an opt-out the failure reports). */
+  /**
+   * Fails rows (each with its reason): the outbox rows still claimed under their attempt, then their messages
+   * and events, in one statement. `also` (e.g. an opt-out the failure reports) makes it a transaction with it.
+   */
   async function fail(items: { row: Row; reason: string }[], also?: (tx: DbOrTx, work: CommittedWork) => Promise<void>) {
     if (items.length === 0) return;
     const now = clock();
     const work = new CommittedWork();
-    await db.transaction(async (tx) => {
-      const updated = await tx
-        .update(t as PgTable)
-        .set({ status: 'failed', lastError: perRow(items.map((i) => ({ row: i.row, value: i.reason }))), leaseUntil: null, updatedAt: now } as never)
-        .where(queue.allMine(items.map((i) => i.row)))
-        .returning({ id: t.id });
-      const failed = new Set(updated.map((u) => u.id as string));
-      await settleMessages(tx, items.filter((i) => failed.has(i.row.id)), 'failed', spec.from?.failed, now, work);
+    const failing = sql`f AS (
+      UPDATE ${t} SET ${col(t.status)} = 'failed', ${col(t.lastError)} = ${perRow(items.map((i) => ({ row: i.row, value: i.reason })))}, ${col(t.leaseUntil)} = NULL, ${col(t.updatedAt)} = ${now}
+       WHERE ${queue.allMine(items.map((i) => i.row))}
+      RETURNING ${t.messageId} AS message_id
+    )`;
+    // The messages of the rows failed: reading `f` puts the outbox rows first, the order the statement locks them in.
+    const v = sql`v AS (SELECT * FROM ${settlingValues(items.map((i) => ({ row: i.row, reason: i.reason })))} WHERE v.id IN (SELECT message_id FROM f))`;
+    const statement = sql`WITH ${sql.join([failing, v, ...settleCtes('failed', spec.from?.failed, now)], sql`, `)} SELECT ${sql.join(committedColumns, sql`, `)}`;
+    const write = async (tx: DbOrTx) => {
+      const result = await tx.execute(statement);
+      work.add({ ...committedOf(result.rows[0] as Record<string, unknown> | undefined), types: ['message.failed'] });
       await also?.(tx, work);
-    });
+    };
+    await (also ? db.transaction(write) : write(db));
     work.announce();
   }
 
   /**
    * Rows sent, with the provider's ids (and a note kept as the row's `lastError`, e.g. recipients a relay
-   * refused), in one transaction. The messages first, then their outbox rows: the order a delivery report's
-   * write takes them in (`applyStatus`), so that a report racing this answer (an SMPP receipt right behind its
-   * submit_sm_resp) waits for it rather than deadlocking with it. A report that came first keeps its status;
-   * the message keeps the provider's id all the same.
+   * refused), in one statement: of the rows still claimed under their attempt, the messages with their events,
+   * then the outbox rows. The messages first: the order a delivery report's write takes them in
+   * (`applyStatus`), so that a report racing this answer (an SMPP receipt right behind its submit_sm_resp)
+   * waits for it rather than deadlocking with it. A report that came first keeps its status; the message
+   * keeps the provider's id all the same.
    */
   async function sent(items: { row: Row; providerMessageId: string | null; note?: string | null }[]) {
     if (items.length === 0) return;
     const at = clock();
     const work = new CommittedWork();
-    await db.transaction(async (tx) => {
-      const held = await tx
-        .select({ id: t.id })
-        .from(t as PgTable)
-        .where(queue.allMine(items.map((i) => i.row)));
-      const mine = new Set(held.map((h) => h.id as string));
-      const settling = items.filter((i) => mine.has(i.row.id));
-      if (settling.length === 0) return;
-      await settleMessages(tx, settling.map((i) => ({ row: i.row, reason: i.note ?? null, providerMessageId: i.providerMessageId })), 'sent', spec.from?.sent, at, work);
-      const withIds = settling.filter((i) => i.providerMessageId !== null);
-      if (withIds.length) {
-        await tx.execute(sql`
-          UPDATE ${messages} SET provider_message_id = v.pid FROM (VALUES ${sql.join(
-            withIds.map((i) => sql`(${i.row.messageId}::uuid, ${i.providerMessageId}::text)`),
-            sql`, `,
-          )}) AS v(id, pid)
-           WHERE ${messages.id} = v.id AND ${messages.providerMessageId} IS NULL`);
-      }
-      const notes = settling.some((i) => i.note) ? perRow(settling.map((i) => ({ row: i.row, value: i.note ?? null }))) : null;
-      await tx
-        .update(t as PgTable)
-        .set({ status: 'sent', sentAt: at, leaseUntil: null, lastError: notes, updatedAt: at } as never)
-        .where(queue.allMine(settling.map((i) => i.row)));
-    });
+    const claims = queue.allMine(items.map((i) => i.row));
+    const held = sql`held AS (SELECT ${t.id} AS id, ${t.messageId} AS message_id FROM ${t} WHERE ${claims})`;
+    const v = sql`v AS (SELECT * FROM ${settlingValues(items.map((i) => ({ row: i.row, reason: i.note ?? null, providerMessageId: i.providerMessageId })))} WHERE v.id IN (SELECT message_id FROM held))`;
+    // A message a report moved first: not settled, but it keeps the provider's id.
+    const ids = sql`ids AS (
+      UPDATE ${messages} SET provider_message_id = v.pid FROM v
+       WHERE ${messages.id} = v.id AND v.pid IS NOT NULL AND ${messages.providerMessageId} IS NULL AND ${messages.id} NOT IN (SELECT id FROM upd)
+      RETURNING 1
+    )`;
+    const notes = items.some((i) => i.note) ? perRow(items.map((i) => ({ row: i.row, value: i.note ?? null }))) : sql`NULL`;
+    // Reading `upd` (the messages) before any outbox row is written: the messages are locked first.
+    const done = sql`done AS (
+      UPDATE ${t} SET ${col(t.status)} = 'sent', ${col(t.sentAt)} = ${at}, ${col(t.leaseUntil)} = NULL, ${col(t.lastError)} = ${notes}, ${col(t.updatedAt)} = ${at}
+        FROM (SELECT count(*) AS n FROM upd) AS settled
+       WHERE ${claims} AND ${t.id} IN (SELECT id FROM held)
+      RETURNING 1
+    )`;
+    const result = await db.execute(sql`WITH ${sql.join([held, v, ...settleCtes('sent', spec.from?.sent, at), ids, done], sql`, `)}
+      SELECT ${sql.join(committedColumns, sql`, `)}, (SELECT count(*) FROM ids)::int AS ids, (SELECT count(*) FROM done)::int AS done`);
+    work.add({ ...committedOf(result.rows[0] as Record<string, unknown> | undefined), types: ['message.sent'] });
     work.announce();
   }
 

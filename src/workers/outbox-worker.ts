@@ -58,18 +58,24 @@ export function createOutboxWorker(spec: OutboxWorkerSpec): OutboxWorker {
   }
 
   async function passOf<R extends Claimed>(queue: QueueWork<R>): Promise<number> {
-    await queue.settleAbandoned?.(spec.clock());
+    // Claims whose lease ran out after they transmitted (never claimed again) are settled beside the claims,
+    // not before them: a woken pass's first claim waits for no other statement.
+    const abandoned = Promise.resolve(queue.settleAbandoned?.(spec.clock()));
     let total = 0;
-    for (let round = 0; round < 20 && !stopping; round++) {
-      const claimed = await queue.claim(spec.clock(), queue.maxInFlight - (inFlight.get(queue) ?? 0));
-      if (claimed.length === 0) break;
-      const lanes = new Map<string, R[]>();
-      for (const row of claimed) {
-        const lane = queue.laneOf(row);
-        lanes.set(lane, [...(lanes.get(lane) ?? []), row]);
+    try {
+      for (let round = 0; round < 20 && !stopping; round++) {
+        const claimed = await queue.claim(spec.clock(), queue.maxInFlight - (inFlight.get(queue) ?? 0));
+        if (claimed.length === 0) break;
+        const lanes = new Map<string, R[]>();
+        for (const row of claimed) {
+          const lane = queue.laneOf(row);
+          lanes.set(lane, [...(lanes.get(lane) ?? []), row]);
+        }
+        for (const rows of lanes.values()) start(queue, rows);
+        total += claimed.length;
       }
-      for (const rows of lanes.values()) start(queue, rows);
-      total += claimed.length;
+    } finally {
+      await abandoned;
     }
     return total;
   }

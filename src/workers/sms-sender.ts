@@ -1,4 +1,5 @@
 import { inArray, sql } from 'drizzle-orm';
+import { LRUCache } from 'lru-cache';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../core/clock.js';
 import type { Db } from '../db/client.js';
@@ -20,11 +21,13 @@ import { createOutboxWorker, type OutboxWorker, type QueueWork } from './outbox-
  *   many texts as the channel's rate sends within half the lease, at most 50), only for a channel with no
  *   batch under way in any process, the channels and organizations taking turns. A pass never waits for a
  *   batch, so one organization's slow or dead provider holds up nothing but its own channel's batch.
- * - A batch reads and decrypts its channel once, checks deleted messages and opt-outs for all its texts in
- *   one statement, and sends in waves: as many texts at once as the channel's token bucket allows (its `rate`
- *   in segments per second, bursts of a tenth of a second's worth), at most `SEND_CONCURRENCY`. Each wave
- *   commits its `transmitted_at` (and renews the rest of the batch's lease) in one statement before it
- *   leaves, and its outcomes are written set-based (one transaction for the texts sent).
+ * - A batch checks deleted messages, opt-outs and its channel's row for all its texts in one statement; the
+ *   channel is read and decrypted again only when its row changed since this process last read it. It sends
+ *   in waves: as many texts at once as the channel's token bucket allows (its `rate` in segments per second,
+ *   bursts of a tenth of a second's worth), at most `SEND_CONCURRENCY`. Each wave commits its
+ *   `transmitted_at` in one statement before it leaves (renewing the rest of the batch's lease once a quarter
+ *   of it has passed), and its outcomes are written set-based (one statement for the texts sent, with their
+ *   events), while the next wave goes.
  * - `transmitted_at` is committed just before the request leaves. A request that left without an answer (a
  *   timeout, a connection lost) is an unknown outcome: the text is marked failed with a reason that says so
  *   and never sent again, so a customer never gets it twice (the provider most likely sent it). The same
@@ -150,23 +153,43 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
       await announceFailed(tx, row.organizationId, system, also, work);
     });
 
-  /** Texts that must not leave: their message was deleted, or the recipient opted out (one statement). */
-  async function refused(rows: OutboxRow[]): Promise<{ row: OutboxRow; reason: string }[]> {
+  /**
+   * One statement: the texts that must not leave (their message was deleted, or the recipient opted out),
+   * and the channel's row as it stands (a fingerprint of it; null once the channel is deleted).
+   */
+  async function check(channelId: string, rows: OutboxRow[]): Promise<{ refusals: { row: OutboxRow; reason: string }[]; version: string | null }> {
     const found = await db
       .select({
         id: smsOutbox.id,
         live: sql<boolean>`EXISTS (SELECT 1 FROM ${messages} WHERE ${messages.id} = ${smsOutbox.messageId} AND ${messages.deletedAt} IS NULL)`,
         optedOut: sql<boolean>`EXISTS (SELECT 1 FROM ${smsOptOuts} WHERE ${smsOptOuts.channelId} = ${smsOutbox.channelId} AND ${smsOptOuts.phoneNumber} = ${smsOutbox.sms}->>'to')`,
+        version: sql<string | null>`(SELECT md5(c::text) FROM ${channels} c WHERE c.id = ${channelId}::uuid AND c.deleted_at IS NULL)`,
       })
       .from(smsOutbox)
       .where(inArray(smsOutbox.id, rows.map((r) => r.id)));
     const byId = new Map(found.map((f) => [f.id, f]));
-    return rows.flatMap((row) => {
+    const refusals = rows.flatMap((row) => {
       const f = byId.get(row.id);
       if (!f?.live) return [{ row, reason: 'The message was deleted before it was sent' }];
       if (f.optedOut) return [{ row, reason: OPTED_OUT_REASON }];
       return [];
     });
+    return { refusals, version: found[0]?.version ?? null };
+  }
+
+  /**
+   * The channels read and decrypted in this process, each with the fingerprint of the row it was read from:
+   * a batch reads its channel again only when the row changed since (any write to it: its settings, its
+   * credentials, its status, its health).
+   */
+  const channelCache = new LRUCache<string, { version: string; channel: Channel }>({ max: 1000, ttl: 60_000 });
+  async function channelOf(channelId: string, version: string | null): Promise<Channel | undefined> {
+    if (version === null) return (channelCache.delete(channelId), undefined);
+    const cached = channelCache.get(channelId);
+    if (cached?.version === version) return cached.channel;
+    const channel = await loadSmsChannel(db, channelId);
+    if (channel) channelCache.set(channelId, { version, channel: { ...channel } });
+    return channel;
   }
 
   /** The channel's health (its provider side): in error when the provider refuses its credentials, active again at the next text it takes. */
@@ -185,15 +208,17 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
   /** One channel's batch: checked, then sent in waves paced by its bucket, the outcomes written per wave. */
   async function run(batch: OutboxRow[], isStopping: () => boolean) {
     const channelId = batch[0]!.channelId;
-    const channel = await loadSmsChannel(db, channelId);
+    const { refusals, version } = await check(channelId, batch);
+    const channel = await channelOf(channelId, version);
     if (!channel) return fail(batch.map((row) => ({ row, reason: 'The channel was deleted before the text could be sent' })));
     if (channel.status === 'disabled') return fail(batch.map((row) => ({ row, reason: 'The channel is disabled' })));
-    const refusals = await refused(batch);
     await fail(refusals);
     const skip = new Set(refusals.map((r) => r.row.id));
     let rest = batch.filter((row) => !skip.has(row.id));
     const provider = providerFor(channel.provider, channel.id);
     const bucket = bucketOf(channel);
+    /** When the batch's lease was last renewed (its claim took it). */
+    let renewedAt = Date.now();
     /** The outcomes of the waves sent, written in order while the next wave goes. */
     let written: Promise<void> = Promise.resolve();
     try {
@@ -211,10 +236,15 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
           wave.push(row);
         }
         rest = rest.slice(wave.length);
-        // Committed before the requests leave: from here on their outcome may be "sent" whatever happens to this process.
-        const held = await queue.markTransmitted(clock(), wave, rest);
+        // Committed before the requests leave: from here on their outcome may be "sent" whatever happens to this
+        // process. The rest of the batch has its lease renewed with it once a quarter of the lease has passed.
+        const renew = Date.now() - renewedAt >= leaseMs / 4;
+        const held = await queue.markTransmitted(clock(), wave, renew ? rest : []);
         const leaving = wave.filter((row) => held.has(row.id));
-        rest = rest.filter((row) => held.has(row.id));
+        if (renew) {
+          rest = rest.filter((row) => held.has(row.id));
+          renewedAt = Date.now();
+        }
         // Spent as they leave: the channel's pace is counted from the requests, not from the commit before them.
         bucket.take(segments);
         const outcomes = await Promise.all(

@@ -17,7 +17,7 @@ export interface NewEvent {
 export type EventRecord = typeof events.$inferSelect;
 
 /** The actor's fields as values or as placeholders (`sql.placeholder`) of a statement rendered once. */
-export type ActorValues = { [K in keyof Actor]: Actor[K] | Placeholder };
+export type ActorValues = { [K in keyof Actor]: Actor[K] | Placeholder | SQL };
 
 /**
  * The events of a write as two CTEs of the write's statement: `ev` inserts one event per row of `source`

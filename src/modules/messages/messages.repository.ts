@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
-import { and, count, eq, getTableColumns, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
+import { createHash, randomUUID } from 'node:crypto';
+import { and, count, eq, getTableColumns, inArray, isNotNull, isNull, sql, type SQL } from 'drizzle-orm';
 import type { z } from 'zod';
 import { notFound } from '../../core/errors.js';
 import { pageOrder, pageWindow, type Page, type PageInput } from '../../core/pagination.js';
@@ -307,6 +307,24 @@ export function createMessage(db: DbOrTx, orgId: string, values: MessageValues):
     snoozedUntil: toDate(snoozedUntil),
   });
   return new Write(db, spec, { ...filled, orgId });
+}
+
+/** A message a sending operation queues: its values; `phoneNumberId` may be a subquery evaluated in the insert. */
+export type OutgoingValues = Omit<typeof messages.$inferInsert, 'id' | 'organizationId' | 'createdAt' | 'updatedAt' | 'deletedAt' | 'searchVector' | 'phoneNumberId'> & { phoneNumberId: string | null | SQL };
+
+/**
+ * Inserts several messages in one statement (a send to many recipients); answers them as the API shows
+ * them, in the order given, each with the id it was written under.
+ */
+export async function insertMessages(db: DbOrTx, orgId: string, values: OutgoingValues[]): Promise<{ id: string; data: MessageJson }[]> {
+  if (values.length === 0) return [];
+  const ids = values.map(() => randomUUID());
+  const rows = await db
+    .insert(messages)
+    .values(values.map((v, i) => ({ ...v, id: ids[i]!, organizationId: orgId })))
+    .returning({ id: messages.id, data: messageJson });
+  const byId = new Map(rows.map((r) => [r.id, r.data]));
+  return ids.map((id) => ({ id, data: byId.get(id)! }));
 }
 
 export type MessageFlags = { [K in 'readAt' | 'archivedAt' | 'snoozedUntil' | 'importance' | 'urgency' | 'status' | 'action']?: string | null | undefined };

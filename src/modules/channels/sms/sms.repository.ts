@@ -9,7 +9,7 @@ import { channels, contactPhoneNumbers, messages, smsOptOuts, smsOutbox, type Sm
 import { recordEvents } from '../../events/events.recorder.js';
 import type { CommittedWork } from '../../events/events.signal.js';
 import { channelRows, sealSecret, sendingChannelOf, type ChannelRow } from '../channels.repository.js';
-import { createMessage, getMessage, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
+import { getMessage, insertMessages, type MessageJson, type MessageRow } from '../../messages/messages.repository.js';
 import { AutomaticMessageRefused, defineAutomaticMessageKind } from '../automatic-messages.js';
 import { queuedNotice } from '../../outbox.js';
 import { isAlphanumericSender, isShortCode } from './numbers.js';
@@ -135,14 +135,20 @@ export function smsThreadId(channelId: string, number: string): string {
 /** The organization's contact phone number equal to `number` (E.164), oldest first; null when none. */
 export async function contactPhoneIdFor(db: DbOrTx, orgId: string, number: string): Promise<string | null> {
   if (!number.startsWith('+')) return null;
-  const [row] = await db
+  const [row] = await contactPhoneQuery(db, orgId, number);
+  return row?.id ?? null;
+}
+
+/** The same as a subquery, for a statement that writes it (null for a number that is not E.164). */
+export const contactPhoneIdOf = (db: DbOrTx, orgId: string, number: string) => (number.startsWith('+') ? sql<string | null>`(${contactPhoneQuery(db, orgId, number)})` : null);
+
+const contactPhoneQuery = (db: DbOrTx, orgId: string, number: string) =>
+  db
     .select({ id: contactPhoneNumbers.id })
     .from(contactPhoneNumbers)
     .where(and(eq(contactPhoneNumbers.organizationId, orgId), eq(contactPhoneNumbers.phoneNumber, number), isNull(contactPhoneNumbers.deletedAt)))
     .orderBy(contactPhoneNumbers.createdAt, contactPhoneNumbers.id)
     .limit(1);
-  return row?.id ?? null;
-}
 
 // ------------------------------------------------------------------ opt-outs
 
@@ -213,12 +219,17 @@ export async function removeOptOut(db: DbOrTx, orgId: string, channelId: string,
 }
 
 export async function isOptedOut(db: DbOrTx, channelId: string, phoneNumber: string): Promise<boolean> {
-  const [row] = await db
-    .select({ id: smsOptOuts.id })
+  return (await optedOutAmong(db, channelId, [phoneNumber])).size > 0;
+}
+
+/** Which of `numbers` opted out of the channel's texts (one statement). */
+export async function optedOutAmong(db: DbOrTx, channelId: string, numbers: string[]): Promise<Set<string>> {
+  if (numbers.length === 0) return new Set();
+  const rows = await db
+    .select({ number: smsOptOuts.phoneNumber })
     .from(smsOptOuts)
-    .where(and(eq(smsOptOuts.channelId, channelId), eq(smsOptOuts.phoneNumber, phoneNumber)))
-    .limit(1);
-  return Boolean(row);
+    .where(and(eq(smsOptOuts.channelId, channelId), inArray(smsOptOuts.phoneNumber, numbers)));
+  return new Set(rows.map((r) => r.number));
 }
 
 /** Records the message events of texts failed by an opt-out (`message.failed`, one each). */
@@ -270,35 +281,60 @@ export const RECIPIENT_OPTED_OUT = (number: string) => new AppError('RECIPIENT_O
 const sendingSmsChannel = (db: DbOrTx, orgId: string, channelId: string, field: string): Promise<ChannelRow> => sendingChannelOf(db, orgId, channelId, field, () => undefined);
 
 /**
- * Records one outgoing text (`queued`) and its outbox row in the caller's transaction. Refuses at once
- * (409 RECIPIENT_OPTED_OUT) a number that opted out.
+ * Records outgoing texts (`queued`), one per number, with their outbox rows in the caller's transaction, in
+ * three statements whatever their number: the opt-outs, the messages (each linked to its contact's number in
+ * the insert), the outbox rows. Refuses at once (409 RECIPIENT_OPTED_OUT, the first such number) a number
+ * that opted out. Answers the messages in the order of `numbers`.
  */
-export async function queueText(db: DbOrTx, orgId: string, actor: Actor, channel: ChannelRow, to: string, text: string, opts: { autoReplyKey?: string | undefined } = {}): Promise<MessageJson> {
-  if (await isOptedOut(db, channel.id, to)) {
+export async function queueTexts(db: DbOrTx, orgId: string, actor: Actor, channel: ChannelRow, numbers: string[], text: string, opts: { autoReplyKey?: string | undefined } = {}): Promise<MessageJson[]> {
+  const opted = await optedOutAmong(db, channel.id, numbers);
+  const refused = numbers.find((n) => opted.has(n));
+  if (refused) {
     // An automation's text to an opted-out number is skipped (a refusal by the rules), not a failing step.
-    throw actor.type === 'automation' ? new AutomaticMessageRefused('to', `${to} opted out of texts from this channel (STOP)`) : RECIPIENT_OPTED_OUT(to);
+    throw actor.type === 'automation' ? new AutomaticMessageRefused('to', `${refused} opted out of texts from this channel (STOP)`) : RECIPIENT_OPTED_OUT(refused);
   }
   const size = smsSize(text);
-  const message = await createMessage(db, orgId, {
-    type: 'sms',
-    direction: 'outgoing',
-    status: 'queued',
-    channelId: channel.id,
-    providerName: providerNameOf(channel.sms!.provider),
-    threadId: smsThreadId(channel.id, to),
-    text,
-    sender: { phoneNumber: channel.address },
-    recipient: { phoneNumber: to },
-    phoneNumberId: await contactPhoneIdFor(db, orgId, to),
-    metadata: { sms: { encoding: size.encoding, segments: size.segments } },
-  });
-  const [queued] = await db
+  const written = await insertMessages(
+    db,
+    orgId,
+    numbers.map((to) => ({
+      type: 'sms',
+      direction: 'outgoing',
+      status: 'queued',
+      channelId: channel.id,
+      providerName: providerNameOf(channel.sms!.provider),
+      threadId: smsThreadId(channel.id, to),
+      text,
+      sender: { phoneNumber: channel.address },
+      recipient: { phoneNumber: to },
+      phoneNumberId: contactPhoneIdOf(db, orgId, to),
+      metadata: { sms: { encoding: size.encoding, segments: size.segments } },
+    })),
+  );
+  const queued = await db
     .insert(smsOutbox)
-    .values({ organizationId: orgId, messageId: message.id, channelId: channel.id, sms: { from: channel.address, to, text, segments: size.segments }, actorType: actor.type, actorId: actor.id, depth: actor.depth ?? 0, autoReplyKey: opts.autoReplyKey ?? null })
+    .values(
+      written.map(({ id }, i) => ({
+        organizationId: orgId,
+        messageId: id,
+        channelId: channel.id,
+        sms: { from: channel.address, to: numbers[i]!, text, segments: size.segments },
+        actorType: actor.type,
+        actorId: actor.id,
+        depth: actor.depth ?? 0,
+        autoReplyKey: opts.autoReplyKey ?? null,
+      })),
+    )
     .onConflictDoNothing()
     .returning({ id: smsOutbox.id, queued: queuedNotice('sms_outbox') });
-  if (!queued) throw new AutomaticMessageRefused('id', `this automation already answered ${to} today; automations answer a number at most once a day`);
-  return message;
+  if (queued.length < numbers.length) throw new AutomaticMessageRefused('id', `this automation already answered ${numbers[0]} today; automations answer a number at most once a day`);
+  return written.map((w) => w.data);
+}
+
+/** Records one outgoing text and its outbox row (`queueTexts`). */
+export async function queueText(db: DbOrTx, orgId: string, actor: Actor, channel: ChannelRow, to: string, text: string, opts: { autoReplyKey?: string | undefined } = {}): Promise<MessageJson> {
+  const [message] = await queueTexts(db, orgId, actor, channel, [to], text, opts);
+  return message!;
 }
 
 /** POST /messages/send with a text channel: one message per number (the answer is the first; the others follow as events). */
@@ -310,12 +346,8 @@ export async function sendText(ctx: OperationContext, input: SmsSendValues): Pro
     const looping = numbers.find((n) => own.has(n));
     if (looping) throw new AutomaticMessageRefused('to', `${looping} is one of the organization's own numbers; automations never text it`);
   }
-  let first: MessageJson | undefined;
-  for (const n of numbers) {
-    const m = await queueText(ctx.db, ctx.orgId, ctx.actor, channel, n, input.text);
-    if (first) ctx.alsoQueued?.(m);
-    else first = m;
-  }
+  const [first, ...others] = await queueTexts(ctx.db, ctx.orgId, ctx.actor, channel, numbers, input.text);
+  for (const m of others) ctx.alsoQueued?.(m);
   return first!;
 }
 
