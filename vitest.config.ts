@@ -52,7 +52,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     // Two files at once on two cores; test/README.md says what a third did.
-    maxWorkers: 3,
+    maxWorkers: 4,
     // SB_TEST_REPORT=file: also Vitest's JSON report there, with each file's project and timings
     // (scripts/test-timings.mjs makes test/README.md's table of it).
     reporters: process.env.SB_TEST_REPORT ? ['default', ['./test/helpers/json-report.ts', { outputFile: process.env.SB_TEST_REPORT }]] : ['default'],
