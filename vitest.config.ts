@@ -9,7 +9,7 @@ import DurationSequencer from './test/helpers/sequencer.js';
  * - `once`: files whose behaviour does not depend on the database, run once;
  * - `pglite`, and `postgres` when TEST_DATABASE_URL (or DATABASE_URL) is set: the database-bound files, on each;
  * - `*-alone`: the timing-sensitive files (test/helpers/projects.ts), after all the others, one at a time.
- * The others run side by side, two workers on two cores, longest first (test/helpers/sequencer.ts). Each test
+ * The others run side by side, three workers on two cores, longest first (test/helpers/sequencer.ts). Each test
  * file gets a fresh database copied from a template migrated once per run (test/helpers/global-setup.ts).
  */
 const pgUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
@@ -51,8 +51,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
-    // Two files at once on two cores; test/README.md says what a third did.
-    maxWorkers: 4,
+    // Three files at once on two cores (most of a file's time is waiting on a server); test/README.md has the runs.
+    maxWorkers: 3,
     // SB_TEST_REPORT=file: also Vitest's JSON report there, with each file's project and timings
     // (scripts/test-timings.mjs makes test/README.md's table of it).
     reporters: process.env.SB_TEST_REPORT ? ['default', ['./test/helpers/json-report.ts', { outputFile: process.env.SB_TEST_REPORT }]] : ['default'],

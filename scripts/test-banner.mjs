@@ -33,7 +33,7 @@ function recorded() {
 const past = recorded();
 const lines = [
   `npm test: ${tests.length} test files; the database-bound ones on the embedded database${postgres ? ' and again on PostgreSQL (TEST_DATABASE_URL)' : ' (set TEST_DATABASE_URL to run them on PostgreSQL too)'}, the others once (test/README.md).`,
-  `Two files run side by side (the longest first), then the timing-sensitive ones alone${past ? `; the files' last recorded runs here add up to ${past.minutes} min (${past.counted} of them)` : ''}. Vitest prints each file as it finishes.`,
+  `Three files run side by side (the longest first), then the timing-sensitive ones alone${past ? `; the files' last recorded runs here add up to ${past.minutes} min (${past.counted} of them)` : ''}. Vitest prints each file as it finishes.`,
   'Less of it: one file, npx vitest run test/modules/contacts.test.ts; a folder, npx vitest run test/modules; by test name, npx vitest run -t "creates a contact";',
   "one database, --project 'pglite*' or --project 'postgres*' (with TEST_DATABASE_URL).",
 ];
