@@ -11,10 +11,28 @@ import { connect } from 'node:net';
  * recipients; answers the final reply (to the DATA, or the first refusal): its code and text.
  */
 export function deliverRaw(port: number, to: string | string[], raw: string, opts: { localAddress?: string } = {}): Promise<{ code: number; text: string }> {
+  return deliver(port, to, raw, opts) as Promise<{ code: number; text: string }>;
+}
+
+/** `deliverRaw`, given up when `signal` aborts: the socket destroyed as a sender that gives up would, answering `null`. */
+export function deliverUnlessAborted(port: number, to: string | string[], raw: string, opts: { localAddress?: string; signal: AbortSignal }) {
+  return deliver(port, to, raw, opts);
+}
+
+function deliver(port: number, to: string | string[], raw: string, opts: { localAddress?: string; signal?: AbortSignal }): Promise<{ code: number; text: string } | null> {
   const steps = ['EHLO tester.example\r\n', 'MAIL FROM:<sender@outside.example>\r\n', ...[to].flat().map((r) => `RCPT TO:<${r}>\r\n`), 'DATA\r\n', `${raw}\r\n.\r\n`];
   return new Promise((resolve, reject) => {
+    if (opts.signal?.aborted) return resolve(null);
     // Another loopback address (127.0.0.2, …) is another client address to the receiver.
     const socket = connect({ port, host: '127.0.0.1', ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) });
+    opts.signal?.addEventListener(
+      'abort',
+      () => {
+        socket.destroy();
+        resolve(null);
+      },
+      { once: true },
+    );
     let buffered = '';
     let step = -1;
     socket.setEncoding('utf8');
