@@ -141,13 +141,25 @@ export function createQueue<T extends QueueTable>(db: Db, spec: QueueSpec<T>, ra
           SELECT d.id, d.at, row_number() OVER (PARTITION BY d.org ORDER BY d.lane_turn, d.lane) + coalesce(lo.n, 0) AS org_turn
             FROM d LEFT JOIN ll ON ll.lane = d.lane LEFT JOIN lo ON lo.org = d.org
            WHERE ${open}
-        )
-        SELECT r.id FROM r${opts.perOrganization ? sql` WHERE r.org_turn <= ${opts.perOrganization}` : sql``}
-         ORDER BY r.org_turn, r.at LIMIT ${opts.limit}`;
+        ),
+        p AS (
+          SELECT r.id FROM r${opts.perOrganization ? sql` WHERE r.org_turn <= ${opts.perOrganization}` : sql``}
+           ORDER BY r.org_turn, r.at LIMIT ${opts.limit}
+        ),
+        k AS (SELECT ${t.id} AS id FROM ${t} WHERE ${t.id} IN (SELECT p.id FROM p) AND ${due(now)} FOR UPDATE SKIP LOCKED)
+        ${
+          opts.mode === 'batch'
+            ? // Two processes that claim at once both see a lane with no claim under way (neither sees the other's
+              // uncommitted claim), and SKIP LOCKED would split its batch between them, out of order. So a lane's
+              // rows are taken only as the unbroken run from its first due row: only the one claim that locked
+              // that row gets any, and it keeps the run up to the first row it did not lock.
+              sql`SELECT x.id FROM (SELECT d.id, d.lane_turn, row_number() OVER (PARTITION BY d.lane ORDER BY d.lane_turn) AS n FROM k JOIN d ON d.id = k.id) x WHERE x.n = x.lane_turn`
+            : sql`SELECT k.id FROM k`
+        }`;
       const set = { status: spec.working, leaseUntil: leaseUntil(now), attempt: sql`${t.attempt} + 1`, ...(spec.transmittedAt ? { transmittedAt: null } : {}), ...touched(now), ...spec.onClaim?.(now) };
       const rows = await update()
         .set(set as never)
-        .where(sql`${t.id} IN (SELECT ${t.id} FROM ${t} WHERE ${t.id} IN (${picked}) AND ${due(now)} FOR UPDATE SKIP LOCKED)`)
+        .where(sql`${t.id} IN (${picked})`)
         .returning();
       // In each lane's order (the order its rows were queued in), whatever order the update returned them in.
       const at = (r: Record<string, unknown>) => [(r.nextAttemptAt as Date).getTime(), (r.createdAt as Date).getTime(), r.id as string] as const;

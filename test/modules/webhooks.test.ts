@@ -1,4 +1,4 @@
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import { Webhook as Verifier } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/client.js';
@@ -205,6 +205,34 @@ describe.runIf(testDbKind === 'postgres')('two delivery workers on one PostgreSQ
       expect(new Set(ids).size).toBe(40);
       // In order for the one endpoint: the contacts arrive as they were written.
       expect(receiver.received.map((r) => (JSON.parse(r.body) as { data: { name: string } }).data.name)).toEqual(Array.from({ length: 40 }, (_, i) => `c${i}`));
+      await a.request('DELETE', `/v1/webhooks/${endpoint.id}`);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it("a claim never takes an endpoint's deliveries past one that another process holds (its batch stays in order)", async () => {
+    const second = await openDatabase({ url: (t.database as Database & { url: string }).url, poolSize: 2 });
+    try {
+      while ((await worker.runOnce()) > 0);
+      const endpoint = await createEndpoint(a, { eventTypes: ['contact.created'] });
+      receiver.received.length = 0;
+      for (let i = 0; i < 4; i++) await a.request('POST', '/v1/contacts', { name: `held${i}` });
+      const queued = await t.database.db
+        .select({ id: webhookDeliveries.id })
+        .from(webhookDeliveries)
+        .where(eq(webhookDeliveries.endpointId, endpoint.id))
+        .orderBy(webhookDeliveries.nextAttemptAt, webhookDeliveries.createdAt, webhookDeliveries.id);
+      expect(queued).toHaveLength(4);
+      const names = () => receiver.received.map((r) => (JSON.parse(r.body) as { data: { name: string } }).data.name);
+      // Another process's claim in flight: it has locked the endpoint's second delivery and not committed yet.
+      await second.db.transaction(async (tx) => {
+        await tx.execute(sql`SELECT id FROM webhook_deliveries WHERE id = ${queued[1]!.id} FOR UPDATE`);
+        await worker.runOnce();
+        expect(names()).toEqual(['held0']);
+      });
+      while ((await worker.runOnce()) > 0);
+      expect(names()).toEqual(['held0', 'held1', 'held2', 'held3']);
       await a.request('DELETE', `/v1/webhooks/${endpoint.id}`);
     } finally {
       await second.close();
