@@ -62,6 +62,11 @@ export interface DatabaseOptions {
    * Unset: 15 s on the client side only (the command line, whose seed and migrations may run long).
    */
   statementTimeoutMs?: number | undefined;
+  /**
+   * PostgreSQL only: how long the pool waits for a new connection before it gives up. Default 2 s: a dead
+   * database must turn into a quick 503, never a hanging request.
+   */
+  connectTimeoutMs?: number | undefined;
 }
 
 const migrationsFolder = packagePath('drizzle');
@@ -69,15 +74,14 @@ const migrationsFolder = packagePath('drizzle');
 const MIGRATION_LOCK = 7_345_001;
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
-  return options.url ? openPostgres(options.url, options.poolSize ?? 20, options.statementTimeoutMs) : openPglite(options.dataDir, options.initialData);
+  return options.url ? openPostgres(options.url, options.poolSize ?? 20, options.statementTimeoutMs, options.connectTimeoutMs ?? 2000) : openPglite(options.dataDir, options.initialData);
 }
 
-function openPostgres(url: string, poolSize: number, statementTimeoutMs: number | undefined): Database {
+function openPostgres(url: string, poolSize: number, statementTimeoutMs: number | undefined, connectTimeoutMs: number): Database {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
-    // A dead database must turn into a quick 503, never a hanging request.
-    connectionTimeoutMillis: 2000,
+    connectionTimeoutMillis: connectTimeoutMs,
     // A lock held elsewhere or a slow statement is cancelled by the server; a database that stops answering
     // altogether (a stalled network) is given up by the client a moment later.
     ...(statementTimeoutMs

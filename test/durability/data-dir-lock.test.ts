@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { testDbKind } from '../helpers/database.js';
-import { useStore, send, spawnServer, startServer } from './server-process.js';
+import { useStore, send, sendUntilServed, spawnServer, startServer } from './server-process.js';
 
 /**
  * The embedded database does not lock its directory itself: a second server on the same DATA_DIR must
@@ -33,14 +33,8 @@ describe.skipIf(testDbKind !== 'pglite')('data directory lock (embedded database
     const third = await startServer(store.env);
     expect(readFileSync(join(store.dataDir, 'switchboard.pid'), 'utf8').trim()).toBe(String(third.pid));
     const id = (JSON.parse(created.body) as { data: { id: string } }).data.id;
-    // A read answers 503 (with Retry-After) when the database has not answered within DB_READ_TIMEOUT_MS, which
-    // a server that has just started and taken over a store can miss on a loaded machine: asked again as a
-    // client would, it must find the contact written before the crash.
-    let got = await send(third.url, 'GET', `/v1/contacts/${id}`, store.key);
-    for (let tries = 0; got.status === 503 && tries < 10; tries++) {
-      await new Promise((r) => setTimeout(r, 1000));
-      got = await send(third.url, 'GET', `/v1/contacts/${id}`, store.key);
-    }
+    // Asked again on a 503, as a client would: it must find the contact written before the crash.
+    const got = await sendUntilServed(third.url, 'GET', `/v1/contacts/${id}`, store.key);
     expect(got.status, got.body).toBe(200);
     third.proc.kill('SIGTERM');
     expect(await third.exited).toEqual({ code: 0, signal: null });

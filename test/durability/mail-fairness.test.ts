@@ -3,7 +3,7 @@ import { createApiKey, createOrganization } from '../../src/accounts/accounts.js
 import { openDatabase } from '../../src/db/client.js';
 import { verifyDomainFor } from '../helpers/domains.js';
 import { freePort } from '../helpers/listen.js';
-import { deliverRaw, deliverUnlessAborted } from '../helpers/smtp-client.js';
+import { deliverRaw } from '../helpers/smtp-client.js';
 import { send, startServer, useStore, type ServerProcess } from './server-process.js';
 
 /**
@@ -119,7 +119,7 @@ describe('one address flooding hostile mail', () => {
       const senders = Array.from({ length: connections }, async () => {
         let raw = table(target);
         while (flooding) {
-          const answer = await deliverUnlessAborted(smtpPort, target, raw, { localAddress: HOSTILE_IP, signal: stop.signal });
+          const answer = await deliverRaw(smtpPort, target, raw, { localAddress: HOSTILE_IP, signal: stop.signal });
           if (!answer) break;
           answers.push(answer);
           answered();

@@ -201,6 +201,20 @@ export function send(url: string, method: string, path: string, key: string, bod
 }
 
 /**
+ * `send`, asked again once a second (as a client honouring `Retry-After` would) while the server answers 503:
+ * a read answers 503 when the database has not answered within `DB_READ_TIMEOUT_MS`, which a server that has
+ * just started can miss on a loaded machine.
+ */
+export async function sendUntilServed(url: string, method: string, path: string, key: string, tries = 10): Promise<HttpResult> {
+  let got = await send(url, method, path, key);
+  for (let i = 0; got.status === 503 && i < tries; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    got = await send(url, method, path, key);
+  }
+  return got;
+}
+
+/**
  * The longest time between two /healthz answers while `work` runs, probing every 20 ms; and the longest this
  * process itself was held from running (`ownLagMs`): on a busy machine the prober is delayed too, and a
  * gap it caused is not the server's.

@@ -6,20 +6,17 @@ import { connect } from 'node:net';
  * or unusual commands go out exactly as written.
  */
 
+type Reply = { code: number; text: string };
+
 /**
  * Delivers raw bytes over SMTP (no line starts with a dot, so no dot-stuffing is needed) to one or several
- * recipients; answers the final reply (to the DATA, or the first refusal): its code and text.
+ * recipients; answers the final reply (to the DATA, or the first refusal): its code and text. Given a
+ * `signal`, the delivery is given up when it aborts (the socket destroyed, as a sender that gives up would),
+ * answering `null`.
  */
-export function deliverRaw(port: number, to: string | string[], raw: string, opts: { localAddress?: string } = {}): Promise<{ code: number; text: string }> {
-  return deliver(port, to, raw, opts) as Promise<{ code: number; text: string }>;
-}
-
-/** `deliverRaw`, given up when `signal` aborts: the socket destroyed as a sender that gives up would, answering `null`. */
-export function deliverUnlessAborted(port: number, to: string | string[], raw: string, opts: { localAddress?: string; signal: AbortSignal }) {
-  return deliver(port, to, raw, opts);
-}
-
-function deliver(port: number, to: string | string[], raw: string, opts: { localAddress?: string; signal?: AbortSignal }): Promise<{ code: number; text: string } | null> {
+export function deliverRaw(port: number, to: string | string[], raw: string, opts?: { localAddress?: string }): Promise<Reply>;
+export function deliverRaw(port: number, to: string | string[], raw: string, opts: { localAddress?: string; signal: AbortSignal }): Promise<Reply | null>;
+export function deliverRaw(port: number, to: string | string[], raw: string, opts: { localAddress?: string; signal?: AbortSignal } = {}): Promise<Reply | null> {
   const steps = ['EHLO tester.example\r\n', 'MAIL FROM:<sender@outside.example>\r\n', ...[to].flat().map((r) => `RCPT TO:<${r}>\r\n`), 'DATA\r\n', `${raw}\r\n.\r\n`];
   return new Promise((resolve, reject) => {
     if (opts.signal?.aborted) return resolve(null);
