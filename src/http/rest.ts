@@ -3,7 +3,7 @@ import { idempotencyKeyOf, requestHash, runIdempotent } from '../idempotency.js'
 import { useJsonBodyParser } from './json-body.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../core/errors.js';
-import { carriesJsonText, envelopeJson } from '../core/json-text.js';
+import { carriesJsonText, envelopeBytes } from '../core/json-text.js';
 import { toJsonSchema } from '../core/json-schema.js';
 import { withDeadline } from '../core/deadline.js';
 import { inputLocation, operationPermission, pathParams, readsOnly, successStatus, type Envelope, type Operation } from '../core/operation.js';
@@ -102,7 +102,9 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
     const permission = operationPermission(op);
     const status = successStatus(op);
     const serve = async (req: FastifyRequest): Promise<Answer> => {
-      const principal = await deps.auth.authenticate(req);
+      // A key in the cache is answered without a promise (most requests); otherwise it is looked up.
+      const known = deps.auth.authenticate(req);
+      const principal = known instanceof Promise ? await known : known;
       if (deps.limiter) {
         const verdict = deps.limiter.consumeNow ? deps.limiter.consumeNow(principal.keyId) : await deps.limiter.consume(principal.keyId);
         if (!verdict.allowed) throw new AppError('RATE_LIMITED', 'Too many requests; retry later', undefined, verdict.retryAfter);
@@ -126,16 +128,18 @@ export function registerRestRoutes(app: FastifyInstance, operations: Operation[]
     app.route({
       method: op.method,
       url: op.path.replace(/\{(\w+)\}/g, ':$1'),
-      handler: async (req, reply) => {
+      // Not an async function: the answer's promise is the one `serve` (or the deadline) makes, not one more around it.
+      handler: (req, reply) => {
         // `/contacts/` matches `/contacts/:id` with an empty id: that is no route, like any other unknown path.
         const fromPath = req.params as Record<string, string>;
         if (params.some((p) => fromPath[p] === '')) throw new AppError('NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`);
-        const answer = deadline ? await withDeadline(serve(req), deadline) : await serve(req);
-        if (answer.replayed) reply.header('idempotent-replayed', 'true');
-        reply.code(answer.status);
-        // The database's JSON goes into the body as it is; any other answer is serialized as Fastify does.
-        const envelope = answer.body as Envelope;
-        return carriesJsonText(envelope) ? reply.type('application/json; charset=utf-8').send(envelopeJson(envelope)) : reply.send(envelope);
+        return (deadline ? withDeadline(serve(req), deadline) : serve(req)).then((answer) => {
+          if (answer.replayed) reply.header('idempotent-replayed', 'true');
+          reply.code(answer.status);
+          // The database's JSON goes into the body as it is (as bytes); any other answer is serialized as Fastify does.
+          const envelope = answer.body as Envelope;
+          return carriesJsonText(envelope) ? reply.type('application/json; charset=utf-8').send(envelopeBytes(envelope)) : reply.send(envelope);
+        });
       },
     });
   }
