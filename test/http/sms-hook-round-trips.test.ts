@@ -94,6 +94,18 @@ describe('the SMS hook', () => {
     expect(delivered.map((d) => d.type).sort()).toEqual(['message.received', 'message.received', 'message.received', 'thread.reopened']);
   });
 
+  it("a new channel's first text writes the channel's lastSyncAt on its own, then is the one statement (not the full path)", async () => {
+    const channel = (await a.request('POST', '/v1/channels', { type: 'sms', name: 'Trips new', address: '+12125550174', provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } })).json.data as Json;
+    expect(channel.lastSyncAt).toBeNull();
+    // The channel's read, the one statement (refused: no lastSyncAt), the update of lastSyncAt, the one statement.
+    const first = await text(channel, '+12125550175', 'First');
+    expect(first.trips, first.statements).toBe(4);
+    expect(first.statements).not.toMatch(/\bBEGIN\b/i);
+    const [m] = await messagesOf(channel.id, first.messageSid);
+    expect((await eventsOf(m!.id)).map((e) => e.type)).toEqual(['message.created', 'message.received']);
+    expect((await a.request('GET', `/v1/channels/${channel.id}`)).json.data).toMatchObject({ status: 'active', lastError: null, lastSyncAt: expect.any(String) });
+  });
+
   it('a channel whose receiving side shows an error takes the full path, which clears it', async () => {
     const channel = (await a.request('POST', '/v1/channels', { type: 'sms', name: 'Trips 2', address: '+12125550172', provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } })).json.data as Json;
     await text(channel, '+12125550173', 'warm');

@@ -8,7 +8,7 @@ import { contactPhoneNumbers, messages } from '../../../db/schema.js';
 import { placeholder, writeShapes, Write } from '../../../db/write.js';
 import { recordEvents } from '../../events/events.recorder.js';
 import { assertChannelLive, MAILBOX_ERROR_PREFIX, SYNC_TIME_GRANULARITY_S, type ChannelRow } from '../channels.repository.js';
-import { recordChannelOutcome } from '../channel-health.js';
+import { recordChannelOutcome, touchReceivingTime } from '../channel-health.js';
 import { cleanText } from '../email/inbound.js';
 import type { OperationRunner } from '../runner.js';
 import { getMessage, insertReceivedMessage, messageColumns, messageJson, receivedOnChannel } from '../../messages/messages.repository.js';
@@ -286,15 +286,21 @@ export async function receiveText(
       return { messageId: id, duplicate: true };
     }
   }
-  if (ordinary) {
+  for (let attempt = 0; ordinary; attempt++) {
     try {
       const out = await run(receiveTextAlone, input, caller);
       return { messageId: (out.data as { id: string }).id, duplicate: false };
     } catch (err) {
       // Nothing written: the channel holds the provider's id already (a provider's retry), or the full path must take it.
       if (!(err instanceof NotAlone) && !(err instanceof AppError && err.code === 'NOT_FOUND')) throw err;
+      // Once: when the channel's `lastSyncAt` is all its health needs, written on its own, then the one statement again.
+      if (err instanceof NotAlone && attempt === 0) {
+        await touchReceivingTime(db, channel.id);
+        continue;
+      }
       const id = err instanceof NotAlone ? undefined : await existing();
       if (id) return { messageId: id, duplicate: true };
+      break;
     }
   }
   try {
