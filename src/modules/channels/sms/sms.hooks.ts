@@ -119,7 +119,7 @@ type SmsChannel = ChannelRow & { provider: ProviderWithSecret };
 /**
  * The text channels this process verified a call of lately, with their provider secret decrypted and their
  * version (`smsChannelVersion`), by id: a provider posts every text of a channel to the same hook, and the
- * channel's read and decryption were a round trip and a third of the hook's own work per text. A kept channel
+ * channel's read was one of a text's two round trips (a retry's three), its secret decrypted each time. A kept channel
  * is never trusted on its own: a call verified against it writes only through the one statement that checks,
  * under the channel's hold, that the channel's row still has that version (`receiveText` with `keptVersion`).
  * When it does not (the auth token rotated, the channel deleted or disabled) nothing is written, and the call is
