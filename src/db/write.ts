@@ -35,13 +35,15 @@ export interface WriteSpec {
 /**
  * A condition a write must meet, evaluated in its statement once the row is written (`answer` is in scope):
  * when it does not hold, the statement refuses to stand (`refusal`), nothing is written, and the write
- * answers `error`. Not evaluated when nothing was written: the 404 comes first.
+ * answers `error`. Not evaluated when nothing was written (the 404 comes first), unless `always`.
  */
 export interface WriteCheck {
   holds: SQL;
   /** The refusal's marker, unique to the check. */
   marker: string;
   error: () => Error;
+  /** Evaluated whether or not a row was written (`answer.data` is null when none was): a refusal then comes before the 404. */
+  always?: boolean;
 }
 
 export class Write<T> implements Promise<T> {
@@ -155,7 +157,10 @@ export function composeWrite(spec: WriteSpec, more: SQL[] = [], columns: SQL[] =
   ];
   const checks = (spec.checks ?? []).map(
     // The refusal's text reads the row, so that PostgreSQL cannot fold it into a constant (and refuse when planning).
-    (check, i) => sql`CASE WHEN answer.data IS NULL OR (${check.holds}) THEN true ELSE ${refusal(check.marker, sql`answer.id::text`)} END AS ${sql.raw(`check_${i}`)}`,
+    (check, i) =>
+      check.always
+        ? sql`CASE WHEN (${check.holds}) THEN true ELSE ${refusal(check.marker, sql`coalesce(answer.id::text, '')`)} END AS ${sql.raw(`check_${i}`)}`
+        : sql`CASE WHEN answer.data IS NULL OR (${check.holds}) THEN true ELSE ${refusal(check.marker, sql`answer.id::text`)} END AS ${sql.raw(`check_${i}`)}`,
   );
   return sql`WITH ${sql.join(ctes, sql`, `)} SELECT answer.data${sql.join(
     [...columns, ...checks].map((c) => sql`, ${c}`),

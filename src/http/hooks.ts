@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { AppError } from '../core/errors.js';
 import { createLimiter, createOutcomeLimiter } from '../core/rate-limit.js';
 import { channelHooks } from '../modules/channels/kinds.js';
-import type { HookRoute, KindHook } from '../modules/channels/kind.js';
+import { HookRefused, type HookRoute, type KindHook } from '../modules/channels/kind.js';
 import type { OperationRunner } from '../modules/channels/runner.js';
 import { ipKey } from '../workers/smtp-addresses.js';
 import { sendError } from './errors.js';
@@ -66,7 +66,12 @@ export async function registerChannelHooks(app: FastifyInstance, opts: ChannelHo
       const limited = await limiter.consume(verified.rateKey);
       if (!limited.allowed) throw new AppError('RATE_LIMITED', 'Too many webhooks for this channel; retry later', undefined, limited.retryAfter);
     }
-    const answer = await verified.apply(opts.run);
+    let answer;
+    try {
+      answer = await verified.apply(opts.run);
+    } catch (err) {
+      throw err instanceof HookRefused ? await refused(err.error) : err;
+    }
     return reply.code(answer.status).type(answer.contentType).send(answer.body);
   };
 

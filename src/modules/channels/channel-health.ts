@@ -114,6 +114,20 @@ function successWorthWriting(outcome: Extract<ChannelOutcome, { ok: true }>, sid
 const rowsOf = (result: unknown) => (result as { rows: { id: string }[] }).rows;
 
 /**
+ * A received message's success on a channel whose health needs only its `lastSyncAt` brought up to date (no
+ * receiving error to clear: that is a change of status, with its event, and stays in the transaction of the
+ * message that clears it), written on its own and committed at once: the messages arriving together at a channel
+ * whose `lastSyncAt` is due (a new channel, or one not written for `SYNC_TIME_GRANULARITY_S`) then wait for one
+ * short update of its row instead of for each other's transactions, each of which held the row to its commit.
+ */
+export async function touchReceivingTime(db: Db, channelId: string): Promise<void> {
+  const at = new Date().toISOString();
+  await db.execute(sql`UPDATE channels SET last_sync_at = ${at}::timestamptz, updated_at = now()
+    WHERE id = ${channelId} AND deleted_at IS NULL AND NOT coalesce(last_error LIKE ${`${MAILBOX_ERROR_PREFIX}%`}, false)
+      AND (last_sync_at IS NULL OR last_sync_at < ${at}::timestamptz - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds')`);
+}
+
+/**
  * `recordChannelOutcome` for a worker that holds no transaction: in one of its own, its events announced after
  * the commit. A failure to record is logged by the caller (it never stops the worker).
  */

@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import type { Config } from '../../config.js';
 import type { Clock } from '../../core/clock.js';
 import type { OperationContext } from '../../core/operation.js';
+import type { AppError } from '../../core/errors.js';
 import type { Db, DbOrTx } from '../../db/client.js';
 import type { MessageJson, MessageRow } from '../messages/messages.repository.js';
 import type { QueueWork } from '../queue-work.js';
@@ -165,8 +166,18 @@ export interface HookCall {
 export interface VerifiedHook {
   /** The channel whose rate the call spends; absent: none (Meta's subscription handshake). */
   rateKey?: string;
-  /** Writes what the call says (through the operation runner) and answers once it is committed. */
+  /**
+   * Writes what the call says (through the operation runner) and answers once it is committed. A call verified
+   * against a kept copy of its channel that the channel as stored refuses is thrown as `HookRefused`.
+   */
   apply(run: OperationRunner): Promise<HookAnswer>;
+}
+
+/** A refusal (404, 403) that came only once the call was applied: counted against the client's address like one of `verify`. */
+export class HookRefused extends Error {
+  constructor(readonly error: AppError) {
+    super(error.message);
+  }
 }
 
 export interface HookAnswer {

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { AppError } from '../../../core/errors.js';
 import { defineOperation, type Actor, type Operation } from '../../../core/operation.js';
@@ -6,12 +7,12 @@ import type { Db } from '../../../db/client.js';
 import { recordEvents } from '../../events/events.recorder.js';
 import { CommittedWork } from '../../events/events.signal.js';
 import type { ChannelRow } from '../channels.repository.js';
-import type { HookCall, HookRoute, KindHook } from '../kind.js';
+import { HookRefused, type HookAnswer, type HookCall, type HookRoute, type KindHook } from '../kind.js';
 import type { OperationRunner } from '../runner.js';
-import type { HookResult, StatusReport } from './provider.js';
+import type { HookResult, ProviderWebhook, ProviderWithSecret, StatusReport, WebhookCall } from './provider.js';
 import { providerDefinition } from './providers/index.js';
-import { receiveText } from './sms.inbound.js';
-import { addOptOut, announceFailed, applyStatus, hookUrl, loadSmsChannel } from './sms.repository.js';
+import { ChannelToRead, receiveText } from './sms.inbound.js';
+import { addOptOut, announceFailed, applyStatus, hookUrl, loadVersionedSmsChannel } from './sms.repository.js';
 
 /**
  * What a provider's webhook said, applied: whichever provider it came from (its file verified and parsed the
@@ -113,38 +114,93 @@ function formParams(body: string): Params {
 
 const MessageIdParam = z.uuid();
 
+type SmsChannel = ChannelRow & { provider: ProviderWithSecret };
+
+/**
+ * The text channels this process verified a call of lately, with their provider secret decrypted and their
+ * version (`smsChannelVersion`), by id: a provider posts every text of a channel to the same hook, and the
+ * channel's read was one of a text's two round trips (a retry's three), its secret decrypted each time. A kept channel
+ * is never trusted on its own: a call verified against it writes only through the one statement that checks,
+ * under the channel's hold, that the channel's row still has that version (`receiveText` with `keptVersion`).
+ * When it does not (the auth token rotated, the channel deleted or disabled) nothing is written, and the call is
+ * verified again against the channel as read now: a call signed with the old secret is refused then.
+ */
+const kept = new LRUCache<string, { channel: SmsChannel; version: string }>({ max: 1000, ttl: 10 * 60_000 });
+
+/** The channel as stored now, and the call verified against its secret (kept for the next calls); else the refusal. */
+async function readAndVerify(db: Db, call: HookCall, providerCall: WebhookCall, status: boolean): Promise<{ channel: SmsChannel; webhook: ProviderWebhook }> {
+  const found = await loadVersionedSmsChannel(db, call.channelId);
+  const webhook = found && providerDefinition(found.channel.provider.kind).webhook;
+  if (!found || !webhook) {
+    kept.delete(call.channelId);
+    throw new AppError('NOT_FOUND', 'No such channel');
+  }
+  if (!webhook.verify(providerCall, found.channel.provider.secret)) {
+    throw new AppError('FORBIDDEN', `Missing or wrong ${webhook.signatureHeader} (signed URL expected: ${hookUrl(call.channelId, status)}…)`);
+  }
+  kept.set(call.channelId, found);
+  return { channel: found.channel, webhook };
+}
+
+/** Parses a verified call and applies its results; answers the provider's expected answer. */
+async function applyVerified(run: OperationRunner, db: Db, channel: SmsChannel, webhook: ProviderWebhook, providerCall: WebhookCall): Promise<HookAnswer> {
+  const results = webhook.parse(providerCall);
+  if (!Array.isArray(results)) throw new AppError('VALIDATION_ERROR', results.error, { errors: [], properties: { [results.field]: { errors: ['Required'] } } });
+  await applyHookResults(run, db, channel, results);
+  return { status: 200, ...webhook.answer };
+}
+
 /**
  * A route of the text channels' hook: the channel's provider file (channels/sms/providers/) verifies the call's
  * signature (Twilio: `X-Twilio-Signature` with the auth token; SignalWire: `X-SignalWire-Signature` with the
  * signing key) and parses it into typed results, which `applyHookResults` writes through the operation runner.
+ * A received text of a channel kept from an earlier call (`kept`) is verified against the kept secret and
+ * written by the one statement that checks the channel's version; anything else reads the channel first.
  */
 const smsRoute = (kind: 'inbound' | 'status'): HookRoute => ({
   method: 'POST',
   suffix: kind === 'status' ? '/status' : '',
   async verify(db, call: HookCall) {
-    const channel = await loadSmsChannel(db, call.channelId);
-    const webhook = channel && providerDefinition(channel.provider.kind).webhook;
-    if (!channel || !webhook) throw new AppError('NOT_FOUND', 'No such channel');
     const m = call.query.m;
-    const providerCall = {
-      hook: kind === 'inbound' ? ('message' as const) : ('status' as const),
+    const providerCall: WebhookCall = {
+      hook: kind === 'inbound' ? 'message' : 'status',
       url: call.url,
       headers: call.headers,
       params: formParams(call.rawBody.toString('utf8')),
       messageId: typeof m === 'string' && MessageIdParam.safeParse(m).success ? m : undefined,
     };
-    if (!webhook.verify(providerCall, channel.provider.secret)) {
-      throw new AppError('FORBIDDEN', `Missing or wrong ${webhook.signatureHeader} (signed URL expected: ${hookUrl(call.channelId, kind === 'status')}…)`);
+    const status = kind === 'status';
+    const known = status ? undefined : kept.get(call.channelId);
+    const knownHook = known && providerDefinition(known.channel.provider.kind).webhook;
+    if (known && knownHook?.verify(providerCall, known.channel.provider.secret)) {
+      return {
+        rateKey: known.channel.id,
+        async apply(run) {
+          const results = knownHook.parse(providerCall);
+          const only = Array.isArray(results) && results.length === 1 ? results[0] : undefined;
+          if (only?.type === 'incoming' && known.channel.status !== 'disabled') {
+            try {
+              await receiveText(run, db, known.channel, only.text, { keptVersion: known.version });
+              return { status: 200, ...knownHook.answer };
+            } catch (err) {
+              if (!(err instanceof ChannelToRead)) throw err;
+            }
+          }
+          // Not the one statement, or the channel is no longer as kept: nothing written yet; the call is verified
+          // again against the channel as stored now before anything is.
+          if (kept.get(call.channelId) === known) kept.delete(call.channelId);
+          let fresh;
+          try {
+            fresh = await readAndVerify(db, call, providerCall, status);
+          } catch (err) {
+            throw err instanceof AppError ? new HookRefused(err) : err;
+          }
+          return applyVerified(run, db, fresh.channel, fresh.webhook, providerCall);
+        },
+      };
     }
-    return {
-      rateKey: channel.id,
-      async apply(run) {
-        const results = webhook.parse(providerCall);
-        if (!Array.isArray(results)) throw new AppError('VALIDATION_ERROR', results.error, { errors: [], properties: { [results.field]: { errors: ['Required'] } } });
-        await applyHookResults(run, db, channel, results);
-        return { status: 200, ...webhook.answer };
-      },
-    };
+    const { channel, webhook } = await readAndVerify(db, call, providerCall, status);
+    return { rateKey: channel.id, apply: (run) => applyVerified(run, db, channel, webhook, providerCall) };
   },
 });
 

@@ -8,7 +8,7 @@ import { contactPhoneNumbers, messages } from '../../../db/schema.js';
 import { placeholder, writeShapes, Write } from '../../../db/write.js';
 import { recordEvents } from '../../events/events.recorder.js';
 import { assertChannelLive, MAILBOX_ERROR_PREFIX, SYNC_TIME_GRANULARITY_S, type ChannelRow } from '../channels.repository.js';
-import { recordChannelOutcome } from '../channel-health.js';
+import { recordChannelOutcome, touchReceivingTime } from '../channel-health.js';
 import { cleanText } from '../email/inbound.js';
 import type { OperationRunner } from '../runner.js';
 import { getMessage, insertReceivedMessage, messageColumns, messageJson, receivedOnChannel } from '../../messages/messages.repository.js';
@@ -17,7 +17,7 @@ import { partyNumber } from './numbers.js';
 import { pendingEntry, queueMedia, type ListedMedia } from '../media.repository.js';
 import type { IncomingText } from './provider.js';
 import { providerNameOf } from './providers/index.js';
-import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, queueText, removeOptOut, smsThreadId, toSmsChannel } from './sms.repository.js';
+import { addOptOut, announceFailed, contactPhoneIdFor, isOptedOut, keywordOf, queueText, removeOptOut, smsChannelVersion, smsThreadId, toSmsChannel } from './sms.repository.js';
 import { smsSize } from './segments.js';
 
 /**
@@ -104,8 +104,8 @@ const fromParam = placeholder<string>('from');
  * mailbox success: no receiving error to clear, `lastSyncAt` recent). When a check fails nothing is written,
  * and the full path takes the text.
  */
-const receivedShapes = writeShapes<Omit<typeof messages.$inferInsert, 'organizationId' | 'phoneNumberId'>>((fields, db) => ({
-  statement: db
+const receivedStatement = (fields: Omit<typeof messages.$inferInsert, 'organizationId' | 'phoneNumberId'>, db: DbOrTx) =>
+  db
     .insert(messages)
     .values({
       ...fields,
@@ -119,17 +119,53 @@ const receivedShapes = writeShapes<Omit<typeof messages.$inferInsert, 'organizat
       where: sql`${messages.providerMessageId} IS NOT NULL AND ${messages.deletedAt} IS NULL`,
     })
     .returning(messageColumns)
-    .getSQL(),
+    .getSQL();
+
+/** The channel's health needs no write (`c` is its row as `held_channel` answers it). */
+const healthNeedsNoWrite = sql`NOT coalesce(c.last_error LIKE ${`${MAILBOX_ERROR_PREFIX}%`}, false)
+  AND c.last_sync_at >= now() - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds'`;
+
+const receivedShapes = writeShapes<Omit<typeof messages.$inferInsert, 'organizationId' | 'phoneNumberId'>>((fields, db) => ({
+  statement: receivedStatement(fields, db),
+  table: messages,
+  answer: messageJson,
+  label: 'Message',
+  checks: [
+    {
+      holds: sql`EXISTS (SELECT 1 FROM held_channel(${channelParam}::uuid) c WHERE ${healthNeedsNoWrite})`,
+      marker: NOT_ALONE,
+      error: () => new NotAlone(),
+    },
+  ],
+}));
+
+/**
+ * The channel was a kept copy (the SMS hook's, see `sms.hooks.ts`) that its row no longer matches (its secret or
+ * settings changed, it was deleted), or the one statement could not take the text: nothing was written, and the
+ * caller reads the channel again, verifies the call against what it reads, and only then writes.
+ */
+export class ChannelToRead extends Error {}
+const NOT_AS_KEPT = 'switchboard:received-text-channel-not-as-kept';
+const versionParam = placeholder<string>('channelVersion');
+
+/**
+ * The same statement for a channel the caller kept from an earlier read (its signature was verified against the
+ * kept secret): the channel's row, read fresh under `held_channel`, must still be the one kept (`smsChannelVersion`:
+ * its secret, provider settings, status and address), checked whether or not the text was written, so that a
+ * provider's retry is not answered from a kept copy either; and, when it was written, its health needs no write.
+ */
+const keptChannelShapes = writeShapes<Omit<typeof messages.$inferInsert, 'organizationId' | 'phoneNumberId'>>((fields, db) => ({
+  statement: receivedStatement(fields, db),
   table: messages,
   answer: messageJson,
   label: 'Message',
   checks: [
     {
       holds: sql`EXISTS (SELECT 1 FROM held_channel(${channelParam}::uuid) c
-        WHERE NOT coalesce(c.last_error LIKE ${`${MAILBOX_ERROR_PREFIX}%`}, false)
-          AND c.last_sync_at >= now() - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds')`,
-      marker: NOT_ALONE,
-      error: () => new NotAlone(),
+        WHERE ${smsChannelVersion(sql`c`)} = ${versionParam}::text AND (answer.data IS NULL OR (${healthNeedsNoWrite})))`,
+      marker: NOT_AS_KEPT,
+      error: () => new ChannelToRead(),
+      always: true,
     },
   ],
 }));
@@ -154,6 +190,24 @@ function receiveTextAloneOperation(): Operation {
   });
 }
 const receiveTextAlone = receiveTextAloneOperation();
+
+const KeptChannelTextInput = ReceiveTextInput.extend({ channelVersion: z.string().min(1).max(64) });
+
+/** `messages.receive` for an ordinary text of a kept channel (see `keptChannelShapes`). */
+const receiveKeptChannelText = defineOperation({
+  id: 'messages.receive',
+  method: 'POST',
+  event: () => ['message.created', 'message.received'],
+  path: '/messages/receive',
+  summary: 'Record a received text',
+  input: KeptChannelTextInput,
+  output: Message,
+  handler: (input, ctx) => {
+    const { channelVersion, ...text } = input;
+    const { spec, values } = keptChannelShapes(ctx.db, { ...receivedText(text), metadata: text.metadata });
+    return new Write(ctx.db, spec, { ...values, orgId: ctx.orgId, from: text.from, channelVersion });
+  },
+});
 
 /** STOP records an opt-out (and fails the texts still queued to the number), START removes it, HELP answers the channel's help text. */
 async function keywordEffects(db: Parameters<typeof recordEvents>[0], channel: ChannelRow, from: string, text: string) {
@@ -186,7 +240,13 @@ export interface ReceivedText {
  * answers the existing message (`duplicate`), also when two deliveries race (the unique index decides).
  * `inTransaction` runs in the message's transaction (SMPP: the joined parts are deleted with it).
  */
-export async function receiveText(run: OperationRunner, db: Db, channel: ChannelRow, incoming: IncomingText, opts: { inTransaction?: (tx: DbOrTx) => Promise<void> } = {}): Promise<ReceivedText> {
+export async function receiveText(
+  run: OperationRunner,
+  db: Db,
+  channel: ChannelRow,
+  incoming: IncomingText,
+  opts: { inTransaction?: (tx: DbOrTx) => Promise<void>; keptVersion?: string } = {},
+): Promise<ReceivedText> {
   const from = partyNumber(incoming.from);
   const text = cleanText(incoming.text, MAX_TEXT);
   const size = smsSize(text);
@@ -211,15 +271,36 @@ export async function receiveText(run: OperationRunner, db: Db, channel: Channel
   };
   const caller = { orgId: channel.organizationId, actor: SYSTEM, permissions: ['*'], db };
   const existing = async () => (await receivedOnChannel(db, channel.organizationId, channel.id, input.providerMessageId))?.id;
-  if (media.length === 0 && !opts.inTransaction && !keywordOf(text) && from.startsWith('+')) {
+  const ordinary = media.length === 0 && !opts.inTransaction && !keywordOf(text) && from.startsWith('+');
+  if (opts.keptVersion !== undefined) {
+    // A kept channel: the one statement, checked against the channel's row, or nothing (`ChannelToRead`).
+    if (!ordinary) throw new ChannelToRead();
+    try {
+      const out = await run(receiveKeptChannelText, { ...input, channelVersion: opts.keptVersion }, caller);
+      return { messageId: (out.data as { id: string }).id, duplicate: false };
+    } catch (err) {
+      if (!(err instanceof AppError && err.code === 'NOT_FOUND')) throw err;
+      // Nothing written, and the channel is as kept: the provider's id is on the channel already (a retry).
+      const id = await existing();
+      if (!id) throw new ChannelToRead();
+      return { messageId: id, duplicate: true };
+    }
+  }
+  for (let attempt = 0; ordinary; attempt++) {
     try {
       const out = await run(receiveTextAlone, input, caller);
       return { messageId: (out.data as { id: string }).id, duplicate: false };
     } catch (err) {
       // Nothing written: the channel holds the provider's id already (a provider's retry), or the full path must take it.
       if (!(err instanceof NotAlone) && !(err instanceof AppError && err.code === 'NOT_FOUND')) throw err;
+      // Once: when the channel's `lastSyncAt` is all its health needs, written on its own, then the one statement again.
+      if (err instanceof NotAlone && attempt === 0) {
+        await touchReceivingTime(db, channel.id);
+        continue;
+      }
       const id = err instanceof NotAlone ? undefined : await existing();
       if (id) return { messageId: id, duplicate: true };
+      break;
     }
   }
   try {

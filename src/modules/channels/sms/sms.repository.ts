@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, asc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull, or, sql, type SQL } from 'drizzle-orm';
 import { decryptSecret } from '../../../core/encryption.js';
 import { AppError, fieldError } from '../../../core/errors.js';
 import type { Actor, OperationContext } from '../../../core/operation.js';
@@ -115,6 +115,25 @@ export async function loadSmsChannel(db: DbOrTx, channelId: string): Promise<(Ch
     .where(and(eq(channels.id, channelId), isNull(channels.deletedAt), eq(channels.type, 'sms')))
     .limit(1);
   return row && withProviderSecret(row);
+}
+
+/**
+ * What a text channel's received texts depend on, as one value: its provider's secret (as stored, encrypted),
+ * its provider settings, its status and its address. `row` names the channel's row in the statement. Any change
+ * of these (a rotated auth token or signing key, another provider, the channel disabled, a secret encrypted
+ * again with a new key) gives another value.
+ */
+export const smsChannelVersion = (row: SQL) => sql<string>`md5(ROW(${row}.outbound_secret, ${row}.sms, ${row}.status, ${row}.address, ${row}.type)::text)`;
+
+/** `loadSmsChannel` with the channel's version (`smsChannelVersion`), read in the same round trip. */
+export async function loadVersionedSmsChannel(db: DbOrTx, channelId: string): Promise<{ channel: ChannelRow & { provider: ProviderWithSecret }; version: string } | undefined> {
+  const [found] = await db
+    .select({ row: channels, version: smsChannelVersion(sql`${sql.identifier('channels')}`) })
+    .from(channels)
+    .where(and(eq(channels.id, channelId), isNull(channels.deletedAt), eq(channels.type, 'sms')))
+    .limit(1);
+  const channel = found && withProviderSecret(found.row);
+  return channel && { channel, version: found.version };
 }
 
 /** A text channel with its provider's decrypted secret; undefined without one. */
