@@ -43,8 +43,9 @@ export function createOutboxWorker(spec: OutboxWorkerSpec): OutboxWorker {
   const queued = new Map<QueueWork<Claimed>, number>();
 
   function start<R extends Claimed>(queue: QueueWork<R>, rows: R[]) {
-    /** Every row the run holds: its batch and the batches it went on with. */
-    const all = [...rows];
+    /** The run's batch under way (counted in flight), and the rows it may still hold: that batch and the one before. */
+    let batch = rows;
+    let all = rows;
     inFlight.set(queue, (inFlight.get(queue) ?? 0) + rows.length);
     let heard = queued.get(queue) ?? 0;
     const next: NextBatch<R> = async (full) => {
@@ -54,8 +55,11 @@ export function createOutboxWorker(spec: OutboxWorkerSpec): OutboxWorker {
       const limit = queue.maxInFlight - (inFlight.get(queue) ?? 0);
       if (limit <= 0) return [];
       const more = await queue.claimNext(spec.clock(), queue.laneOf(rows[0]!), limit);
-      inFlight.set(queue, (inFlight.get(queue) ?? 0) + more.length);
-      all.push(...more);
+      if (more.length === 0) return more;
+      // The batch before is down to its last wave: the run counts as its new batch from here on.
+      inFlight.set(queue, (inFlight.get(queue) ?? 0) + more.length - batch.length);
+      all = [...batch, ...more];
+      batch = more;
       return more;
     };
     const key = runs++;
@@ -67,7 +71,7 @@ export function createOutboxWorker(spec: OutboxWorkerSpec): OutboxWorker {
         await queue.recover(all, err).catch(() => {});
       })
       .finally(() => {
-        inFlight.set(queue, (inFlight.get(queue) ?? 0) - all.length);
+        inFlight.set(queue, (inFlight.get(queue) ?? 0) - batch.length);
         work.busy.delete(key);
         if (!stopping) loop.kick();
       });
