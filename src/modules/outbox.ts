@@ -212,21 +212,12 @@ export function createQueue<T extends QueueTable>(db: Db, spec: QueueSpec<T>, ra
       return true;
     },
 
-    /**
-     * Gives back claims that have not transmitted: pending at once, the attempt not counted. `unsent`: rows of
-     * `rows` whose `transmitted_at` this attempt committed but which it knows never left (a wave marked ahead).
-     */
-    async release(now: Date, rows: Claimed[], unsent: Claimed[] = []) {
+    /** Gives back claims that have not transmitted: pending at once, the attempt not counted. */
+    async release(now: Date, rows: Claimed[]) {
       if (rows.length === 0) return;
-      const known = unsent.length
-        ? sql` OR ${t.id} IN (${sql.join(
-            unsent.map((r) => sql`${r.id}::uuid`),
-            sql`, `,
-          )})`
-        : sql``;
       await update()
-        .set({ status: 'pending', attempt: sql`${t.attempt} - 1`, leaseUntil: null, ...(spec.transmittedAt ? { transmittedAt: null } : {}), ...touched(now) } as never)
-        .where(and(allMine(rows), spec.transmittedAt ? sql`(${spec.transmittedAt} IS NULL${known})` : undefined));
+        .set({ status: 'pending', attempt: sql`${t.attempt} - 1`, leaseUntil: null, ...touched(now) } as never)
+        .where(and(allMine(rows), spec.transmittedAt ? sql`${spec.transmittedAt} IS NULL` : undefined));
     },
 
     /** Claims whose lease ran out after they transmitted: their outcome is unknown, they are never sent again. */

@@ -270,13 +270,10 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
   }
 
   /**
-   * One batch: sent in waves paced by its channel's bucket, one wave out at a time, the outcomes written per
-   * wave while the next wave goes. Each wave's `transmitted_at` is committed before it leaves; when the
-   * channel's bucket already holds the next wave, that commit is made while the wave before it is out, so
-   * the next wave leaves as soon as the answers are in. As the batch's last wave is known, the lane's next
-   * batch is claimed (`next`) and checked meanwhile; the outcomes written after that are written once the
-   * claim is in, so that the lane never looks free to another process between the two. Answers the next
-   * batch, checked, or none.
+   * One batch: sent in waves paced by its channel's bucket, the outcomes written per wave while the next wave
+   * goes. As its last wave leaves, the lane's next batch is claimed (`next`) and checked; that wave's outcomes
+   * are written once the claim is in, so that the lane never looks free to another process between the two.
+   * Answers the next batch, checked, or none.
    */
   async function send({ batch, refusals, channel }: Prepared, run: Run): Promise<Prepared | undefined> {
     const { isStopping } = run;
@@ -289,15 +286,13 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
     const bucket = bucketOf(channel);
     /** When the batch's lease was last renewed (its claim took it). */
     let renewedAt = Date.now();
-    /** The lane's next batch: claimed once this batch's last wave is known, then checked. */
-    let claim: Promise<OutboxRow[]> | undefined;
+    /** The lane's next batch, claimed as this one's last wave leaves, then checked. */
     let following: Promise<Prepared | undefined> | undefined;
-
-    /**
-     * The next wave: as many texts as the bucket holds now (at least the first), at most SEND_CONCURRENCY,
-     * with its `transmitted_at` committed (and the rest's lease renewed once a quarter of it has passed).
-     */
-    const markWave = () => {
+    while (rest.length > 0) {
+      if (isStopping()) return void (await queue.release(clock(), rest));
+      await sleep(bucket.wait(rest[0]!.sms.segments));
+      if (isStopping()) return void (await queue.release(clock(), rest));
+      // The wave: as many texts as the bucket holds now (at least the first), at most SEND_CONCURRENCY.
       const wave: OutboxRow[] = [];
       let segments = 0;
       const available = bucket.available();
@@ -307,43 +302,25 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
         wave.push(row);
       }
       rest = rest.slice(wave.length);
-      const renewing = Date.now() - renewedAt >= leaseMs / 4 ? rest : [];
-      if (renewing.length > 0) renewedAt = Date.now();
+      // Committed before the requests leave: from here on their outcome may be "sent" whatever happens to this
+      // process. The rest of the batch has its lease renewed with it once a quarter of the lease has passed.
+      const renew = Date.now() - renewedAt >= leaseMs / 4;
+      const held = await queue.markTransmitted(clock(), wave, renew ? rest : []);
+      const leaving = wave.filter((row) => held.has(row.id));
+      if (renew) {
+        rest = rest.filter((row) => held.has(row.id));
+        renewedAt = Date.now();
+      }
+      // Spent as they leave: the channel's pace is counted from the requests, not from the commit before them.
+      bucket.take(segments);
+      // The last wave: the lane's next batch is claimed and checked while it is out (it leaves after its answers).
+      let claim: Promise<OutboxRow[]> | undefined;
       if (rest.length === 0 && !isStopping()) {
         claim = run.next(batch.length >= batchSize(bucket.rate));
         following = claim.then((rows) => (rows.length > 0 ? prepare(rows) : undefined));
         following.catch(() => {}); // awaited below; its failure is the run's
       }
-      const marked = queue.markTransmitted(clock(), wave, renewing).then((held) => ({ wave, segments, held, renewed: renewing.length > 0 }));
-      marked.catch(() => {}); // awaited below; its failure is the run's
-      return marked;
-    };
-    type Marked = Awaited<ReturnType<typeof markWave>>;
-    /** The next wave, marked while the one before it is out. */
-    let premarked: Promise<Marked> | undefined;
-
-    while (rest.length > 0 || premarked) {
-      let marked: Marked;
-      if (premarked) {
-        marked = await premarked;
-        premarked = undefined;
-        if (isStopping()) {
-          // Marked, but it never left: pending again, as the rest and a next batch claimed.
-          const given = await following;
-          return void (await queue.release(clock(), [...marked.wave.filter((row) => marked.held.has(row.id)), ...rest, ...(given?.batch ?? [])], marked.wave));
-        }
-      } else {
-        if (isStopping()) return void (await queue.release(clock(), rest));
-        await sleep(bucket.wait(rest[0]!.sms.segments));
-        if (isStopping()) return void (await queue.release(clock(), rest));
-        marked = await markWave();
-      }
-      // From the commit of `transmitted_at` on, their outcome may be "sent" whatever happens to this process.
-      const leaving = marked.wave.filter((row) => marked.held.has(row.id));
-      if (marked.renewed) rest = rest.filter((row) => marked.held.has(row.id));
-      // Spent as they leave: the channel's pace is counted from the requests, not from the commit before them.
-      bucket.take(marked.segments);
-      const answers = Promise.all(
+      const outcomes = await Promise.all(
         leaving.map((row) =>
           provider
             .send(
@@ -353,14 +330,10 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
             .catch((err: unknown): SendOutcome => ({ kind: 'unknown', error: err instanceof Error ? err.message : String(err) })),
         ),
       );
-      // The next wave marked while this one is out, when the bucket already holds it (no pause to wait for).
-      if (rest.length > 0 && !isStopping() && bucket.wait(rest[0]!.sms.segments) === 0) premarked = markWave();
-      const outcomes = await answers;
       bucket.answered();
-      const claimed = claim;
       write(run, async () => {
-        // The next batch's claim first: until these outcomes commit, the lane's claim is this batch's.
-        await claimed?.catch(() => {});
+        // The next batch's claim first: until this wave's outcomes commit, the lane's claim is this wave's.
+        await claim?.catch(() => {});
         await showHealth(channel, outcomes);
         const done = leaving.map((row, i) => ({ row, outcome: outcomes[i]! }));
         await sent(done.flatMap(({ row, outcome }) => (outcome.kind === 'sent' ? [{ row, providerMessageId: outcome.providerMessageId }] : [])));
@@ -371,13 +344,11 @@ export function textSending(deps: SmsSenderDeps): QueueWork<OutboxRow> {
           if (outcome.kind === 'retry') await retryLater([row], outcome.error, outcome.retryAfterMs);
         }
       });
-      // A provider refusing the channel's credentials refuses the rest of the batch too (a wave marked but not
-      // sent included): it waits for its retry, and a next batch claimed is given back.
+      // A provider refusing the channel's credentials refuses the rest of the batch too: it waits for its retry,
+      // and a next batch claimed is given back.
       if (outcomes.some((o) => o.kind === 'failed' && o.credentials)) {
-        const unsent = premarked ? await premarked : undefined;
-        premarked = undefined;
         await run.written;
-        await retryLater([...(unsent?.wave.filter((row) => unsent.held.has(row.id)) ?? []), ...rest], 'Not sent: the provider refused the channel\'s credentials');
+        await retryLater(rest, 'Not sent: the provider refused the channel\'s credentials');
         rest = [];
         const given = await following;
         if (given) await queue.release(clock(), given.batch);

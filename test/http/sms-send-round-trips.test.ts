@@ -93,22 +93,3 @@ it("the channel's health written to its row (a received text's) does not make th
   // Its settings changed: read again (one statement more).
   expect(await drain()).toBe(3 + 1 + 1 + 2);
 });
-
-it("a channel's run goes on with the texts queued behind a full batch: one pass sends them all, the next batch claimed while the last wave is out", async () => {
-  const res = await a.request('POST', '/v1/channels', { type: 'sms', name: 'Backlog', address: '+12125550102', rate: 1000, provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } });
-  expect(res.status, res.body).toBe(201);
-  const channel = res.json.data as Json;
-  await send(channel.id, numbers(2));
-  await drain();
-
-  // A full batch (50, what a claim gives a channel at this rate) and 30 more behind it.
-  await send(channel.id, numbers(50));
-  await send(channel.id, numbers(30));
-  const before = twilio.sent.length;
-  const wavesOf = (n: number) => Math.ceil(n / SEND_CONCURRENCY);
-  // The pass's 3 statements; the first batch's check and its waves; the next batch's claim (as the first one's
-  // last wave left), its check and its waves. Two passes took 3 more: the second pass's abandoned claims and
-  // its two claims, against the one claim of the batch's run.
-  expect(await drain()).toBe(3 + 1 + 2 * wavesOf(50) + 1 + 1 + 2 * wavesOf(30));
-  expect(twilio.sent.length - before).toBe(80);
-});

@@ -354,36 +354,6 @@ describe('sending', () => {
     await sender.idle();
   });
 
-  it('a wave whose transmitted_at was committed ahead, while the wave before it was out, is given back unsent when the sender stops', async () => {
-    const slow = await startFakeTwilio();
-    const stopping = createSmsSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 1000, pollMs: 60_000, sleep: async () => {} });
-    try {
-      slow.script(...Array.from({ length: 16 }, () => ({ kind: 'hang' }) as const));
-      const channel = await addChannel(a, { rate: 1000, provider: { kind: 'twilio', accountSid: slow.accountSid, authToken: slow.authToken, apiBaseUrl: slow.url } });
-      const to = Array.from({ length: 20 }, number);
-      const res = await a.request('POST', '/v1/messages/send', { channelId: channel.id, to, text: 'Ahead' });
-      expect(res.status, res.body).toBe(201);
-      await stopping.runOnce();
-      // The first wave (16) hangs; the second (4) has its transmitted_at committed meanwhile.
-      for (let i = 0; i < 200 && slow.sent.length < 16; i++) await new Promise((r) => setTimeout(r, 10));
-      const rows = async () => t.database.db.select().from(smsOutbox).where(eq(smsOutbox.channelId, channel.id));
-      for (let i = 0; i < 200 && (await rows()).filter((r) => r.transmittedAt !== null).length < 20; i++) await new Promise((r) => setTimeout(r, 10));
-      await stopping.stop();
-      await stopping.idle();
-      const after = await rows();
-      // The first wave left and got no answer: unknown outcomes. The second never left: queued again, unmarked.
-      expect(after.filter((r) => r.status === 'failed')).toHaveLength(16);
-      const back = after.filter((r) => r.status === 'pending');
-      expect(back).toHaveLength(4);
-      expect(back.every((r) => r.transmittedAt === null && r.attempt === 0)).toBe(true);
-      expect(slow.sent).toHaveLength(16);
-      expect((await get(a, back[0]!.messageId)).status).toBe('queued');
-    } finally {
-      await stopping.stop();
-      await slow.close();
-    }
-  });
-
   it("an organization's hanging provider with a backlog of 70 texts does not hold up another organization's text queued behind it", async () => {
     const dead = await startFakeTwilio();
     const live = createSmsSender({ db: t.database.db, clock, log: silent, allowPrivate: true, sendTimeoutMs: 5000, pollMs: 60_000 });
