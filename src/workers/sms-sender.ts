@@ -28,15 +28,13 @@ import { createOutboxWorker, type NextBatch, type OutboxWorker, type QueueWork }
  *   it (not when its health is written). It sends in waves: as many texts at once as the channel's token
  *   bucket allows (its `rate` in segments per second, bursts of a tenth of a second's worth), at most
  *   `SEND_CONCURRENCY`, one wave out at a time. Each wave commits its `transmitted_at` in one statement
- *   before it leaves (renewing the rest of the batch's lease once a quarter of it has passed): while the
- *   wave before it is out when the bucket already holds it, so that it leaves as that wave's answers come.
- *   Its outcomes are written set-based (one statement for the texts sent, with their events), while the next
+ *   before it leaves (renewing the rest of the batch's lease once a quarter of it has passed), never before
+ *   the wave ahead of it has answered: a text counted as left has been handed to the provider. Its outcomes are written set-based (one statement for the texts sent, with their events), while the next
  *   wave goes.
  * - `transmitted_at` is committed before the request leaves. A request that left without an answer (a
  *   timeout, a connection lost) is an unknown outcome: the text is marked failed with a reason that says so
  *   and never sent again, so a customer never gets it twice (the provider most likely sent it). The same
- *   for an attempt whose process died after that commit (for a wave committed ahead, also when it had not
- *   left yet: at most one wave per channel). A stop gives back what has not left, a wave committed ahead too.
+ *   for an attempt whose process died after that commit. A stop gives back what has not left.
  * - 429 and 5xx are retried with backoff (at least the provider's `Retry-After`); other 4xx fail with the
  *   provider's code in `statusReason`; Twilio's 21610 (the number unsubscribed) also records an opt-out.
  * - An SMPP channel's texts are claimed only by the process that holds its bind (src/workers/smpp-binds.ts)
