@@ -81,6 +81,11 @@ export interface ClaimOptions {
   perOrganization?: number;
   /** More conditions on the rows (e.g. the channel's relay not paused). */
   where?: SQL | undefined;
+  /**
+   * `batch` only: the next batch of this one lane, for the attempt that holds the lane's batch now and
+   * continues it (its own claim under way does not close the lane; no other attempt gets the lane meanwhile).
+   */
+  lane?: string;
 }
 
 /** The wait before the attempt after `attempt` failures: ±10% jitter, at least `retryAfterMs`. */
@@ -126,14 +131,16 @@ export function createQueue<T extends QueueTable>(db: Db, spec: QueueSpec<T>, ra
     async claim(now: Date, opts: ClaimOptions): Promise<Row[]> {
       if (opts.limit <= 0) return [];
       const perLane = typeof opts.perLane === 'number' ? sql`${opts.perLane}::int` : opts.perLane;
-      const open = opts.mode === 'batch' ? sql`coalesce(ll.n, 0) = 0 AND d.lane_turn <= d.lane_max` : sql`d.lane_turn + coalesce(ll.n, 0) <= d.lane_max`;
+      const open =
+        opts.mode === 'batch' ? (opts.lane !== undefined ? sql`d.lane_turn <= d.lane_max` : sql`coalesce(ll.n, 0) = 0 AND d.lane_turn <= d.lane_max`) : sql`d.lane_turn + coalesce(ll.n, 0) <= d.lane_max`;
+      const lane = opts.mode === 'batch' && opts.lane !== undefined ? sql` AND ${spec.lane} = ${opts.lane}` : sql``;
       const picked = sql`
         WITH d AS (
           SELECT ${t.id} AS id, ${t.organizationId} AS org, ${spec.lane} AS lane, ${t.nextAttemptAt} AS at,
                  row_number() OVER (PARTITION BY ${spec.lane} ORDER BY ${t.nextAttemptAt}, ${t.createdAt}, ${t.id}) AS lane_turn,
                  ${perLane} AS lane_max
             FROM ${t}
-           WHERE ${due(now)}${opts.where ? sql` AND ${opts.where}` : sql``}
+           WHERE ${due(now)}${lane}${opts.where ? sql` AND ${opts.where}` : sql``}
         ),
         ll AS (SELECT ${spec.lane} AS lane, count(*)::int AS n FROM ${t} WHERE ${live(now)} GROUP BY 1),
         lo AS (SELECT ${t.organizationId} AS org, count(*)::int AS n FROM ${t} WHERE ${live(now)} GROUP BY 1),

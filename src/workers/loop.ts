@@ -19,8 +19,9 @@ export interface WorkerLoopOptions {
   /** Subscribes to a wake-up signal (e.g. events committed in this process); returns the unsubscribe. */
   wake?: (kick: () => void) => () => void;
   /**
-   * How long a wake-up waits before its pass (ms), so that a burst of writes is served by one pass rather
-   * than a pass each; 0 runs at once.
+   * The window (ms) within which wake-ups share one pass, so that a burst of writes is served by one pass
+   * rather than a pass each: a wake-up runs its pass at once unless another one did within the window; then
+   * it waits for the window's end. 0 runs every wake-up at once.
    */
   wakeDelayMs?: number;
   log: Pick<FastifyBaseLogger, 'error'>;
@@ -62,12 +63,21 @@ export function createWorkerLoop(opts: WorkerLoopOptions): WorkerLoop {
     });
   };
 
+  /** When a wake-up last ran its pass. */
+  let wokenAt = Number.NEGATIVE_INFINITY;
   const woken = () => {
     if (!opts.wakeDelayMs) return kick();
-    wakeTimer ??= setTimeout(() => {
+    if (wakeTimer) return;
+    const since = performance.now() - wokenAt;
+    if (since >= opts.wakeDelayMs) {
+      wokenAt = performance.now();
+      return kick();
+    }
+    wakeTimer = setTimeout(() => {
       wakeTimer = undefined;
+      wokenAt = performance.now();
       kick();
-    }, opts.wakeDelayMs);
+    }, opts.wakeDelayMs - since);
   };
 
   return {
@@ -83,6 +93,7 @@ export function createWorkerLoop(opts: WorkerLoopOptions): WorkerLoop {
       unsubscribe?.();
       clearTimeout(timer);
       clearTimeout(wakeTimer);
+      wakeTimer = undefined;
       await running;
     },
   };

@@ -3,11 +3,11 @@ import type { Clock } from '../core/clock.js';
 import { toAppError } from '../core/errors.js';
 import type { Db } from '../db/client.js';
 import { onQueued, type Claimed } from '../modules/outbox.js';
-import type { QueueWork } from '../modules/queue-work.js';
+import type { NextBatch, QueueWork } from '../modules/queue-work.js';
 import { busyWork, createWorkerLoop, type WorkerLoop } from './loop.js';
 
 /** A queue as the worker runs it (each kind's sender, the media fetches, the webhook deliveries). */
-export type { QueueWork } from '../modules/queue-work.js';
+export type { NextBatch, QueueWork } from '../modules/queue-work.js';
 
 /**
  * The worker side of the queue engine (`src/modules/outbox.ts`): one loop over one or more queues that claims,
@@ -39,18 +39,39 @@ export function createOutboxWorker(spec: OutboxWorkerSpec): OutboxWorker {
   let stopping = false;
   let runs = 0;
 
+  /** Rows committed to each queue's table, as this process heard of them (the commits' notifications). */
+  const queued = new Map<QueueWork<Claimed>, number>();
+
   function start<R extends Claimed>(queue: QueueWork<R>, rows: R[]) {
+    /** The run's batch under way (counted in flight), and the rows it may still hold: that batch and the one before. */
+    let batch = rows;
+    let all = rows;
     inFlight.set(queue, (inFlight.get(queue) ?? 0) + rows.length);
+    let heard = queued.get(queue) ?? 0;
+    const next: NextBatch<R> = async (full) => {
+      if (stopping || !queue.claimNext) return [];
+      if (!full && (queued.get(queue) ?? 0) === heard) return [];
+      heard = queued.get(queue) ?? 0;
+      const limit = queue.maxInFlight - (inFlight.get(queue) ?? 0);
+      if (limit <= 0) return [];
+      const more = await queue.claimNext(spec.clock(), queue.laneOf(rows[0]!), limit);
+      if (more.length === 0) return more;
+      // The batch before is down to its last wave: the run counts as its new batch from here on.
+      inFlight.set(queue, (inFlight.get(queue) ?? 0) + more.length - batch.length);
+      all = [...batch, ...more];
+      batch = more;
+      return more;
+    };
     const key = runs++;
     const run = queue
-      .run(rows, () => stopping)
+      .run(rows, () => stopping, next)
       .catch(async (err: unknown) => {
         if (toAppError(err).code === 'SERVICE_UNAVAILABLE') return; // the database is away: the leases bring the rows back
-        spec.log.error({ err, ids: rows.map((r) => r.id) }, `${queue.name} attempt failed`);
-        await queue.recover(rows, err).catch(() => {});
+        spec.log.error({ err, ids: all.map((r) => r.id) }, `${queue.name} attempt failed`);
+        await queue.recover(all, err).catch(() => {});
       })
       .finally(() => {
-        inFlight.set(queue, (inFlight.get(queue) ?? 0) - rows.length);
+        inFlight.set(queue, (inFlight.get(queue) ?? 0) - batch.length);
         work.busy.delete(key);
         if (!stopping) loop.kick();
       });
@@ -80,19 +101,12 @@ export function createOutboxWorker(spec: OutboxWorkerSpec): OutboxWorker {
     return total;
   }
 
-  /** Each queue's pass in turn; one that fails does not keep the others from theirs. */
+  /** Each queue's pass, side by side (no queue's claim waits for another's); one that fails does not keep the others from theirs. */
   async function pass(): Promise<number> {
-    let total = 0;
-    let failure: unknown;
-    for (const queue of spec.queues) {
-      try {
-        total += await passOf(queue);
-      } catch (err) {
-        failure ??= err;
-      }
-    }
-    if (failure !== undefined) throw failure;
-    return total;
+    const passes = await Promise.allSettled(spec.queues.map((queue) => passOf(queue)));
+    const failed = passes.find((p): p is PromiseRejectedResult => p.status === 'rejected');
+    if (failed) throw failed.reason;
+    return passes.reduce((total, p) => total + (p.status === 'fulfilled' ? p.value : 0), 0);
   }
 
   const loop = createWorkerLoop({
@@ -100,7 +114,13 @@ export function createOutboxWorker(spec: OutboxWorkerSpec): OutboxWorker {
     pass,
     intervalMs: spec.pollMs,
     wake: (kick) => {
-      const offs = spec.queues.flatMap((q) => [onQueued(spec.db, q.table, kick), q.wake?.(kick)]);
+      const offs = spec.queues.flatMap((q) => [
+        onQueued(spec.db, q.table, () => {
+          queued.set(q, (queued.get(q) ?? 0) + 1);
+          kick();
+        }),
+        q.wake?.(kick),
+      ]);
       return () => offs.forEach((off) => off?.());
     },
     wakeDelayMs: 10,

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { showChannelOutcome } from '../../src/modules/channels/channel-health.js';
+import { toChannel } from '../../src/modules/channels/kinds.js';
 import { createSmsSender, SEND_CONCURRENCY } from '../../src/workers/sms-sender.js';
 import { createTestApp, type Tenant, type TestApp } from '../helpers/app.js';
 import { installStatementLog, roundTrips } from '../helpers/statement-log.js';
@@ -70,4 +72,24 @@ it('a send to 40 numbers costs what a send to 2 costs; a batch of 40 texts is 2 
   expect(sent).toHaveLength(42);
   const events = (await a.request('GET', '/v1/events?type=message.sent&limit=100')).json.data as Json[];
   expect(new Set(events.map((e) => e.resourceId))).toEqual(new Set(sent.map((m) => m.id)));
+});
+
+it("the channel's health written to its row (a received text's) does not make the next batch read it again; a change of its settings does", async () => {
+  const res = await a.request('POST', '/v1/channels', { type: 'sms', name: 'Health', address: '+12125550101', rate: 1000, provider: { kind: 'twilio', accountSid: twilio.accountSid, authToken: twilio.authToken, apiBaseUrl: twilio.url } });
+  expect(res.status, res.body).toBe(201);
+  const channel = res.json.data as Json;
+  await send(channel.id, numbers(2));
+  await drain();
+
+  // What a received text records on the channel (its receiving side works): a write to the row.
+  await showChannelOutcome(t.database.db, channel.id, { ok: true, side: 'mailbox' }, { view: toChannel });
+  await send(channel.id, numbers(2));
+  // The pass's 3 statements, the batch's check, one wave's 2: the channel not read again.
+  expect(await drain()).toBe(3 + 1 + 2);
+
+  const patched = await a.request('PATCH', `/v1/channels/${channel.id}`, { rate: 500 });
+  expect(patched.status, patched.body).toBe(200);
+  await send(channel.id, numbers(2));
+  // Its settings changed: read again (one statement more).
+  expect(await drain()).toBe(3 + 1 + 1 + 2);
 });
