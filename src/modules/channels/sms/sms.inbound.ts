@@ -5,7 +5,7 @@ import { defineOperation, type Actor, type Operation } from '../../../core/opera
 import { JsonObject, Uuid } from '../../../core/schemas.js';
 import type { Db, DbOrTx } from '../../../db/client.js';
 import { contactPhoneNumbers, messages } from '../../../db/schema.js';
-import { placeholder, writeShapes, Write } from '../../../db/write.js';
+import { placeholder, writeShapes, Write, type WriteCheck } from '../../../db/write.js';
 import { recordEvents } from '../../events/events.recorder.js';
 import { assertChannelLive, MAILBOX_ERROR_PREFIX, SYNC_TIME_GRANULARITY_S, type ChannelRow } from '../channels.repository.js';
 import { recordChannelOutcome, touchReceivingTime } from '../channel-health.js';
@@ -125,19 +125,23 @@ const receivedStatement = (fields: Omit<typeof messages.$inferInsert, 'organizat
 const healthNeedsNoWrite = sql`NOT coalesce(c.last_error LIKE ${`${MAILBOX_ERROR_PREFIX}%`}, false)
   AND c.last_sync_at >= now() - interval '${sql.raw(String(SYNC_TIME_GRANULARITY_S))} seconds'`;
 
-const receivedShapes = writeShapes<Omit<typeof messages.$inferInsert, 'organizationId' | 'phoneNumberId'>>((fields, db) => ({
-  statement: receivedStatement(fields, db),
-  table: messages,
-  answer: messageJson,
-  label: 'Message',
-  checks: [
-    {
-      holds: sql`EXISTS (SELECT 1 FROM held_channel(${channelParam}::uuid) c WHERE ${healthNeedsNoWrite})`,
-      marker: NOT_ALONE,
-      error: () => new NotAlone(),
-    },
-  ],
-}));
+/** The one statement with its `checks` (see `receivedShapes`, `keptChannelShapes`). */
+const receivedShapesWith = (checks: WriteCheck[]) =>
+  writeShapes<Omit<typeof messages.$inferInsert, 'organizationId' | 'phoneNumberId'>>((fields, db) => ({
+    statement: receivedStatement(fields, db),
+    table: messages,
+    answer: messageJson,
+    label: 'Message',
+    checks,
+  }));
+
+const receivedShapes = receivedShapesWith([
+  {
+    holds: sql`EXISTS (SELECT 1 FROM held_channel(${channelParam}::uuid) c WHERE ${healthNeedsNoWrite})`,
+    marker: NOT_ALONE,
+    error: () => new NotAlone(),
+  },
+]);
 
 /**
  * The channel was a kept copy (the SMS hook's, see `sms.hooks.ts`) that its row no longer matches (its secret or
@@ -154,60 +158,38 @@ const versionParam = placeholder<string>('channelVersion');
  * its secret, provider settings, status and address), checked whether or not the text was written, so that a
  * provider's retry is not answered from a kept copy either; and, when it was written, its health needs no write.
  */
-const keptChannelShapes = writeShapes<Omit<typeof messages.$inferInsert, 'organizationId' | 'phoneNumberId'>>((fields, db) => ({
-  statement: receivedStatement(fields, db),
-  table: messages,
-  answer: messageJson,
-  label: 'Message',
-  checks: [
-    {
-      holds: sql`EXISTS (SELECT 1 FROM held_channel(${channelParam}::uuid) c
-        WHERE ${smsChannelVersion(sql`c`)} = ${versionParam}::text AND (answer.data IS NULL OR (${healthNeedsNoWrite})))`,
-      marker: NOT_AS_KEPT,
-      error: () => new ChannelToRead(),
-      always: true,
-    },
-  ],
-}));
+const keptChannelShapes = receivedShapesWith([
+  {
+    holds: sql`EXISTS (SELECT 1 FROM held_channel(${channelParam}::uuid) c
+      WHERE ${smsChannelVersion(sql`c`)} = ${versionParam}::text AND (answer.data IS NULL OR (${healthNeedsNoWrite})))`,
+    marker: NOT_AS_KEPT,
+    error: () => new ChannelToRead(),
+    always: true,
+  },
+]);
 
-/** `messages.receive` for an ordinary text (see `receivedShapes`): its handler answers the one statement, unsent. */
-function receiveTextAloneOperation(): Operation {
+/**
+ * `messages.receive` for an ordinary text answered by one statement (`shapes`), unsent: `receivedShapes`, or
+ * `keptChannelShapes` with the kept channel's version (its input's `channelVersion`).
+ */
+function oneStatementOperation(input: typeof ReceiveTextInput | typeof KeptChannelTextInput, shapes: typeof receivedShapes): Operation {
   return defineOperation({
     id: 'messages.receive',
     method: 'POST',
     event: () => ['message.created', 'message.received'],
     path: '/messages/receive',
     summary: 'Record a received text',
-    input: ReceiveTextInput,
+    input,
     output: Message,
-    handler: (input, ctx) => {
-      const { spec, values } = receivedShapes(ctx.db, {
-        ...receivedText(input),
-        metadata: input.metadata,
-      });
-      return new Write(ctx.db, spec, { ...values, orgId: ctx.orgId, from: input.from });
+    handler: (text: z.infer<typeof KeptChannelTextInput> | z.infer<typeof ReceiveTextInput>, ctx) => {
+      const { spec, values } = shapes(ctx.db, { ...receivedText(text), metadata: text.metadata });
+      return new Write(ctx.db, spec, { ...values, orgId: ctx.orgId, from: text.from, ...('channelVersion' in text ? { channelVersion: text.channelVersion } : {}) });
     },
   });
 }
-const receiveTextAlone = receiveTextAloneOperation();
-
 const KeptChannelTextInput = ReceiveTextInput.extend({ channelVersion: z.string().min(1).max(64) });
-
-/** `messages.receive` for an ordinary text of a kept channel (see `keptChannelShapes`). */
-const receiveKeptChannelText = defineOperation({
-  id: 'messages.receive',
-  method: 'POST',
-  event: () => ['message.created', 'message.received'],
-  path: '/messages/receive',
-  summary: 'Record a received text',
-  input: KeptChannelTextInput,
-  output: Message,
-  handler: (input, ctx) => {
-    const { channelVersion, ...text } = input;
-    const { spec, values } = keptChannelShapes(ctx.db, { ...receivedText(text), metadata: text.metadata });
-    return new Write(ctx.db, spec, { ...values, orgId: ctx.orgId, from: text.from, channelVersion });
-  },
-});
+const receiveTextAlone = oneStatementOperation(ReceiveTextInput, receivedShapes);
+const receiveKeptChannelText = oneStatementOperation(KeptChannelTextInput, keptChannelShapes);
 
 /** STOP records an opt-out (and fails the texts still queued to the number), START removes it, HELP answers the channel's help text. */
 async function keywordEffects(db: Parameters<typeof recordEvents>[0], channel: ChannelRow, from: string, text: string) {
